@@ -1,0 +1,3 @@
+from reviewbot.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The ``reviewbot`` command line. Each command group lives in its own module here.
+
+A command module exposes ``register(subparsers)``; the handler it sets as ``func`` takes
+the parsed arguments and returns the exit code. A refusal raises :class:`CommandError`
+(or a known domain error) and becomes one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from reviewbot import __version__
+from reviewbot.config import ConfigError
+from reviewbot.workflowdb.access import AccessDenied
+
+# Command modules, in the order ``reviewbot --help`` lists them.
+COMMAND_MODULES: tuple[str, ...] = ("db",)
+
+
+class CommandError(Exception):
+    """A refusal with a one-line reason; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reviewbot",
+        description="Review-and-merge bot for GitHub and Gitea/Forgejo.",
+        epilog="Example: reviewbot db log --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"reviewbot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"reviewbot.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (CommandError, ConfigError, AccessDenied) as exc:
+        print(f"reviewbot: {exc}", file=sys.stderr)
+        return getattr(exc, "code", 1) if isinstance(exc, CommandError) else 1
+    except KeyboardInterrupt:
+        return 130
+    return code

@@ -1,0 +1,200 @@
+"""Plain data shared by every layer: triggers, PR snapshots, checks, reviews, decisions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+FORGES = ("github", "gitea")
+
+_PR_REF = re.compile(r"^(?P<forge>github|gitea):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    forge: str
+    owner: str
+    name: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.forge}:{self.owner}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PullRef:
+    """A pull request: ``FORGE:OWNER/REPO#NUMBER`` on the command line."""
+
+    forge: str
+    owner: str
+    name: str
+    number: int
+
+    @property
+    def repo(self) -> RepoRef:
+        return RepoRef(self.forge, self.owner, self.name)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.forge}:{self.owner}/{self.name}#{self.number}"
+
+    @classmethod
+    def parse(cls, text: str) -> PullRef:
+        m = _PR_REF.match(text.strip())
+        if m is None:
+            raise ValueError(f"not a PR reference {text!r}: expected FORGE:OWNER/REPO#NUMBER")
+        return cls(m["forge"], m["owner"], m["name"], int(m["n"]))
+
+
+class CheckState(StrEnum):
+    SUCCESS = "success"
+    PENDING = "pending"
+    FAILURE = "failure"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    NEUTRAL = "neutral"
+    SKIPPED = "skipped"
+    ACTION_REQUIRED = "action_required"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One report of one check for a commit: a commit status or a GitHub check run."""
+
+    name: str
+    state: CheckState
+    url: str | None = None
+    source: str = "status"  # "status" or "check_run"
+    updated_at: str = ""  # ISO 8601; the newest report of a name wins
+
+
+@dataclass(frozen=True)
+class RequiredChecks:
+    """Checks a branch requires. On Gitea the names are glob patterns."""
+
+    names: tuple[str, ...] = ()
+    globs: bool = False
+
+
+class ReviewState(StrEnum):
+    APPROVED = "approved"
+    CHANGES_REQUESTED = "changes_requested"
+    COMMENTED = "commented"
+    DISMISSED = "dismissed"
+    PENDING = "pending"
+
+
+class ReviewEvent(StrEnum):
+    """What the bot submits; each forge adapter spells it its own way."""
+
+    APPROVE = "approve"
+    REQUEST_CHANGES = "request_changes"
+    COMMENT = "comment"
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    reviewer: str
+    state: ReviewState
+    commit_sha: str | None
+    body: str = ""
+    submitted_at: str = ""
+
+
+@dataclass(frozen=True)
+class InlineComment:
+    path: str
+    line: int
+    body: str
+
+
+@dataclass(frozen=True)
+class PullRequestSnapshot:
+    """A PR as the forge reports it now."""
+
+    forge: str
+    owner: str
+    name: str
+    number: int
+    state: str  # "open" or "closed"
+    merged: bool
+    draft: bool
+    head_sha: str
+    base_ref: str
+    head_ref: str
+    author: str
+    labels: tuple[str, ...] = ()
+    mergeable: bool | None = None
+    title: str = ""
+    html_url: str = ""
+    merge_commit_sha: str | None = None
+
+    @property
+    def ref(self) -> PullRef:
+        return PullRef(self.forge, self.owner, self.name, self.number)
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    author: str
+    body: str
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    merged: bool
+    merge_commit_sha: str | None
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A normalized delivery from any entry path.
+
+    ``kind`` says what it names: ``pull`` (a PR, maybe with a head SHA), ``commit`` (a SHA
+    whose open PRs are affected), or ``ignored`` / ``recorded`` (nothing to gate; the
+    reason says why).
+    """
+
+    source: str  # github, gitea, crew, api, file, sweep
+    delivery_id: str
+    forge: str | None
+    event: str
+    action: str | None = None
+    kind: str = "pull"
+    owner: str | None = None
+    name: str | None = None
+    number: int | None = None
+    head_sha: str | None = None
+    commit_sha: str | None = None
+    sender: str | None = None
+    reason: Reason | None = None  # why an ignored/recorded trigger needs no gate
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def semantic_key(self) -> str:
+        """Two deliveries with the same key are the same event (a replay)."""
+        parts = (
+            self.forge or "",
+            f"{self.owner}/{self.name}" if self.owner else "",
+            str(self.number or ""),
+            self.head_sha or self.commit_sha or "",
+            self.event,
+            self.action or "",
+            self.extra.get("semantic", ""),
+        )
+        return "|".join(parts)

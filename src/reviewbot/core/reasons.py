@@ -1,0 +1,48 @@
+"""Every reason code a decision can carry. docs/reason-codes.md explains each one."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    ELIGIBLE = "eligible"
+    SKIP = "skip"
+    ERROR = "error"
+    WAITING = "waiting"
+
+
+class ReasonCode(StrEnum):
+    ELIGIBLE = "eligible"
+    NOT_PULL_REQUEST_EVENT = "not_pull_request_event"
+    ACTION_IGNORED = "action_ignored"
+    PR_CLOSED = "pr_closed"
+    PR_DRAFT = "pr_draft"
+    HEAD_MOVED = "head_moved"
+    AUTHOR_IS_BOT = "author_is_bot"
+    BASE_BRANCH_EXCLUDED = "base_branch_excluded"
+    SKIP_LABEL = "skip_label"
+    REPO_NOT_CONFIGURED = "repo_not_configured"
+    FORGE_NOT_CONFIGURED = "forge_not_configured"
+    DUPLICATE_DELIVERY = "duplicate_delivery"
+    DELIVERY_UNRESOLVED = "delivery_unresolved"
+    PR_NOT_FOUND = "pr_not_found"
+    NO_OPEN_PULL_REQUESTS = "no_open_pull_requests"
+    FORGE_ERROR = "forge_error"
+    PERMISSION_DENIED = "permission_denied"
+    RECORDED = "recorded"
+    # review policy
+    NO_REQUIRED_CHECKS = "no_required_checks"
+    CHECKS_PENDING = "checks_pending"
+    CHECKS_FAILED = "checks_failed"
+    CHECKS_PASSED = "checks_passed"
+    REVIEWER_FINDINGS = "reviewer_findings"
+    REVIEWER_ERROR = "reviewer_error"
+    # merge
+    NOT_APPROVED = "not_approved"
+    CHANGES_REQUESTED = "changes_requested"
+    CHECKS_NOT_GREEN = "checks_not_green"
+    NOT_MERGEABLE = "not_mergeable"
+    SUPERSEDED = "superseded"
+    LEASE_NOT_HELD = "lease_not_held"
+    LEASE_HELD = "lease_held"

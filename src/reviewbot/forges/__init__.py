@@ -1,0 +1,1 @@
+"""Forge adapters: one Forge interface, with GitHub and Gitea/Forgejo behind it."""

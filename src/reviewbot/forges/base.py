@@ -1,0 +1,72 @@
+"""The one interface the rest of the bot uses to talk to a forge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from reviewbot.core.models import (
+    CheckResult,
+    Comment,
+    InlineComment,
+    MergeResult,
+    PullRequestSnapshot,
+    RequiredChecks,
+    Review,
+    ReviewEvent,
+)
+
+
+class Forge(Protocol):
+    """What the bot needs from a forge; ``repo`` is always ``OWNER/NAME``.
+
+    Errors are the types in :mod:`reviewbot.forges.errors`. GETs are retried on 5xx and
+    timeouts inside the adapter; writes are never retried blindly.
+    """
+
+    name: str  # "github" or "gitea"
+
+    async def bot_login(self) -> str: ...
+
+    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot: ...
+
+    async def list_open_pulls(self, repo: str) -> list[PullRequestSnapshot]: ...
+
+    async def pulls_for_sha(self, repo: str, sha: str) -> list[PullRequestSnapshot]:
+        """Open PRs whose head is ``sha``."""
+        ...
+
+    async def required_checks(self, repo: str, branch: str) -> RequiredChecks: ...
+
+    async def check_results(self, repo: str, sha: str) -> list[CheckResult]: ...
+
+    async def list_reviews(self, repo: str, number: int) -> list[Review]: ...
+
+    async def submit_review(
+        self,
+        repo: str,
+        number: int,
+        *,
+        commit_sha: str,
+        event: ReviewEvent,
+        body: str,
+        comments: Sequence[InlineComment] = (),
+    ) -> Review: ...
+
+    async def merge(
+        self, repo: str, number: int, *, head_sha: str, method: str = "merge"
+    ) -> MergeResult: ...
+
+    async def user_permission(self, repo: str, user: str) -> str:
+        """``admin``, ``write``, ``read`` or ``none``."""
+        ...
+
+    async def find_comment(self, repo: str, number: int, marker: str) -> Comment | None:
+        """The bot's own comment whose body contains ``marker``."""
+        ...
+
+    async def create_comment(self, repo: str, number: int, body: str) -> Comment: ...
+
+    async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment: ...
+
+    async def aclose(self) -> None: ...

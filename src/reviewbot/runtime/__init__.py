@@ -1,0 +1,1 @@
+"""Wiring: worker pool, outbox drainer, sessions and tool registry, run folders."""

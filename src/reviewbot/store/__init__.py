@@ -1,0 +1,1 @@
+"""Persistence. Callers use :class:`~reviewbot.store.database.Database`; SQLite is the default."""

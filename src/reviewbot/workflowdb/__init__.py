@@ -1,0 +1,1 @@
+"""The workflow database: managed migrations, read-only queries, DML-only mutations."""
