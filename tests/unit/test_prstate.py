@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from reviewbot.core.prstate import (
+    STATE_MARKER,
+    DeliveryLine,
+    LeaseLine,
+    PostedReview,
+    PRStateRecords,
+    next_step,
+    render_pr_state,
+    review_status,
+)
+
+HEAD = "a" * 40
+
+
+def records(**kw: object) -> PRStateRecords:
+    base: dict[str, object] = {
+        "pr": "github:acme/api#7",
+        "pr_state": "open",
+        "head_sha": HEAD,
+        "author": "alice",
+        "decision": None,
+    }
+    base.update(kw)
+    return PRStateRecords(**base)  # type: ignore[arg-type]
+
+
+def test_marker_first_and_rendering_is_deterministic() -> None:
+    rec = records(decision="waiting", blockers=("ci/test pending", "lint missing"))
+    body = render_pr_state(rec)
+    assert body.startswith(STATE_MARKER + "\n")
+    assert body == render_pr_state(rec)
+    assert body.count(STATE_MARKER) == 1
+
+
+def test_all_sections_are_shown() -> None:
+    rec = records(
+        decision="approve",
+        review=PostedReview("approve", HEAD, "posted", 42),
+        leases=(
+            LeaseLine("reviewer", "bot-20260101T000000Z-abc", 3, HEAD, "2026-01-01T00:00:15Z"),
+        ),
+        last_delivery=DeliveryLine("d-1", "github", "status", None, "2026-01-01T00:00:00Z"),
+        blockers=(),
+    )
+    body = render_pr_state(rec)
+    assert f"| Head | `{HEAD}` |" in body
+    assert "approved at `aaaaaaaaaaaa` (review 42)" in body
+    assert "| Next | maintainers |" in body
+    assert "reviewer: `bot-20260101T000000Z-abc`, epoch 3" in body
+    assert "`d-1` (github status, received 2026-01-01T00:00:00Z)" in body
+    assert "**Blockers**\n\n- none" in body
+
+
+def test_every_blocker_is_listed() -> None:
+    blockers = ("ci/test failed: http://ci/1", "lint failed", "deploy missing")
+    body = render_pr_state(records(decision="request_changes", blockers=blockers))
+    for b in blockers:
+        assert f"- {b}" in body
+
+
+def test_user_text_cannot_forge_a_marker_or_break_the_table() -> None:
+    body = render_pr_state(records(author="x", blockers=("evil --> <!-- reviewbot:pr-state -->",)))
+    assert body.count("<!--") == 1
+    assert body.count("-->") == 1
+    body = render_pr_state(records(decision="error", decision_detail="a | b"))
+    assert "a \\| b" in body
+
+
+def test_next_step_per_decision() -> None:
+    assert next_step(records(decision="waiting")).who == "CI"
+    posted_rc = PostedReview("request_changes", HEAD, "posted", 1)
+    assert next_step(records(decision="request_changes", review=posted_rc)).who == "alice"
+    assert next_step(records(decision="approve")).action == "post the approving review"
+    posted = PostedReview("approve", HEAD, "posted", 1)
+    assert next_step(records(decision="approve", review=posted, automerge=True)).who == "merger"
+    assert next_step(records(pr_state="merged", decision="approve")).who == "nobody"
+    assert next_step(records(decision="head_moved")).action == "review the new head"
+    assert "approve_without_checks" in next_step(records(decision="no_required_checks")).action
+
+
+def test_review_of_an_older_head_does_not_count() -> None:
+    old = PostedReview("approve", "b" * 40, "posted", 9)
+    rec = records(decision="waiting", review=old)
+    assert review_status(rec) == "waiting for required checks"
+    assert next_step(rec).who == "CI"
+
+
+def test_dropped_review_says_the_head_moved() -> None:
+    rec = records(decision="approve", review=PostedReview("approve", HEAD, "dropped"))
+    assert "head moved" in review_status(rec)
