@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from reviewbot.core.reasons import Outcome
+
 FORGES = ("github", "gitea")
 
 _PR_REF = re.compile(r"^(?P<forge>github|gitea):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
@@ -185,6 +187,12 @@ class Trigger:
     sender: str | None = None
     reason: Reason | None = None  # why an ignored/recorded trigger needs no gate
     extra: dict[str, str] = field(default_factory=dict)
+    # For ``commit`` triggers: PR numbers the event itself lists (GitHub check events).
+    pull_numbers: tuple[int, ...] = ()
+
+    @property
+    def repo_full_name(self) -> str | None:
+        return f"{self.owner}/{self.name}" if self.owner and self.name else None
 
     def semantic_key(self) -> str:
         """Two deliveries with the same key are the same event (a replay)."""
@@ -198,3 +206,45 @@ class Trigger:
             self.extra.get("semantic", ""),
         )
         return "|".join(parts)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gate (or the worker, for errors) decided for one delivery and one PR.
+
+    ``reasons`` holds every blocking reason of a ``skip`` (never only the first), the one
+    ``eligible`` reason, or the error of an ``error``. ``head_sha`` is the head the decision
+    is about: the trigger's SHA when it named one, else the live head.
+    """
+
+    outcome: Outcome
+    reasons: tuple[Reason, ...]
+    forge: str | None = None
+    owner: str | None = None
+    name: str | None = None
+    number: int | None = None
+    head_sha: str | None = None
+
+    @property
+    def repo(self) -> str | None:
+        return f"{self.owner}/{self.name}" if self.owner and self.name else None
+
+    @property
+    def reason(self) -> Reason:
+        """The first reason: the one a one-line summary shows."""
+        return self.reasons[0]
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(r.code for r in self.reasons)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready form (the shape of ``route_selection.json``, minus the delivery)."""
+        return {
+            "decision": str(self.outcome),
+            "reasons": [{"code": r.code, "detail": r.detail} for r in self.reasons],
+            "forge": self.forge,
+            "repo": self.repo,
+            "number": self.number,
+            "head_sha": self.head_sha,
+        }
