@@ -1,0 +1,365 @@
+"""Leases with fencing epochs: the pure state machine.
+
+A lease gives one worker the right to act on one target, a (forge, repo, PR number, role)
+with role ``reviewer`` or ``merger``, for a head SHA, until it expires. Every operation is
+a function of the current row (or ``None``), the target's epoch high-water mark, the
+request, the time and the lease timing, and returns either the new row or a refusal. The
+store runs each one inside a single write transaction and persists what it returns.
+
+Rules:
+
+- **Acquire**: a target that is free, released, expired or superseded is granted with
+  ``epoch = max(row epoch, high-water mark) + 1``, so an epoch is never handed out twice,
+  even after rows were deleted or the database was restored from an older backup (the
+  store keeps the high-water mark where a restore cannot lower it). A live lease of another
+  worker is refused with ``lease_held``, naming the holder and its expiry. The same worker
+  asking again at the same head renews its lease (same epoch); at another head it gets a
+  fresh epoch, because a pin to an old head must not carry forward.
+- **Liveness is heartbeat freshness**: a claim is live while ``now < expires_at``; each
+  heartbeat pushes the expiry one lease term ahead. A claim that lapsed can be taken over
+  by anyone with a higher epoch, after which the old holder is ``superseded``.
+- **Fencing**: heartbeat, release and every guarded write carry (holder, epoch) and are
+  allowed only while exactly that claim is the live one. A lapsed claim is not revived: its
+  holder acquires again and gets a new epoch.
+- **A new head** supersedes a claim pinned to the old head (phase ``superseded``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Protocol
+
+from reviewbot.core.reasons import ReasonCode
+
+MAX_TTL_S = 3600.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._]{0,39}$")
+_IDENTITY = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]{0,39})-(?P<ts>\d{8}T\d{6}Z)-[0-9a-f]{12}$"
+)
+_SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
+
+
+class Role(StrEnum):
+    REVIEWER = "reviewer"
+    MERGER = "merger"
+
+
+class Phase(StrEnum):
+    CLAIMED = "claimed"
+    RELEASED = "released"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+class GrantKind(StrEnum):
+    GRANTED = "granted"  # a new epoch on a free, released, expired or superseded target
+    TAKEOVER = "takeover"  # a new epoch over another worker's lapsed claim
+    RENEWED = "renewed"  # the same claim, its expiry pushed ahead
+    RELEASED = "released"
+
+
+class LeaseTiming(Protocol):
+    """Lease term, renew deadline and retry period, in seconds.
+
+    ``config.LeaseSettings`` is one, and refuses timings outside lease > renew > 1.2 x retry.
+    """
+
+    @property
+    def lease_s(self) -> float: ...
+
+    @property
+    def renew_s(self) -> float: ...
+
+    @property
+    def retry_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class LeaseTarget:
+    forge: str
+    repo: str  # OWNER/NAME
+    number: int
+    role: Role
+
+    def __post_init__(self) -> None:
+        if self.forge not in ("github", "gitea"):
+            raise ValueError(f"unknown forge {self.forge!r}")
+        owner, slash, name = self.repo.partition("/")
+        if not slash or not owner or not name or "/" in name or any(c.isspace() for c in self.repo):
+            raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r}")
+        if self.number < 1:
+            raise ValueError(f"PR number must be positive, not {self.number}")
+        object.__setattr__(self, "role", Role(self.role))
+
+    def __str__(self) -> str:
+        return f"{self.forge}:{self.repo}#{self.number}/{self.role.value}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    target: LeaseTarget
+    holder: str
+    epoch: int
+    head_sha: str
+    phase: Phase
+    ttl_s: float
+    acquired_at: float
+    heartbeat_at: float
+    expires_at: float
+
+    def live(self, now: float) -> bool:
+        return self.phase is Phase.CLAIMED and now < self.expires_at
+
+    def phase_at(self, now: float) -> Phase:
+        """The phase as a reader should see it: a claim past its expiry is ``expired``."""
+        if self.phase is Phase.CLAIMED and now >= self.expires_at:
+            return Phase.EXPIRED
+        return self.phase
+
+    @property
+    def claim(self) -> LeaseClaim:
+        return LeaseClaim(self.target, self.holder, self.epoch)
+
+
+@dataclass(frozen=True)
+class AcquireRequest:
+    target: LeaseTarget
+    worker: str
+    head_sha: str
+    ttl_s: float | None = None  # None: the configured lease term
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """What a holder presents for a heartbeat, a release or a guarded write."""
+
+    target: LeaseTarget
+    worker: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Granted:
+    lease: Lease
+    kind: GrantKind
+
+
+@dataclass(frozen=True)
+class Refused:
+    code: ReasonCode  # LEASE_HELD, SUPERSEDED or LEASE_NOT_HELD
+    detail: str
+    holder: str | None = None
+    expires_at: float | None = None
+    epoch: int | None = None  # the target's current epoch, when there is a row
+
+
+LeaseResult = Granted | Refused
+
+
+def lease_term(timing: LeaseTiming, ttl_s: float | None) -> float:
+    """The term of a new claim: the request's ``ttl_s`` or the configured lease term."""
+    if ttl_s is None:
+        return timing.lease_s
+    # A term shorter than the retry period would lapse before a holder could renew it.
+    if not (1.2 * timing.retry_s < ttl_s <= MAX_TTL_S):
+        raise ValueError(
+            f"ttl_s must be greater than {1.2 * timing.retry_s:g} and at most {MAX_TTL_S:g},"
+            f" not {ttl_s:g}"
+        )
+    return ttl_s
+
+
+def acquire(
+    current: Lease | None,
+    high_water: int,
+    request: AcquireRequest,
+    now: float,
+    timing: LeaseTiming,
+) -> LeaseResult:
+    """Grant, renew or refuse a claim on ``request.target``."""
+    if current is not None and current.target != request.target:
+        raise ValueError("the current row belongs to another target")
+    if not _SHA.match(request.head_sha):
+        raise ValueError(f"head_sha must be a hex commit SHA, not {request.head_sha!r}")
+    term = lease_term(timing, request.ttl_s)
+    if current is not None and current.live(now):
+        if current.holder != request.worker:
+            return Refused(
+                ReasonCode.LEASE_HELD,
+                f"{request.target} is held by {current.holder} (epoch {current.epoch}) until "
+                f"{iso(current.expires_at)}",
+                holder=current.holder,
+                expires_at=current.expires_at,
+                epoch=current.epoch,
+            )
+        if current.head_sha == request.head_sha:
+            renewed = replace(current, ttl_s=term, heartbeat_at=now, expires_at=now + term)
+            return Granted(renewed, GrantKind.RENEWED)
+    epoch = max(current.epoch if current else 0, high_water) + 1
+    kind = GrantKind.GRANTED
+    if current is not None and current.phase is Phase.CLAIMED and current.holder != request.worker:
+        kind = GrantKind.TAKEOVER
+    lease = Lease(
+        target=request.target,
+        holder=request.worker,
+        epoch=epoch,
+        head_sha=request.head_sha,
+        phase=Phase.CLAIMED,
+        ttl_s=term,
+        acquired_at=now,
+        heartbeat_at=now,
+        expires_at=now + term,
+    )
+    return Granted(lease, kind)
+
+
+def check_fence(current: Lease | None, claim: LeaseClaim, now: float) -> Refused | None:
+    """``None`` when ``claim`` is the live claim on its target, else why it is not."""
+    target = claim.target
+    if current is None:
+        return Refused(ReasonCode.LEASE_NOT_HELD, f"{target} has no lease")
+    if current.target != target:
+        raise ValueError("the current row belongs to another target")
+    if claim.epoch < current.epoch:
+        return _refuse(
+            ReasonCode.SUPERSEDED,
+            f"epoch {claim.epoch} of {target} was superseded by epoch {current.epoch} "
+            f"({current.holder})",
+            current,
+        )
+    if claim.epoch > current.epoch or current.holder != claim.worker:
+        return _refuse(
+            ReasonCode.LEASE_NOT_HELD,
+            f"{claim.worker} does not hold epoch {claim.epoch} of {target}",
+            current,
+        )
+    if current.phase is Phase.SUPERSEDED:
+        return _refuse(
+            ReasonCode.SUPERSEDED,
+            f"epoch {claim.epoch} of {target} was superseded: the head moved from "
+            f"{current.head_sha}",
+            current,
+        )
+    if current.phase is not Phase.CLAIMED:
+        return _refuse(
+            ReasonCode.LEASE_NOT_HELD,
+            f"epoch {claim.epoch} of {target} is {current.phase.value}",
+            current,
+        )
+    if now >= current.expires_at:
+        return _refuse(
+            ReasonCode.LEASE_NOT_HELD,
+            f"epoch {claim.epoch} of {target} expired at {iso(current.expires_at)}",
+            current,
+        )
+    return None
+
+
+def _refuse(code: ReasonCode, detail: str, current: Lease) -> Refused:
+    return Refused(code, detail, current.holder, current.expires_at, current.epoch)
+
+
+def heartbeat(current: Lease | None, claim: LeaseClaim, now: float) -> LeaseResult:
+    """Push the live claim's expiry one term ahead."""
+    refused = check_fence(current, claim, now)
+    if refused is not None:
+        return refused
+    assert current is not None
+    renewed = replace(current, heartbeat_at=now, expires_at=now + current.ttl_s)
+    return Granted(renewed, GrantKind.RENEWED)
+
+
+def release(current: Lease | None, claim: LeaseClaim, now: float) -> LeaseResult:
+    """End the live claim now; the next acquire gets a higher epoch."""
+    refused = check_fence(current, claim, now)
+    if refused is not None:
+        return refused
+    assert current is not None
+    return Granted(replace(current, phase=Phase.RELEASED, expires_at=now), GrantKind.RELEASED)
+
+
+def supersede_head(current: Lease | None, new_head: str, now: float) -> Lease | None:
+    """The row to store when the PR's head becomes ``new_head``; ``None``: nothing changes.
+
+    A claim pinned to another head is superseded even if it already lapsed, so that the
+    record says why it ended. Released and expired rows stay as they are.
+    """
+    if current is None or current.phase is not Phase.CLAIMED:
+        return None
+    if current.head_sha.lower() == new_head.lower():
+        return None
+    return replace(current, phase=Phase.SUPERSEDED, expires_at=min(current.expires_at, now))
+
+
+# --- worker identities ------------------------------------------------------------------------
+
+
+class WorkerStatus(StrEnum):
+    LIVE = "live"
+    STALE = "stale"  # registered, but its heartbeat is older than one lease term
+    UNPROVEN = "unproven"  # no record: never assumed to be anyone
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    identity: str
+    name: str
+    client: str
+    session_id: str
+    role: str
+    registered_at: float
+    heartbeat_at: float
+
+
+def check_worker_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(
+            f"worker name {name!r}: 1-40 letters, digits, '.' or '_', starting with a letter"
+            " or digit"
+        )
+    return name
+
+
+def mint_worker_identity(
+    name: str, *, client: str, session_id: str, now_ns: int, nonce: bytes
+) -> str:
+    """``<name>-<UTC timestamp>-<short sha>``; the sha covers client, session, time, nonce.
+
+    Each part is length-prefixed before hashing, so no two different inputs hash the same
+    byte string.
+    """
+    check_worker_name(name)
+    if len(nonce) < 8:
+        raise ValueError("the nonce must have at least 8 random bytes")
+    digest = hashlib.sha256()
+    for part in (client.encode(), session_id.encode(), str(now_ns).encode(), nonce):
+        digest.update(len(part).to_bytes(4, "big"))
+        digest.update(part)
+    stamp = datetime.fromtimestamp(now_ns // 1_000_000_000, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{name}-{stamp}-{digest.hexdigest()[:12]}"
+
+
+def parse_worker_identity(identity: str) -> str:
+    """The name part of a well-formed identity; ``ValueError`` otherwise."""
+    m = _IDENTITY.match(identity)
+    if m is None:
+        raise ValueError(
+            f"not a worker identity: {identity!r} (expected NAME-YYYYMMDDTHHMMSSZ-SHA)"
+        )
+    return m["name"]
+
+
+def worker_status(record: WorkerRecord | None, now: float, timing: LeaseTiming) -> WorkerStatus:
+    """Live while its last heartbeat is within one lease term."""
+    if record is None:
+        return WorkerStatus.UNPROVEN
+    return WorkerStatus.LIVE if now - record.heartbeat_at < timing.lease_s else WorkerStatus.STALE
+
+
+def iso(ts: float) -> str:
+    """A UNIX time as ISO 8601 UTC with milliseconds (what the API shows)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
