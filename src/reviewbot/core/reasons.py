@@ -31,6 +31,7 @@ class ReasonCode(StrEnum):
     FORGE_ERROR = "forge_error"
     PERMISSION_DENIED = "permission_denied"
     RECORDED = "recorded"
+    INTERNAL_ERROR = "internal_error"  # a bug, never a forge or input problem
     # review policy
     NO_REQUIRED_CHECKS = "no_required_checks"
     CHECKS_PENDING = "checks_pending"
