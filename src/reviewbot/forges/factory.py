@@ -1,0 +1,79 @@
+"""Build the :class:`Forge` of a configured forge from :class:`~reviewbot.config.Settings`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from reviewbot.config import ConfigError, Settings
+from reviewbot.forges.app_auth import GitHubAppAuth
+from reviewbot.forges.base import Forge
+from reviewbot.forges.gitea import GiteaForge
+from reviewbot.forges.github import GitHubForge
+from reviewbot.forges.http import Clock, RetryPolicy, Sleep
+
+
+def make_forge(
+    settings: Settings,
+    forge_name: str,
+    *,
+    client: httpx.AsyncClient | None = None,
+    policy: RetryPolicy | None = None,
+    sleep: Sleep = asyncio.sleep,
+    clock: Clock = time.time,
+) -> Forge:
+    """The adapter for ``forge_name`` (``github`` or ``gitea``).
+
+    Raises :class:`ConfigError` (one line naming the setting) when the forge is not
+    configured or its credentials cannot be read.
+    """
+    if forge_name == "github":
+        gh = settings.github
+        if gh.app_id is not None and gh.private_key_path is not None:
+            try:
+                key = gh.private_key_path.read_bytes()
+            except OSError as exc:
+                raise ConfigError(
+                    f"github.private_key_path: cannot read {gh.private_key_path}: "
+                    f"{exc.strerror or exc}"
+                ) from None
+            return GitHubForge(
+                api_url=gh.api_url,
+                app_auth=GitHubAppAuth(gh.app_id, key, clock=clock),
+                bot_login=gh.bot_login,
+                client=client,
+                policy=policy,
+                sleep=sleep,
+                clock=clock,
+            )
+        if gh.token is not None:
+            return GitHubForge(
+                api_url=gh.api_url,
+                token=gh.token.get_secret_value(),
+                bot_login=gh.bot_login,
+                client=client,
+                policy=policy,
+                sleep=sleep,
+                clock=clock,
+            )
+        raise ConfigError(
+            "github: not configured (set github.token or github.app_id and github.private_key_path)"
+        )
+    if forge_name == "gitea":
+        gt = settings.gitea
+        if gt.url is None:
+            raise ConfigError("gitea.url: not configured")
+        if gt.token is None:
+            raise ConfigError("gitea.token: not configured")
+        return GiteaForge(
+            url=gt.url,
+            token=gt.token.get_secret_value(),
+            bot_login=gt.bot_login,
+            client=client,
+            policy=policy,
+            sleep=sleep,
+            clock=clock,
+        )
+    raise ConfigError(f"unknown forge {forge_name!r}: expected github or gitea")

@@ -1,0 +1,476 @@
+"""Gitea / Forgejo adapter on httpx (``Authorization: token ...``, API under ``URL/api/v1``).
+
+Where Gitea differs from GitHub, this module absorbs it: review events are spelled
+``APPROVED`` / ``REQUEST_CHANGES`` / ``COMMENT`` (anything else silently becomes a
+PENDING review, which is an error here); a merge is ``POST`` with ``Do`` and an always
+non-empty ``head_commit_id`` and answers 200 with an empty body; required checks are
+glob patterns over commit statuses; there is no "pulls of a commit" endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+
+from reviewbot.core.models import (
+    CheckResult,
+    Comment,
+    InlineComment,
+    MergeResult,
+    PullRequestSnapshot,
+    RequiredChecks,
+    Review,
+    ReviewEvent,
+    ReviewState,
+)
+from reviewbot.forges.errors import (
+    ForgeError,
+    HeadMoved,
+    NotFound,
+    NotMergeable,
+    PendingReview,
+)
+from reviewbot.forges.http import (
+    Clock,
+    ErrorMap,
+    ForgeHttp,
+    HttpResult,
+    RetryPolicy,
+    Sleep,
+    decode_json,
+)
+from reviewbot.forges.normalize import (
+    as_dict,
+    as_list,
+    login_of,
+    map_all,
+    response_shape,
+    split_repo,
+    status_state,
+)
+
+USER_AGENT = "reviewbot"
+PAGE_LIMIT = 50  # Gitea's default maximum page size
+MAX_ITEMS = 1000  # a bound on every listing
+
+REVIEW_EVENTS: dict[ReviewEvent, str] = {
+    ReviewEvent.APPROVE: "APPROVED",
+    ReviewEvent.REQUEST_CHANGES: "REQUEST_CHANGES",
+    ReviewEvent.COMMENT: "COMMENT",
+}
+REVIEW_STATES: dict[str, ReviewState] = {
+    "APPROVED": ReviewState.APPROVED,
+    "REQUEST_CHANGES": ReviewState.CHANGES_REQUESTED,
+    "COMMENT": ReviewState.COMMENTED,
+    "PENDING": ReviewState.PENDING,
+}
+MERGE_DO: dict[str, str] = {"merge": "merge", "squash": "squash", "rebase": "rebase"}
+MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
+PERMISSIONS: dict[str, str] = {"owner": "admin", "admin": "admin", "write": "write", "read": "read"}
+
+
+class GiteaForge:
+    """The :class:`~reviewbot.forges.base.Forge` for Gitea and Forgejo."""
+
+    name = "gitea"
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str,
+        bot_login: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+    ) -> None:
+        if not token:
+            raise ValueError("GiteaForge needs a token")
+        self._api = url.rstrip("/") + "/api/v1"
+        self._headers = {
+            "Authorization": f"token {token}",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
+        self._owns_client = client is None
+        self._http = ForgeHttp(
+            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
+        )
+        self._bot_login = bot_login
+
+    # -- accounting ------------------------------------------------------------------
+
+    @property
+    def calls(self) -> Counter[str]:
+        """HTTP requests sent, per operation (retries and 304s included)."""
+        return self._http.calls
+
+    @property
+    def not_modified(self) -> Counter[str]:
+        return self._http.not_modified
+
+    @property
+    def rate_limited_calls(self) -> Counter[str]:
+        return self._http.rate_limited_calls
+
+    # -- Forge -----------------------------------------------------------------------
+
+    async def bot_login(self) -> str:
+        if self._bot_login is None:
+            user = await self._get_json("bot_login", "/user")
+            with response_shape("bot_login"):
+                self._bot_login = str(as_dict(user, "bot_login")["login"])
+        return self._bot_login
+
+    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+        return await self._pull(repo, number, "get_pull")
+
+    async def list_open_pulls(self, repo: str) -> list[PullRequestSnapshot]:
+        return await self._open_pulls(repo, "list_open_pulls")
+
+    async def pulls_for_sha(self, repo: str, sha: str) -> list[PullRequestSnapshot]:
+        # Gitea has no "pull requests of a commit" endpoint: filter the open PRs.
+        pulls = await self._open_pulls(repo, "pulls_for_sha")
+        return [p for p in pulls if p.head_sha == sha]
+
+    async def required_checks(self, repo: str, branch: str) -> RequiredChecks:
+        rules = as_list(
+            await self._get_json("required_checks", _repo_path(repo, "branch_protections")),
+            "required_checks",
+        )
+        with response_shape("required_checks"):
+            rule = matching_protection([as_dict(r, "required_checks") for r in rules], branch)
+            if rule is None or not rule.get("enable_status_check"):
+                return RequiredChecks(globs=True)
+            patterns = [str(p) for p in rule.get("status_check_contexts") or () if str(p)]
+            return RequiredChecks(tuple(dict.fromkeys(patterns)), globs=True)
+
+    async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
+        path = _repo_path(repo, "commits", sha, "status")
+        statuses: list[Any] = []
+        for page in range(1, MAX_ITEMS // PAGE_LIMIT + 1):
+            combined = as_dict(
+                await self._get_json("check_results", path, {"page": page, "limit": PAGE_LIMIT}),
+                "check_results",
+            )
+            batch = as_list(combined.get("statuses") or [], "check_results")
+            statuses += batch
+            total = combined.get("total_count")
+            if len(batch) < PAGE_LIMIT or (isinstance(total, int) and len(statuses) >= total):
+                break
+        return map_all(statuses, _status, "check_results")
+
+    async def list_reviews(self, repo: str, number: int) -> list[Review]:
+        items = await self._paged("list_reviews", _repo_path(repo, "pulls", number, "reviews"))
+        reviews = map_all(items, _review, "list_reviews")
+        return [r for r in reviews if r is not None]
+
+    async def submit_review(
+        self,
+        repo: str,
+        number: int,
+        *,
+        commit_sha: str,
+        event: ReviewEvent,
+        body: str,
+        comments: Sequence[InlineComment] = (),
+    ) -> Review:
+        if not commit_sha:
+            raise ValueError("a review is always pinned to a commit SHA")
+        payload: dict[str, Any] = {
+            "commit_id": commit_sha,
+            "body": body,
+            "event": REVIEW_EVENTS[ReviewEvent(event)],
+        }
+        if comments:
+            payload["comments"] = [
+                {"path": c.path, "body": c.body, "new_position": c.line} for c in comments
+            ]
+        result = await self._send(
+            "submit_review", "POST", _repo_path(repo, "pulls", number, "reviews"), payload
+        )
+        data = as_dict(decode_json(result, operation="submit_review"), "submit_review")
+        with response_shape("submit_review"):
+            review = _review(data)
+        if review is None or review.state is ReviewState.PENDING:
+            raise PendingReview(
+                f"review {data.get('id')} was stored as {data.get('state')!r}, not submitted",
+                status=result.status,
+                operation="submit_review",
+            )
+        return review
+
+    async def merge(
+        self, repo: str, number: int, *, head_sha: str, method: str = "merge"
+    ) -> MergeResult:
+        if not head_sha:
+            # Gitea checks the head only when head_commit_id is non-empty.
+            raise ValueError("a merge is always pinned to the head SHA")
+        if method not in MERGE_DO:
+            raise ValueError(f"merge method {method!r}: expected one of {', '.join(MERGE_DO)}")
+        # Never merge_when_checks_succeed: a scheduled merge ignores head_commit_id.
+        payload = {"Do": MERGE_DO[method], "head_commit_id": head_sha}
+        try:
+            await self._send(
+                "merge",
+                "POST",
+                _repo_path(repo, "pulls", number, "merge"),
+                payload,
+                errors=MERGE_ERRORS,
+            )
+        except HeadMoved as exc:
+            # Gitea answers 409 for a moved head ("head out of date") and for conflicts.
+            if "conflict" in str(exc).lower():
+                raise NotMergeable(str(exc.args[0]), status=409, operation="merge") from None
+            raise
+        # 200 with an empty body: read the PR back for the merge commit.
+        pull = await self._pull(repo, number, "merge")
+        if not pull.merged:
+            raise ForgeError("merge answered 200 but the PR is not merged", operation="merge")
+        return MergeResult(merged=True, merge_commit_sha=pull.merge_commit_sha)
+
+    async def user_permission(self, repo: str, user: str) -> str:
+        try:
+            data = await self._get_json(
+                "user_permission", _repo_path(repo, "collaborators", user, "permission")
+            )
+        except NotFound:
+            return "none"
+        with response_shape("user_permission"):
+            permission = str(as_dict(data, "user_permission")["permission"]).lower()
+        return PERMISSIONS.get(permission, "none")
+
+    async def find_comment(self, repo: str, number: int, marker: str) -> Comment | None:
+        if not marker:
+            raise ValueError("a comment marker must not be empty")
+        me = await self.bot_login()
+        items = as_list(
+            await self._get_json("find_comment", _repo_path(repo, "issues", number, "comments")),
+            "find_comment",
+        )
+        for comment in map_all(items, _comment, "find_comment"):
+            if comment.author == me and marker in comment.body:
+                return comment
+        return None
+
+    async def create_comment(self, repo: str, number: int, body: str) -> Comment:
+        result = await self._send(
+            "create_comment", "POST", _repo_path(repo, "issues", number, "comments"), {"body": body}
+        )
+        data = as_dict(decode_json(result, operation="create_comment"), "create_comment")
+        with response_shape("create_comment"):
+            return _comment(data)
+
+    async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
+        result = await self._send(
+            "edit_comment",
+            "PATCH",
+            _repo_path(repo, "issues", "comments", comment_id),
+            {"body": body},
+        )
+        if result.status == 204 or not result.body:
+            return Comment(id=comment_id, author=await self.bot_login(), body=body)
+        data = as_dict(decode_json(result, operation="edit_comment"), "edit_comment")
+        with response_shape("edit_comment"):
+            return _comment(data)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._http.client.aclose()
+
+    # -- plumbing --------------------------------------------------------------------
+
+    async def _pull(self, repo: str, number: int, operation: str) -> PullRequestSnapshot:
+        owner, name = split_repo(repo)
+        data = as_dict(
+            await self._get_json(operation, _repo_path(repo, "pulls", number)), operation
+        )
+        with response_shape(operation):
+            return _snapshot(owner, name, data)
+
+    async def _open_pulls(self, repo: str, operation: str) -> list[PullRequestSnapshot]:
+        owner, name = split_repo(repo)
+        items = await self._paged(operation, _repo_path(repo, "pulls"), {"state": "open"})
+        return map_all(items, lambda d: _snapshot(owner, name, d), operation)
+
+    async def _paged(
+        self, operation: str, path: str, params: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        """Every item of a paginated listing (``page`` / ``limit``), up to ``MAX_ITEMS``."""
+        items: list[Any] = []
+        for page in range(1, MAX_ITEMS // PAGE_LIMIT + 1):
+            query = {**(params or {}), "page": page, "limit": PAGE_LIMIT}
+            result = await self._send(operation, "GET", path, params=query)
+            batch = as_list(decode_json(result, operation=operation), operation)
+            items += batch
+            total = str(result.headers.get("x-total-count") or "")
+            if len(batch) < PAGE_LIMIT or (total.isdigit() and len(items) >= int(total)):
+                break
+        return items
+
+    async def _get_json(
+        self, operation: str, path: str, params: Mapping[str, Any] | None = None
+    ) -> Any:
+        result = await self._send(operation, "GET", path, params=params)
+        return decode_json(result, operation=operation)
+
+    async def _send(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        errors: ErrorMap | None = None,
+    ) -> HttpResult:
+        url = self._api + path
+        if params:
+            url += "?" + urlencode(params)
+        headers = dict(self._headers)
+        body = b""
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(payload).encode()
+        return await self._http.send(
+            operation, method, url, headers=headers, body=body, errors=errors
+        )
+
+
+def _repo_path(repo: str, *parts: str | int) -> str:
+    owner, name = split_repo(repo)
+    segments = [quote(owner, safe=""), quote(name, safe="")]
+    segments += [quote(str(p), safe="") for p in parts]
+    return "/repos/" + "/".join(segments)
+
+
+def matching_protection(rules: list[dict[str, Any]], branch: str) -> dict[str, Any] | None:
+    """The protection rule Gitea applies to ``branch``.
+
+    A rule's name is a branch name or a glob; plain names win over globs, then the
+    lower ``priority``, then the name (Gitea's order).
+    """
+
+    def name_of(rule: dict[str, Any]) -> str:
+        return str(rule.get("rule_name") or rule.get("branch_name") or "")
+
+    def order(rule: dict[str, Any]) -> tuple[bool, int, str]:
+        name = name_of(rule)
+        priority = rule.get("priority")
+        return (_is_glob(name), priority if isinstance(priority, int) else 0, name)
+
+    for rule in sorted(rules, key=order):
+        name = name_of(rule)
+        if name == branch or (_is_glob(name) and glob_match(name, branch)):
+            return rule
+    return None
+
+
+def _is_glob(name: str) -> bool:
+    return any(ch in name for ch in "*?[{")
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Gitea's glob with ``/`` as separator: ``*`` stays within a segment, ``**`` does not."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "{":
+            close = pattern.find("}", i)
+            if close == -1:
+                out.append(re.escape(ch))
+            else:
+                options = pattern[i + 1 : close].split(",")
+                out.append("(?:" + "|".join(re.escape(o) for o in options) + ")")
+                i = close + 1
+                continue
+        elif ch == "[":
+            close = pattern.find("]", i)
+            if close == -1:
+                out.append(re.escape(ch))
+            else:
+                body = pattern[i + 1 : close]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = close + 1
+                continue
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.fullmatch("".join(out), text) is not None
+
+
+def _snapshot(owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
+    merged = bool(data.get("merged"))
+    mergeable = data.get("mergeable")
+    return PullRequestSnapshot(
+        forge="gitea",
+        owner=owner,
+        name=name,
+        number=int(data["number"]),
+        state=str(data["state"]),
+        merged=merged,
+        draft=bool(data.get("draft")),
+        head_sha=str(data["head"]["sha"]),
+        base_ref=str(data["base"]["ref"]),
+        head_ref=str(data["head"]["ref"]),
+        author=login_of(data.get("user")),
+        labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
+        mergeable=mergeable if isinstance(mergeable, bool) else None,
+        title=str(data.get("title") or ""),
+        html_url=str(data.get("html_url") or ""),
+        merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
+    )
+
+
+def _status(data: dict[str, Any]) -> CheckResult:
+    return CheckResult(
+        name=str(data["context"]),
+        state=status_state(data["status"]),
+        url=data.get("target_url") or None,
+        source="status",
+        updated_at=str(data.get("updated_at") or data.get("created_at") or ""),
+    )
+
+
+def _review(data: dict[str, Any]) -> Review | None:
+    """A review; ``None`` for a review *request* (Gitea lists those as reviews too)."""
+    state_name = str(data["state"]).upper()
+    if state_name == "REQUEST_REVIEW":
+        return None
+    state = REVIEW_STATES.get(state_name, ReviewState.COMMENTED)
+    if data.get("dismissed"):
+        state = ReviewState.DISMISSED
+    return Review(
+        id=int(data["id"]),
+        reviewer=login_of(data.get("user")),
+        state=state,
+        commit_sha=data.get("commit_id") or None,
+        body=str(data.get("body") or ""),
+        submitted_at=str(data.get("submitted_at") or ""),
+    )
+
+
+def _comment(data: dict[str, Any]) -> Comment:
+    return Comment(
+        id=int(data["id"]), author=login_of(data.get("user")), body=str(data["body"] or "")
+    )

@@ -1,0 +1,585 @@
+"""GitHub adapter: gidgethub on httpx, with token or GitHub App authentication.
+
+gidgethub builds the requests (URL templates, headers, JSON) and decodes the answers;
+every exchange goes through :class:`~reviewbot.forges.http.ForgeHttp`, which owns
+retries, rate limits, ETags, accounting and the mapping of statuses to typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gidgethub.httpx
+import httpx
+
+from reviewbot.core.models import (
+    CheckResult,
+    CheckState,
+    Comment,
+    InlineComment,
+    MergeResult,
+    PullRequestSnapshot,
+    RequiredChecks,
+    Review,
+    ReviewEvent,
+    ReviewState,
+)
+from reviewbot.forges.app_auth import GitHubAppAuth
+from reviewbot.forges.errors import (
+    AuthenticationFailed,
+    ForgeError,
+    HeadMoved,
+    NotFound,
+    NotMergeable,
+)
+from reviewbot.forges.http import Clock, ErrorMap, ForgeHttp, RetryPolicy, Sleep
+from reviewbot.forges.normalize import (
+    as_dict,
+    login_of,
+    map_all,
+    response_shape,
+    split_repo,
+    status_state,
+)
+
+USER_AGENT = "reviewbot"
+ACCEPT = "application/vnd.github+json"
+PER_PAGE = 100
+MAX_ITEMS = 1000  # a bound on every listing
+
+REVIEW_EVENTS: dict[ReviewEvent, str] = {
+    ReviewEvent.APPROVE: "APPROVE",
+    ReviewEvent.REQUEST_CHANGES: "REQUEST_CHANGES",
+    ReviewEvent.COMMENT: "COMMENT",
+}
+REVIEW_STATES: dict[str, ReviewState] = {
+    "APPROVED": ReviewState.APPROVED,
+    "CHANGES_REQUESTED": ReviewState.CHANGES_REQUESTED,
+    "COMMENTED": ReviewState.COMMENTED,
+    "DISMISSED": ReviewState.DISMISSED,
+    "PENDING": ReviewState.PENDING,
+}
+CHECK_RUN_CONCLUSIONS: dict[str, CheckState] = {
+    "success": CheckState.SUCCESS,
+    "failure": CheckState.FAILURE,
+    "neutral": CheckState.NEUTRAL,
+    "cancelled": CheckState.CANCELLED,
+    "skipped": CheckState.SKIPPED,
+    "timed_out": CheckState.TIMED_OUT,
+    "action_required": CheckState.ACTION_REQUIRED,
+    "startup_failure": CheckState.FAILURE,
+    "stale": CheckState.PENDING,  # GitHub marked it outdated: it must run again
+}
+MERGE_METHODS = ("merge", "squash", "rebase")
+MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
+
+
+@dataclass(frozen=True)
+class _Call:
+    operation: str
+    errors: ErrorMap | None = None
+
+
+@dataclass(frozen=True)
+class _Auth:
+    oauth_token: str | None = None
+    jwt: str | None = None
+
+
+_CALL: contextvars.ContextVar[_Call] = contextvars.ContextVar("github_call")
+
+
+class _Client(gidgethub.httpx.GitHubAPI):
+    """gidgethub with its transport replaced by the shared HTTP policy."""
+
+    def __init__(self, http: ForgeHttp, base_url: str) -> None:
+        super().__init__(http.client, USER_AGENT, base_url=base_url)
+        self._http = http
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        call = _CALL.get(_Call("unnamed"))
+        result = await self._http.send(
+            call.operation, method, url, headers=headers, body=body, errors=call.errors
+        )
+        return result.status, result.headers, result.body
+
+    async def sleep(self, seconds: float) -> None:
+        await self._http.sleep(seconds)
+
+
+class GitHubForge:
+    """The :class:`~reviewbot.forges.base.Forge` for GitHub (or GitHub Enterprise)."""
+
+    name = "github"
+
+    def __init__(
+        self,
+        *,
+        api_url: str = "https://api.github.com",
+        token: str | None = None,
+        app_auth: GitHubAppAuth | None = None,
+        bot_login: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+    ) -> None:
+        if (token is None) == (app_auth is None):
+            raise ValueError("GitHubForge needs exactly one of token or app_auth")
+        self._token = token
+        self._app = app_auth
+        self._owns_client = client is None
+        self._http = ForgeHttp(
+            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
+        )
+        self._gh = _Client(self._http, api_url.rstrip("/"))
+        self._bot_login = bot_login
+
+    # -- accounting ------------------------------------------------------------------
+
+    @property
+    def calls(self) -> Counter[str]:
+        """HTTP requests sent, per operation (retries and 304s included)."""
+        return self._http.calls
+
+    @property
+    def not_modified(self) -> Counter[str]:
+        """Answers served from the ETag cache (304), per operation."""
+        return self._http.not_modified
+
+    @property
+    def rate_limited_calls(self) -> Counter[str]:
+        return self._http.rate_limited_calls
+
+    # -- Forge -----------------------------------------------------------------------
+
+    async def bot_login(self) -> str:
+        if self._bot_login is None:
+            if self._app is not None:
+                app = await self._get("bot_login", "/app", {}, auth=_Auth(jwt=self._app.app_jwt()))
+                with response_shape("bot_login"):
+                    self._bot_login = f"{as_dict(app, 'bot_login')['slug']}[bot]"
+            else:
+                user = await self._get("bot_login", "/user", {}, auth=self._token_auth())
+                with response_shape("bot_login"):
+                    self._bot_login = str(as_dict(user, "bot_login")["login"])
+        return self._bot_login
+
+    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+        owner, name = split_repo(repo)
+        data = await self._get(
+            "get_pull",
+            "/repos/{owner}/{repo}/pulls/{pull_number}",
+            {"owner": owner, "repo": name, "pull_number": number},
+            repo=repo,
+        )
+        with response_shape("get_pull"):
+            return self._snapshot(owner, name, as_dict(data, "get_pull"))
+
+    async def list_open_pulls(self, repo: str) -> list[PullRequestSnapshot]:
+        owner, name = split_repo(repo)
+        items = await self._list(
+            "list_open_pulls",
+            "/repos/{owner}/{repo}/pulls{?state,per_page}",
+            {"owner": owner, "repo": name, "state": "open", "per_page": PER_PAGE},
+            repo=repo,
+        )
+        return map_all(items, lambda d: self._snapshot(owner, name, d), "list_open_pulls")
+
+    async def pulls_for_sha(self, repo: str, sha: str) -> list[PullRequestSnapshot]:
+        owner, name = split_repo(repo)
+        items = await self._list(
+            "pulls_for_sha",
+            "/repos/{owner}/{repo}/commits/{commit_sha}/pulls{?per_page}",
+            {"owner": owner, "repo": name, "commit_sha": sha, "per_page": PER_PAGE},
+            repo=repo,
+        )
+        pulls = map_all(items, lambda d: self._snapshot(owner, name, d), "pulls_for_sha")
+        return [p for p in pulls if p.state == "open" and p.head_sha == sha]
+
+    async def required_checks(self, repo: str, branch: str) -> RequiredChecks:
+        owner, name = split_repo(repo)
+        try:
+            data = await self._get(
+                "required_checks",
+                "/repos/{owner}/{repo}/branches/{branch}/protection",
+                {"owner": owner, "repo": name, "branch": branch},
+                repo=repo,
+            )
+        except NotFound:
+            return RequiredChecks()  # the branch is not protected
+        with response_shape("required_checks"):
+            checks = as_dict(data, "required_checks").get("required_status_checks") or {}
+            names = list(checks.get("contexts") or [])
+            names += [c["context"] for c in checks.get("checks") or []]
+            return RequiredChecks(tuple(dict.fromkeys(str(n) for n in names)), globs=False)
+
+    async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
+        owner, name = split_repo(repo)
+        url_vars = {"owner": owner, "repo": name, "ref": sha, "per_page": PER_PAGE}
+        statuses = await self._list(
+            "check_results",
+            "/repos/{owner}/{repo}/commits/{ref}/status{?per_page}",
+            url_vars,
+            repo=repo,
+            iterable_key="statuses",
+        )
+        runs = await self._list(
+            "check_results",
+            "/repos/{owner}/{repo}/commits/{ref}/check-runs{?per_page}",
+            url_vars,
+            repo=repo,
+            iterable_key="check_runs",
+        )
+        return map_all(statuses, _status, "check_results") + map_all(
+            runs, _check_run, "check_results"
+        )
+
+    async def list_reviews(self, repo: str, number: int) -> list[Review]:
+        owner, name = split_repo(repo)
+        items = await self._list(
+            "list_reviews",
+            "/repos/{owner}/{repo}/pulls/{pull_number}/reviews{?per_page}",
+            {"owner": owner, "repo": name, "pull_number": number, "per_page": PER_PAGE},
+            repo=repo,
+        )
+        return map_all(items, _review, "list_reviews")
+
+    async def submit_review(
+        self,
+        repo: str,
+        number: int,
+        *,
+        commit_sha: str,
+        event: ReviewEvent,
+        body: str,
+        comments: Sequence[InlineComment] = (),
+    ) -> Review:
+        owner, name = split_repo(repo)
+        if not commit_sha:
+            raise ValueError("a review is always pinned to a commit SHA")
+        payload: dict[str, Any] = {
+            "commit_id": commit_sha,
+            "body": body,
+            "event": REVIEW_EVENTS[ReviewEvent(event)],
+        }
+        if comments:
+            payload["comments"] = [
+                {"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body} for c in comments
+            ]
+        data = await self._write(
+            "submit_review",
+            "POST",
+            "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+            {"owner": owner, "repo": name, "pull_number": number},
+            payload,
+            repo=repo,
+        )
+        with response_shape("submit_review"):
+            return _review(as_dict(data, "submit_review"))
+
+    async def merge(
+        self, repo: str, number: int, *, head_sha: str, method: str = "merge"
+    ) -> MergeResult:
+        owner, name = split_repo(repo)
+        if not head_sha:
+            raise ValueError("a merge is always pinned to the head SHA")
+        if method not in MERGE_METHODS:
+            raise ValueError(f"merge method {method!r}: expected one of {', '.join(MERGE_METHODS)}")
+        data = await self._write(
+            "merge",
+            "PUT",
+            "/repos/{owner}/{repo}/pulls/{pull_number}/merge",
+            {"owner": owner, "repo": name, "pull_number": number},
+            {"sha": head_sha, "merge_method": method},
+            repo=repo,
+            errors=MERGE_ERRORS,
+        )
+        with response_shape("merge"):
+            result = as_dict(data, "merge")
+            merged = bool(result.get("merged"))
+            if not merged:
+                raise NotMergeable(str(result.get("message") or "not merged"), operation="merge")
+            return MergeResult(merged=True, merge_commit_sha=result.get("sha") or None)
+
+    async def user_permission(self, repo: str, user: str) -> str:
+        owner, name = split_repo(repo)
+        try:
+            data = await self._get(
+                "user_permission",
+                "/repos/{owner}/{repo}/collaborators/{username}/permission",
+                {"owner": owner, "repo": name, "username": user},
+                repo=repo,
+            )
+        except NotFound:
+            return "none"
+        with response_shape("user_permission"):
+            permission = str(as_dict(data, "user_permission")["permission"])
+        return permission if permission in ("admin", "write", "read") else "none"
+
+    async def find_comment(self, repo: str, number: int, marker: str) -> Comment | None:
+        if not marker:
+            raise ValueError("a comment marker must not be empty")
+        owner, name = split_repo(repo)
+        me = await self.bot_login()
+        items = await self._list(
+            "find_comment",
+            "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}",
+            {"owner": owner, "repo": name, "issue_number": number, "per_page": PER_PAGE},
+            repo=repo,
+        )
+        for comment in map_all(items, _comment, "find_comment"):
+            if comment.author == me and marker in comment.body:
+                return comment
+        return None
+
+    async def create_comment(self, repo: str, number: int, body: str) -> Comment:
+        owner, name = split_repo(repo)
+        data = await self._write(
+            "create_comment",
+            "POST",
+            "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+            {"owner": owner, "repo": name, "issue_number": number},
+            {"body": body},
+            repo=repo,
+        )
+        with response_shape("create_comment"):
+            return _comment(as_dict(data, "create_comment"))
+
+    async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
+        owner, name = split_repo(repo)
+        data = await self._write(
+            "edit_comment",
+            "PATCH",
+            "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+            {"owner": owner, "repo": name, "comment_id": comment_id},
+            {"body": body},
+            repo=repo,
+        )
+        with response_shape("edit_comment"):
+            return _comment(as_dict(data, "edit_comment"))
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._http.client.aclose()
+
+    # -- GitHub App installation calls (InstallationApi) ------------------------------
+
+    async def repo_installation_id(self, repo: str, app_jwt: str) -> int:
+        owner, name = split_repo(repo)
+        data = await self._get(
+            "app_installation",
+            "/repos/{owner}/{repo}/installation",
+            {"owner": owner, "repo": name},
+            auth=_Auth(jwt=app_jwt),
+        )
+        with response_shape("app_installation"):
+            return int(as_dict(data, "app_installation")["id"])
+
+    async def create_installation_token(
+        self, installation_id: int, app_jwt: str
+    ) -> tuple[str, str]:
+        data = await self._call(
+            _Call("app_token"),
+            lambda: self._gh.post(
+                "/app/installations/{installation_id}/access_tokens",
+                {"installation_id": installation_id},
+                data=b"",
+                accept=ACCEPT,
+                jwt=app_jwt,
+            ),
+        )
+        with response_shape("app_token"):
+            token = as_dict(data, "app_token")
+            return str(token["token"]), str(token["expires_at"])
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _token_auth(self) -> _Auth:
+        assert self._token is not None
+        return _Auth(oauth_token=self._token)
+
+    async def _repo_auth(self, repo: str) -> _Auth:
+        if self._app is None:
+            return self._token_auth()
+        return _Auth(oauth_token=await self._app.token_for_repo(repo, self))
+
+    async def _call(self, call: _Call, request: Callable[[], Awaitable[Any]]) -> Any:
+        token = _CALL.set(call)
+        try:
+            return await request()
+        except gidgethub.HTTPException as exc:  # only if a status slipped past ForgeHttp
+            raise ForgeError(
+                str(exc), status=int(exc.status_code), operation=call.operation
+            ) from None
+        except ValueError as exc:  # gidgethub decoding a body that is not JSON
+            raise ForgeError(
+                f"malformed JSON in response ({exc})", operation=call.operation
+            ) from None
+        finally:
+            _CALL.reset(token)
+
+    async def _authed(
+        self,
+        call: _Call,
+        send: Callable[[_Auth], Awaitable[Any]],
+        *,
+        repo: str | None,
+        auth: _Auth | None = None,
+    ) -> Any:
+        """Send with ``auth``, or with the credentials of ``repo`` (installation token)."""
+        if auth is None:
+            assert repo is not None
+            used = await self._repo_auth(repo)
+        else:
+            used = auth
+        try:
+            return await self._call(call, lambda: send(used))
+        except AuthenticationFailed:
+            if self._app is not None and repo is not None and auth is None:
+                self._app.forget_token(repo)  # revoked early: the next call mints a new one
+            raise
+
+    async def _get(
+        self,
+        operation: str,
+        url: str,
+        url_vars: Mapping[str, Any],
+        *,
+        repo: str | None = None,
+        auth: _Auth | None = None,
+    ) -> Any:
+        async def send(a: _Auth) -> Any:
+            return await self._gh.getitem(
+                url, url_vars, accept=ACCEPT, oauth_token=a.oauth_token, jwt=a.jwt
+            )
+
+        return await self._authed(_Call(operation), send, repo=repo, auth=auth)
+
+    async def _list(
+        self,
+        operation: str,
+        url: str,
+        url_vars: Mapping[str, Any],
+        *,
+        repo: str,
+        iterable_key: str | None = None,
+    ) -> list[Any]:
+        async def collect(a: _Auth) -> list[Any]:
+            # getiter walks the Link header; it takes a top-level array or an object
+            # holding the array under ``iterable_key``.
+            items: list[Any] = []
+            async for item in self._gh.getiter(
+                url,
+                url_vars,
+                accept=ACCEPT,
+                iterable_key=iterable_key or "items",
+                oauth_token=a.oauth_token,
+                jwt=a.jwt,
+            ):
+                items.append(item)
+                if len(items) >= MAX_ITEMS:
+                    break
+            return items
+
+        result: list[Any] = await self._authed(_Call(operation), collect, repo=repo)
+        return result
+
+    async def _write(
+        self,
+        operation: str,
+        method: str,
+        url: str,
+        url_vars: Mapping[str, Any],
+        data: Mapping[str, Any],
+        *,
+        repo: str,
+        errors: ErrorMap | None = None,
+    ) -> Any:
+        async def send(a: _Auth) -> Any:
+            body = dict(data)
+            kw: dict[str, Any] = {"accept": ACCEPT, "oauth_token": a.oauth_token, "jwt": a.jwt}
+            if method == "POST":
+                return await self._gh.post(url, url_vars, data=body, **kw)
+            if method == "PUT":
+                return await self._gh.put(url, url_vars, data=body, **kw)
+            return await self._gh.patch(url, url_vars, data=body, **kw)
+
+        return await self._authed(_Call(operation, errors), send, repo=repo)
+
+    def _snapshot(self, owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
+        merged = bool(data.get("merged") or data.get("merged_at"))
+        mergeable = data.get("mergeable")
+        return PullRequestSnapshot(
+            forge="github",
+            owner=owner,
+            name=name,
+            number=int(data["number"]),
+            state=str(data["state"]),
+            merged=merged,
+            draft=bool(data.get("draft")),
+            head_sha=str(data["head"]["sha"]),
+            base_ref=str(data["base"]["ref"]),
+            head_ref=str(data["head"]["ref"]),
+            author=login_of(data.get("user")),
+            labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
+            mergeable=mergeable if isinstance(mergeable, bool) else None,
+            title=str(data.get("title") or ""),
+            html_url=str(data.get("html_url") or ""),
+            merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
+        )
+
+
+def _status(data: dict[str, Any]) -> CheckResult:
+    return CheckResult(
+        name=str(data["context"]),
+        state=status_state(data["state"]),
+        url=data.get("target_url") or None,
+        source="status",
+        updated_at=str(data.get("updated_at") or data.get("created_at") or ""),
+    )
+
+
+def _check_run(data: dict[str, Any]) -> CheckResult:
+    if data.get("status") != "completed":
+        state = CheckState.PENDING
+    else:
+        conclusion = data.get("conclusion")
+        # An unknown conclusion is never taken for a success.
+        state = (
+            CheckState.PENDING
+            if conclusion is None
+            else CHECK_RUN_CONCLUSIONS.get(str(conclusion), CheckState.ERROR)
+        )
+    return CheckResult(
+        name=str(data["name"]),
+        state=state,
+        url=data.get("details_url") or data.get("html_url") or None,
+        source="check_run",
+        updated_at=str(data.get("completed_at") or data.get("started_at") or ""),
+    )
+
+
+def _review(data: dict[str, Any]) -> Review:
+    return Review(
+        id=int(data["id"]),
+        reviewer=login_of(data.get("user")),
+        state=REVIEW_STATES.get(str(data["state"]).upper(), ReviewState.COMMENTED),
+        commit_sha=data.get("commit_id") or None,
+        body=str(data.get("body") or ""),
+        submitted_at=str(data.get("submitted_at") or ""),
+    )
+
+
+def _comment(data: dict[str, Any]) -> Comment:
+    return Comment(
+        id=int(data["id"]), author=login_of(data.get("user")), body=str(data["body"] or "")
+    )

@@ -1,0 +1,319 @@
+"""The one HTTP policy both forge adapters use: retries, rate limits, ETags, accounting.
+
+* Idempotent requests (GET) are retried with backoff on 5xx, timeouts and connection
+  errors. Writes are never retried after a 5xx, a timeout or a broken connection: the
+  forge may have applied them, so :class:`ForgeUnavailable` is raised and the caller
+  re-reads live state before deciding.
+* A rate-limited answer (429, or a 403 that is a primary or secondary limit) was not
+  applied, so any request waits and is sent again: ``retry-after`` first, then
+  ``x-ratelimit-reset``, else a fixed wait that grows with each attempt. A wait longer
+  than the cap is not slept: :class:`RateLimited` is raised with the wait.
+* GETs are conditional: the ETag of each answer is kept per URL and credentials, and a
+  304 is served from that cache (GitHub does not count a 304 against the rate limit).
+* Every request sent is counted under the operation that sent it (``calls``), and every
+  304 under ``not_modified``, so a caller can assert the cost of an operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from reviewbot.forges.errors import (
+    AuthenticationFailed,
+    ForgeError,
+    ForgeUnavailable,
+    NotFound,
+    PermissionDenied,
+    RateLimited,
+)
+
+Clock = Callable[[], float]  # wall-clock seconds since the epoch
+Sleep = Callable[[float], Awaitable[None]]
+ErrorMap = Mapping[int, type[ForgeError]]
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SECONDARY_LIMIT_HINTS = ("secondary rate limit", "abuse detection", "rate limit exceeded")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long and how often to retry; every wait is capped."""
+
+    attempts: int = 4  # tries of an idempotent request on 5xx / timeout / connection error
+    backoff_s: float = 0.5  # first backoff; doubles per attempt
+    max_backoff_s: float = 8.0
+    rate_limit_attempts: int = 3  # tries of any request that is answered "rate limited"
+    rate_limit_default_wait_s: float = 60.0  # no retry-after nor x-ratelimit-reset
+    max_rate_limit_wait_s: float = 120.0  # a longer wait is raised, not slept
+    timeout_s: float = 10.0
+    max_body_bytes: int = 16 * 1024 * 1024
+    cache_entries: int = 2048
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    from_cache: bool = False
+
+
+@dataclass
+class _CacheEntry:
+    etag: str
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
+@dataclass
+class ForgeHttp:
+    """Sends requests for one forge with the policy above.
+
+    ``sleep`` and ``clock`` are injected so tests run against a fake clock.
+    """
+
+    client: httpx.AsyncClient
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Sleep = asyncio.sleep
+    clock: Clock = time.time
+    calls: Counter[str] = field(default_factory=Counter)
+    not_modified: Counter[str] = field(default_factory=Counter)
+    _cache: OrderedDict[tuple[str, str], _CacheEntry] = field(default_factory=OrderedDict)
+
+    @property
+    def rate_limited_calls(self) -> Counter[str]:
+        """Requests per operation that count against a forge's rate limit (not 304s)."""
+        counted = Counter(self.calls)
+        counted.subtract(self.not_modified)
+        return +counted
+
+    async def send(
+        self,
+        operation: str,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes = b"",
+        errors: ErrorMap | None = None,
+    ) -> HttpResult:
+        """Send one logical request; returns a 2xx result or raises a typed forge error.
+
+        ``errors`` maps statuses the operation gives a meaning of its own (a merge's
+        409) to the error type to raise.
+        """
+        method = method.upper()
+        idempotent = method in IDEMPOTENT_METHODS
+        request_headers = dict(headers)
+        cache_key = (url, _auth_scope(request_headers)) if method == "GET" else None
+        cached = self._cache.get(cache_key) if cache_key else None
+        if cached is not None:
+            request_headers["if-none-match"] = cached.etag
+        failures = 0
+        limited = 0
+        while True:
+            self.calls[operation] += 1
+            try:
+                status, resp_headers, content = await self._once(method, url, request_headers, body)
+            except httpx.TimeoutException as exc:
+                failures += 1
+                if not idempotent or failures >= self.policy.attempts:
+                    raise ForgeUnavailable(
+                        f"timed out ({type(exc).__name__})", operation=operation
+                    ) from exc
+                await self.sleep(self._backoff(failures))
+                continue
+            except ForgeError as exc:
+                exc.operation = operation
+                raise
+            except httpx.TransportError as exc:
+                failures += 1
+                if not idempotent or failures >= self.policy.attempts:
+                    raise ForgeUnavailable(
+                        f"connection failed ({type(exc).__name__}: {exc})", operation=operation
+                    ) from exc
+                await self.sleep(self._backoff(failures))
+                continue
+
+            if status == 304 and cached is not None:
+                self.not_modified[operation] += 1
+                assert cache_key is not None
+                self._cache.move_to_end(cache_key)
+                return HttpResult(cached.status, cached.headers, cached.body, from_cache=True)
+
+            if is_rate_limited(status, resp_headers, content):
+                limited += 1
+                wait = self.rate_limit_wait(resp_headers, limited)
+                if limited >= self.policy.rate_limit_attempts or (
+                    wait > self.policy.max_rate_limit_wait_s
+                ):
+                    raise RateLimited(
+                        _message(content) or "rate limited",
+                        retry_after=wait,
+                        status=status,
+                        operation=operation,
+                    )
+                await self.sleep(wait)
+                continue
+
+            if status >= 500:
+                failures += 1
+                if not idempotent or failures >= self.policy.attempts:
+                    raise ForgeUnavailable(
+                        _message(content) or "server error", status=status, operation=operation
+                    )
+                await self.sleep(_retry_after(resp_headers, self.clock) or self._backoff(failures))
+                continue
+
+            if 200 <= status < 300:
+                if cache_key is not None:
+                    self._remember(cache_key, status, resp_headers, content)
+                return HttpResult(status, resp_headers, content)
+
+            raise error_for_status(status, content, operation=operation, errors=errors)
+
+    async def _once(
+        self, method: str, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """One HTTP exchange, reading at most ``max_body_bytes`` of the answer."""
+        limit = self.policy.max_body_bytes
+        async with self.client.stream(
+            method, url, headers=headers, content=body or None, timeout=self.policy.timeout_s
+        ) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise ForgeError(
+                    f"response body of {declared} bytes exceeds {limit}",
+                    status=response.status_code,
+                )
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ForgeError(
+                        f"response body exceeds {limit} bytes", status=response.status_code
+                    )
+                chunks.append(chunk)
+            return response.status_code, response.headers, b"".join(chunks)
+
+    def rate_limit_wait(self, headers: httpx.Headers, attempt: int) -> float:
+        """Seconds to wait: ``retry-after``, then ``x-ratelimit-reset``, else a growing default."""
+        after = _retry_after(headers, self.clock)
+        if after is not None:
+            return after
+        reset = headers.get("x-ratelimit-reset", "")
+        if reset.strip().isdigit():
+            return max(0.0, float(reset) - self.clock()) + 1.0
+        return self.policy.rate_limit_default_wait_s * (2.0 ** (attempt - 1))
+
+    def _backoff(self, failures: int) -> float:
+        return min(self.policy.max_backoff_s, self.policy.backoff_s * (2.0 ** (failures - 1)))
+
+    def _remember(
+        self, key: tuple[str, str], status: int, headers: httpx.Headers, body: bytes
+    ) -> None:
+        etag = headers.get("etag")
+        if not etag:
+            self._cache.pop(key, None)
+            return
+        self._cache[key] = _CacheEntry(etag, status, headers, body)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.policy.cache_entries:
+            self._cache.popitem(last=False)
+
+
+def is_rate_limited(status: int, headers: httpx.Headers, body: bytes) -> bool:
+    """429, or a 403 that GitHub uses for its primary and secondary limits."""
+    if status == 429:
+        return True
+    if status != 403:
+        return False
+    if headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers:
+        return True
+    message = _message(body).lower()
+    return any(hint in message for hint in SECONDARY_LIMIT_HINTS)
+
+
+def error_for_status(
+    status: int, body: bytes, *, operation: str, errors: ErrorMap | None = None
+) -> ForgeError:
+    """The typed error for a non-2xx answer that is not a rate limit."""
+    message = _message(body) or f"HTTP {status}"
+    if errors and status in errors:
+        return errors[status](message, status=status, operation=operation)
+    kind: type[ForgeError] = {
+        401: AuthenticationFailed,
+        403: PermissionDenied,
+        404: NotFound,
+    }.get(status, ForgeUnavailable if status >= 500 else ForgeError)
+    return kind(message, status=status, operation=operation)
+
+
+def decode_json(result: HttpResult, *, operation: str) -> Any:
+    """The JSON body of a result; a body that is not JSON is a :class:`ForgeError`."""
+    try:
+        return json.loads(result.body)
+    except ValueError:
+        raise ForgeError(
+            "malformed JSON in response", status=result.status, operation=operation
+        ) from None
+
+
+def next_link(headers: httpx.Headers) -> str | None:
+    """The ``rel="next"`` URL of a paginated answer (RFC 8288 ``Link``)."""
+    link = str(headers.get("link") or "")
+    if not link:
+        return None
+    for part in link.split(","):
+        section = part.split(";")
+        if len(section) < 2:
+            continue
+        url = section[0].strip()
+        params = {p.strip().replace(" ", "") for p in section[1:]}
+        if 'rel="next"' in params and url.startswith("<") and url.endswith(">"):
+            return url[1:-1]
+    return None
+
+
+def _retry_after(headers: httpx.Headers, clock: Clock) -> float | None:
+    value = headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - clock())
+
+
+def _message(body: bytes) -> str:
+    """The forge's error message (GitHub and Gitea both use ``message``), else empty."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])[:500]
+    return ""
+
+
+def _auth_scope(headers: Mapping[str, str]) -> str:
+    """Cache entries are kept per credentials, identified by a hash (never the secret)."""
+    for key, value in headers.items():
+        if key.lower() == "authorization":
+            return hashlib.sha256(value.encode()).hexdigest()
+    return ""
