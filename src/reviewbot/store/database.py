@@ -61,14 +61,20 @@ def connect_sqlite(path: Path, *, read_only: bool = False) -> sqlite3.Connection
     """A connection in WAL mode with a busy timeout, in autocommit (we issue BEGIN ourselves)."""
     if read_only:
         conn = sqlite3.connect(
-            f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            # as_uri() percent-encodes, so a "?" or "#" in the path cannot alter the mode.
+            path.resolve().as_uri() + "?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
         )
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if not read_only:
+    if read_only:
+        conn.execute("PRAGMA query_only = ON")  # also covers anything attached later
+    else:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -78,8 +84,10 @@ def connect_sqlite(path: Path, *, read_only: bool = False) -> sqlite3.Connection
 class SQLiteDatabase:
     """One file, one connection per thread; every write transaction is ``BEGIN IMMEDIATE``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        # Read-only: every connection opens with ``mode=ro``; write() then fails in the engine.
+        self.read_only = read_only
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -87,7 +95,7 @@ class SQLiteDatabase:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect_sqlite(self.path)
+            conn = connect_sqlite(self.path, read_only=self.read_only)
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -119,6 +127,13 @@ class SQLiteDatabase:
             yield _SQLiteTx(conn)
         finally:
             conn.execute("COMMIT")
+
+    def vacuum_into(self, target: Path) -> None:
+        """Write a consistent snapshot of the database to the new file ``target``.
+
+        Runs outside any transaction (``VACUUM`` cannot run inside one).
+        """
+        self._conn().execute("VACUUM INTO ?", (str(target),))
 
     def close(self) -> None:
         with self._lock:

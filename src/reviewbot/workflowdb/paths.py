@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reviewbot.config import Settings
 
 
 @dataclass(frozen=True)
 class WorkflowPaths:
     data_dir: Path
+    # ``REVIEWBOT_DATABASE_URL=sqlite:///PATH`` puts the database file elsewhere; migrations
+    # and their backups stay in the workflow folder.
+    database_file: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkflowPaths:
+        return cls(settings.data_dir, settings.database_path)
 
     @property
     def db_dir(self) -> Path:
@@ -16,7 +27,7 @@ class WorkflowPaths:
 
     @property
     def db_file(self) -> Path:
-        return self.db_dir / "db.sqlite"
+        return self.database_file or self.db_dir / "db.sqlite"
 
     @property
     def migrations_dir(self) -> Path:

@@ -1,0 +1,476 @@
+"""The one managed route for schema changes: ``apply_workflow_db_migration``.
+
+A migration is a file in ``db/migrations/`` of the workflow folder, named by its bare file
+name. Its statements are split quote- and comment-aware, checked against the allow-list
+(:mod:`reviewbot.workflowdb.allowlist`) before anything runs, and run with their
+``schema_migration_log`` row in one ``BEGIN IMMEDIATE`` transaction: the row exists if and
+only if the migration committed. A migration with a destructive statement first writes a
+``VACUUM INTO`` snapshot to ``db/migrations/.backups/`` (outside the transaction, since
+``VACUUM`` cannot run inside one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from reviewbot.store.database import SQLiteDatabase, Tx
+from reviewbot.workflowdb.access import DBAccess, require
+from reviewbot.workflowdb.allowlist import (
+    LEDGER_TABLE,
+    ClassifiedStatement,
+    StatementKind,
+    StatementRejected,
+    classify_all,
+)
+from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.sqltext import SqlTextError, Statement, migration_statements
+
+MAX_MIGRATION_BYTES = 1024 * 1024
+MAX_NAME_CHARS = 255
+BACKUPS_KEPT = 20
+BACKUP_SUFFIX = "-pre-migration.sqlite"
+_BACKUP_NAME = re.compile(r"^(\d+)" + re.escape(BACKUP_SUFFIX) + "$")
+
+LEDGER_DDL = f"""
+CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    file_name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    destructive INTEGER NOT NULL,
+    backup_path TEXT,
+    applied_by TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)
+"""
+
+
+class MigrationError(Exception):
+    """A migration was refused or failed; nothing of it was applied."""
+
+
+class BadMigrationName(MigrationError):
+    """The name is not a bare ``.sql`` file name in the migrations folder."""
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    file_name: str
+    sha256: str  # of the applied statements (see :func:`statements_sha256`)
+    statements: int
+    destructive: bool
+    backup_path: Path | None  # the pre-migration snapshot, if one was taken
+    applied_by: str
+    applied_at: str  # ISO 8601, UTC
+    log_id: int | None  # the schema_migration_log row; None when skipped
+    skipped: bool = False  # already in the ledger with this hash (only with skip_if_applied)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file_name": self.file_name,
+            "sha256": self.sha256,
+            "statements": self.statements,
+            "destructive": self.destructive,
+            "backup_path": None if self.backup_path is None else str(self.backup_path),
+            "applied_by": self.applied_by,
+            "applied_at": self.applied_at,
+            "log_id": self.log_id,
+            "skipped": self.skipped,
+        }
+
+
+# --- the file name ---------------------------------------------------------------------
+
+
+def check_migration_name(migration_file: str) -> str:
+    """Return ``migration_file`` if it is a bare ``.sql`` name; else :class:`BadMigrationName`.
+
+    Pure: looks at the string only.
+    """
+    name = migration_file
+    if not isinstance(name, str) or not name:
+        raise BadMigrationName("migration file name is empty")
+    if "\x00" in name:
+        raise BadMigrationName("migration file name contains a NUL byte")
+    if len(name) > MAX_NAME_CHARS:
+        raise BadMigrationName(f"migration file name is longer than {MAX_NAME_CHARS} characters")
+    shown = repr(name)
+    if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute():
+        raise BadMigrationName(f"migration file {shown} is an absolute path; give a bare name")
+    if ".." in name:
+        raise BadMigrationName(f"migration file {shown} contains '..'; give a bare name")
+    if "/" in name or "\\" in name:
+        raise BadMigrationName(
+            f"migration file {shown} contains a path separator; give a bare name "
+            "of a file in db/migrations/"
+        )
+    if PureWindowsPath(name).drive:
+        raise BadMigrationName(f"migration file {shown} names a drive; give a bare name")
+    if name.startswith("."):
+        raise BadMigrationName(f"migration file {shown} starts with a dot")
+    if not name.endswith(".sql"):
+        raise BadMigrationName(f"migration file {shown} does not end in .sql")
+    return name
+
+
+def resolve_migration_file(migration_file: str, migrations_dir: Path) -> Path:
+    """The file ``db/migrations/<name>``: must exist and stay inside the folder."""
+    name = check_migration_name(migration_file)
+    candidate = migrations_dir / name
+    if not candidate.exists() and not candidate.is_symlink():
+        raise BadMigrationName(f"migration file {name!r} not found in {migrations_dir}")
+    folder = migrations_dir.resolve()
+    target = candidate.resolve()
+    if target.parent != folder:
+        raise BadMigrationName(
+            f"migration file {name!r} is a link to {target}, outside {migrations_dir}"
+        )
+    if not target.is_file():
+        what = "a dangling link" if candidate.is_symlink() else "not a regular file"
+        raise BadMigrationName(f"migration file {name!r} is {what}")
+    return target
+
+
+def read_migration(path: Path) -> list[ClassifiedStatement]:
+    """Read, split and classify a migration file; any refusal happens here, before running."""
+    if path.stat().st_size > MAX_MIGRATION_BYTES:
+        raise MigrationError(f"{path.name}: larger than {MAX_MIGRATION_BYTES} bytes")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MigrationError(f"{path.name}: not UTF-8 text ({exc.reason})") from None
+    return parse_migration(text, path.name)
+
+
+def parse_migration(text: str, file_name: str) -> list[ClassifiedStatement]:
+    try:
+        statements = migration_statements(text)
+        classified = classify_all(statements)
+    except (SqlTextError, StatementRejected) as exc:
+        raise MigrationError(f"{file_name}: {exc}; nothing was applied") from None
+    if not classified:
+        raise MigrationError(f"{file_name}: no statements to apply")
+    return classified
+
+
+def statements_sha256(statements: list[Statement]) -> str:
+    """SHA-256 of the applied statements: each as written, followed by ``;`` and a newline."""
+    digest = hashlib.sha256()
+    for stmt in statements:
+        digest.update(stmt.text.encode("utf-8") + b";\n")
+    return digest.hexdigest()
+
+
+# --- backups ---------------------------------------------------------------------------
+
+
+def list_backups(paths: WorkflowPaths) -> list[Path]:
+    """The pre-migration snapshots, oldest first."""
+    folder = paths.backups_dir
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _BACKUP_NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def take_backup(db: SQLiteDatabase, paths: WorkflowPaths, clock_ns: Callable[[], int]) -> Path:
+    """``VACUUM INTO`` a new snapshot; names are distinct even within one nanosecond."""
+    paths.backups_dir.mkdir(parents=True, exist_ok=True)
+    stamp = clock_ns()
+    existing = list_backups(paths)
+    if existing:  # names sort by time: never go back behind the newest snapshot
+        newest = _BACKUP_NAME.match(existing[-1].name)
+        assert newest is not None
+        stamp = max(stamp, int(newest.group(1)) + 1)
+    while (target := paths.backups_dir / f"{stamp}{BACKUP_SUFFIX}").exists():
+        stamp += 1
+    db.vacuum_into(target)
+    return target.resolve()
+
+
+def prune_backups(paths: WorkflowPaths, keep: int = BACKUPS_KEPT) -> list[Path]:
+    """Delete all but the newest ``keep`` snapshots; returns what was deleted."""
+    backups = list_backups(paths)
+    doomed = backups[:-keep] if keep > 0 else backups
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return doomed
+
+
+# --- DROP COLUMN checks ----------------------------------------------------------------
+
+
+def _mentions(sql: str | None, word: str) -> bool:
+    """Whether ``sql`` names ``word`` as an identifier (case-insensitive, any quoting)."""
+    if not sql:
+        return False
+    from reviewbot.workflowdb.sqltext import tokenize
+
+    try:
+        return any((t.name or "").lower() == word.lower() for t in tokenize(sql))
+    except SqlTextError:
+        return True  # unreadable: assume it might
+
+
+def drop_column_problem(tx: Tx, table: str, column: str) -> str | None:
+    """Why SQLite cannot drop ``table.column`` (``None`` if it can, as far as we can tell)."""
+    exists = tx.one(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+        (table,),
+    )
+    if exists is None:
+        return f"table {table} does not exist"
+    cols = tx.all("SELECT name, pk, hidden FROM pragma_table_xinfo(?)", (table,))
+    match = [c for c in cols if str(c["name"]).lower() == column.lower()]
+    if not match:
+        return f"table {table} has no column {column}"
+    if match[0]["pk"]:
+        return "it is (part of) the primary key"
+    if match[0]["hidden"] in (2, 3):
+        return "it is a generated column"
+    for idx in tx.all("SELECT name, origin FROM pragma_index_list(?)", (table,)):
+        idx_cols = tx.all("SELECT name FROM pragma_index_info(?)", (idx["name"],))
+        named = any(str(c["name"] or "").lower() == column.lower() for c in idx_cols)
+        if not named:
+            idx_sql = tx.one("SELECT sql FROM sqlite_master WHERE name = ?", (idx["name"],))
+            named = idx_sql is not None and _mentions(idx_sql["sql"], column)
+        if named:
+            if idx["origin"] in ("u", "pk"):
+                return "it has a UNIQUE constraint"
+            return f"it is used by index {idx['name']} (drop the index first)"
+    for fk in tx.all('SELECT "from" FROM pragma_foreign_key_list(?)', (table,)):
+        if str(fk["from"]).lower() == column.lower():
+            return "it is a foreign key"
+    for other in tx.all("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        for fk in tx.all('SELECT "table", "to" FROM pragma_foreign_key_list(?)', (other["name"],)):
+            if str(fk["table"]).lower() == table.lower() and str(fk["to"] or "").lower() == (
+                column.lower()
+            ):
+                return f"a foreign key of table {other['name']} refers to it"
+    for obj in tx.all(
+        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')"
+    ):
+        if _mentions(obj["sql"], table) and _mentions(obj["sql"], column):
+            return f"it is used by {obj['type']} {obj['name']}"
+    return None
+
+
+def _check_drop_columns(tx: Tx, file_name: str, statements: list[ClassifiedStatement]) -> None:
+    """Check each DROP COLUMN against the current schema, unless an earlier statement of the
+    same migration touches its table (then the check runs inside the transaction)."""
+    touched: set[str] = set()
+    for cs in statements:
+        if cs.kind is StatementKind.DROP_COLUMN and cs.name.lower() not in touched:
+            _check_one_drop(tx, file_name, cs)
+        touched.add(cs.name.lower())
+        if cs.new_name is not None:
+            touched.add(cs.new_name.lower())
+
+
+def _check_one_drop(tx: Tx, file_name: str, cs: ClassifiedStatement) -> None:
+    assert cs.column is not None
+    problem = drop_column_problem(tx, cs.name, cs.column)
+    if problem is not None:
+        stmt = cs.statement
+        raise MigrationError(
+            f"{file_name}: statement {stmt.number} (line {stmt.line}: {stmt.first_line}): "
+            f"cannot drop column {cs.column} of {cs.name}: {problem}; nothing was applied"
+        )
+
+
+# --- applying ----------------------------------------------------------------------------
+
+
+def _has_tables(tx: Tx) -> bool:
+    row = tx.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    return row is not None
+
+
+def _already_applied(tx: Tx, file_name: str, sha: str) -> bool:
+    if tx.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (LEDGER_TABLE,)):
+        row = tx.one(
+            f"SELECT 1 FROM {LEDGER_TABLE} WHERE file_name = ? AND sha256 = ?", (file_name, sha)
+        )
+        return row is not None
+    return False
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def apply_workflow_db_migration(
+    migration_file: str,
+    *,
+    paths: WorkflowPaths,
+    access: DBAccess,
+    applied_by: str,
+    db: SQLiteDatabase | None = None,
+    skip_if_applied: bool = False,
+    clock_ns: Callable[[], int] = time.time_ns,
+    now: Callable[[], str] = _utc_now,
+) -> MigrationResult:
+    """Apply ``db/migrations/<migration_file>`` to the workflow database.
+
+    ``access`` must be exactly read-write. ``db`` is the open store (opened on
+    ``paths.db_file`` and closed again when not given). With ``skip_if_applied``, a file whose
+    name and statement hash are already in the ledger is skipped (the bot's own migrations
+    at start); otherwise re-applying is allowed and logged again.
+
+    Raises :class:`~reviewbot.workflowdb.access.AccessDenied` or :class:`MigrationError`
+    (incl. :class:`BadMigrationName`); in both cases nothing was applied.
+    """
+    require(access, DBAccess.READ_WRITE, exactly=True)
+    path = resolve_migration_file(migration_file, paths.migrations_dir)
+    file_name = migration_file
+    classified = read_migration(path)
+    statements = [cs.statement for cs in classified]
+    sha = statements_sha256(statements)
+    destructive = any(cs.destructive for cs in classified)
+
+    own_db = db is None
+    store = db if db is not None else SQLiteDatabase(paths.db_file)
+    try:
+        return _apply(
+            store,
+            paths=paths,
+            file_name=file_name,
+            classified=classified,
+            sha=sha,
+            destructive=destructive,
+            applied_by=applied_by,
+            skip_if_applied=skip_if_applied,
+            clock_ns=clock_ns,
+            now=now,
+        )
+    finally:
+        if own_db:
+            store.close()
+
+
+def _apply(
+    db: SQLiteDatabase,
+    *,
+    paths: WorkflowPaths,
+    file_name: str,
+    classified: list[ClassifiedStatement],
+    sha: str,
+    destructive: bool,
+    applied_by: str,
+    skip_if_applied: bool,
+    clock_ns: Callable[[], int],
+    now: Callable[[], str],
+) -> MigrationResult:
+    def skipped() -> MigrationResult:
+        return MigrationResult(
+            file_name, sha, len(classified), destructive, None, applied_by, "", None, True
+        )
+
+    with db.read() as tx:
+        if skip_if_applied and _already_applied(tx, file_name, sha):
+            return skipped()
+        # Refuse what SQLite cannot drop before taking a backup or opening the transaction.
+        _check_drop_columns(tx, file_name, classified)
+        needs_backup = destructive and _has_tables(tx)
+
+    backup = take_backup(db, paths, clock_ns) if needs_backup else None
+    if backup is not None:
+        prune_backups(paths)
+
+    applied_at = now()
+    try:
+        with db.write() as tx:
+            if skip_if_applied and _already_applied(tx, file_name, sha):
+                return skipped()
+            tx.execute(LEDGER_DDL)
+            for cs in classified:
+                if cs.kind is StatementKind.DROP_COLUMN:
+                    # An earlier statement of this migration may have changed the table.
+                    _check_one_drop(tx, file_name, cs)
+                _run(tx, file_name, cs.statement)
+            cur = tx.execute(
+                f"INSERT INTO {LEDGER_TABLE} (file_name, sha256, destructive, backup_path, "
+                "applied_by, applied_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    file_name,
+                    sha,
+                    int(destructive),
+                    None if backup is None else str(backup),
+                    applied_by,
+                    applied_at,
+                ),
+            )
+            log_id = cur.lastrowid
+    except sqlite3.Error as exc:
+        raise MigrationError(f"{file_name}: {exc}; nothing was applied") from None
+    return MigrationResult(
+        file_name, sha, len(classified), destructive, backup, applied_by, applied_at, log_id
+    )
+
+
+# Actions no allow-listed statement needs: SQLite refuses them even if a statement slipped
+# past the allow-list (defence in depth; the allow-list is the rule users see).
+_DENIED_ACTIONS = frozenset(
+    {
+        sqlite3.SQLITE_PRAGMA,
+        sqlite3.SQLITE_ATTACH,
+        sqlite3.SQLITE_DETACH,
+        sqlite3.SQLITE_TRANSACTION,
+        sqlite3.SQLITE_SAVEPOINT,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_CREATE_TEMP_TRIGGER,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_CREATE_TEMP_VIEW,
+        sqlite3.SQLITE_CREATE_TEMP_TABLE,
+        sqlite3.SQLITE_CREATE_TEMP_INDEX,
+        sqlite3.SQLITE_CREATE_VTABLE,
+        sqlite3.SQLITE_DROP_TRIGGER,
+        sqlite3.SQLITE_DROP_TEMP_TRIGGER,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_DROP_TEMP_VIEW,
+        sqlite3.SQLITE_DROP_VTABLE,
+        sqlite3.SQLITE_ANALYZE,
+        # not SQLITE_REINDEX: CREATE INDEX asks for it (REINDEX itself is not allow-listed)
+    }
+)
+
+
+def _migration_authorizer(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_DENY if action in _DENIED_ACTIONS else sqlite3.SQLITE_OK
+
+
+def _run(tx: Any, file_name: str, stmt: Statement) -> None:
+    conn: sqlite3.Connection = tx.conn
+    conn.set_authorizer(_migration_authorizer)
+    try:
+        conn.execute(stmt.text)
+    except (sqlite3.Error, sqlite3.Warning) as exc:
+        raise MigrationError(
+            f"{file_name}: statement {stmt.number} (line {stmt.line}: {stmt.first_line}) "
+            f"failed: {exc}; nothing was applied"
+        ) from None
+    finally:
+        conn.set_authorizer(None)
+
+
+def migration_log(db: SQLiteDatabase) -> list[dict[str, Any]]:
+    """The ledger, oldest first (empty before the first migration)."""
+    with db.read() as tx:
+        if not tx.one(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (LEDGER_TABLE,)
+        ):
+            return []
+        rows = tx.all(f"SELECT * FROM {LEDGER_TABLE} ORDER BY id")
+    out = []
+    for row in rows:
+        item = dict(row)
+        item["destructive"] = bool(item["destructive"])
+        out.append(item)
+    return out

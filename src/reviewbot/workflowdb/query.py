@@ -1,0 +1,262 @@
+"""Reading and changing rows of the workflow database: query and mutate.
+
+Both are bound to the caller's :class:`~reviewbot.workflowdb.access.DBAccess` and return plain
+data. Each is guarded twice: the statement text is checked first (one statement, an allowed
+kind, no write verb hidden in a CTE), then SQLite itself enforces it: queries run on a
+``mode=ro`` ``query_only`` connection, and both run under an authorizer that denies every
+action outside a read (or, for mutations, a row change). Schema changes have their own route
+(:mod:`reviewbot.workflowdb.migrations`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb.access import DBAccess, require
+from reviewbot.workflowdb.allowlist import LEDGER_TABLE
+from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.sqltext import SqlTextError, Statement, TokenKind, split_statements
+
+MAX_SQL_CHARS = 100_000
+DEFAULT_MAX_ROWS = 1000
+
+# Write or schema verbs: never inside a query; the schema ones never inside a mutation.
+_SCHEMA_WORDS = frozenset(
+    {"CREATE", "DROP", "ALTER", "PRAGMA", "ATTACH", "DETACH", "VACUUM", "REINDEX", "ANALYZE"}
+)
+_TX_WORDS = frozenset({"BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT"})
+_WRITE_WORDS = frozenset({"INSERT", "UPDATE", "DELETE"})
+_QUERY_STARTS = ("SELECT", "WITH", "EXPLAIN")
+_MUTATION_STARTS = ("INSERT", "UPDATE", "DELETE")
+_SYSTEM_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master"})
+
+
+class QueryRefused(ValueError):
+    """The statement is not allowed on this route; nothing ran."""
+
+
+class QueryFailed(RuntimeError):
+    """The statement was allowed but SQLite could not run it (nothing was changed)."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    rowcount: int  # rows returned (query) or rows changed (mutation)
+    truncated: bool = False  # more rows existed than max_rows
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "columns": self.columns,
+            "rows": self.rows,
+            "rowcount": self.rowcount,
+            "truncated": self.truncated,
+        }
+
+
+def _one_statement(sql: str, route: str) -> Statement:
+    if len(sql) > MAX_SQL_CHARS:
+        raise QueryRefused(f"{route}: SQL longer than {MAX_SQL_CHARS} characters")
+    try:
+        statements = split_statements(sql)
+    except SqlTextError as exc:
+        raise QueryRefused(f"{route}: {exc}") from None
+    if len(statements) != 1:
+        raise QueryRefused(
+            f"{route}: exactly one statement is allowed; found {len(statements)}"
+            + (f" (statement 2: {statements[1].first_line})" if len(statements) > 1 else "")
+        )
+    return statements[0]
+
+
+def _forbidden_word(stmt: Statement, words: frozenset[str]) -> str | None:
+    toks = stmt.tokens
+    for i, tok in enumerate(toks):
+        if tok.upper in words:
+            return tok.upper
+        if tok.upper == "REPLACE" and i + 1 < len(toks) and toks[i + 1].upper == "INTO":
+            return "REPLACE"
+    return None
+
+
+def check_query(sql: str) -> Statement:
+    """The single read statement in ``sql``, or :class:`QueryRefused`."""
+    stmt = _one_statement(sql, "query")
+    first = stmt.words[0] if stmt.words else ""
+    if first not in _QUERY_STARTS:
+        shown = first or stmt.first_line
+        raise QueryRefused(
+            f"query: {shown} is not allowed; use SELECT, WITH, EXPLAIN or describe TABLE "
+            "(mutate changes rows, apply changes the schema)"
+        )
+    bad = _forbidden_word(stmt, _WRITE_WORDS | _SCHEMA_WORDS | _TX_WORDS)
+    if bad is not None:
+        raise QueryRefused(
+            f"query: {bad} is not allowed in a query (a write hidden in a CTE or an EXPLAIN "
+            "is still a write); quote the name if it is a column"
+        )
+    return stmt
+
+
+def check_mutation(sql: str) -> Statement:
+    """The single INSERT / UPDATE / DELETE in ``sql``, or :class:`QueryRefused`."""
+    stmt = _one_statement(sql, "mutate")
+    first = stmt.words[0] if stmt.words else ""
+    if first not in _MUTATION_STARTS:
+        shown = first or stmt.first_line
+        raise QueryRefused(
+            f"mutate: {shown} is not allowed; use exactly one INSERT, UPDATE or DELETE "
+            "(schema changes go through db apply with a migration file)"
+        )
+    bad = _forbidden_word(stmt, _SCHEMA_WORDS | _TX_WORDS)
+    if bad is not None:
+        raise QueryRefused(f"mutate: {bad} is not allowed in a mutation")
+    for tok in stmt.tokens:
+        name = (tok.name or "").lower() if tok.kind is not TokenKind.STRING else ""
+        if name == LEDGER_TABLE:
+            raise QueryRefused(f"mutate: {LEDGER_TABLE} is the migration ledger; it is read-only")
+        if name in _SYSTEM_TABLES:
+            raise QueryRefused(f"mutate: {name} is SQLite's schema table; it cannot be changed")
+    return stmt
+
+
+# --- the engine-side guard ----------------------------------------------------------------
+
+_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+_ROW_ACTIONS = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+
+
+def _read_only_authorizer(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def _mutation_authorizer(action: int, arg1: Any, _arg2: Any, dbname: Any, _src: Any) -> int:
+    if action in _READ_ACTIONS:
+        return sqlite3.SQLITE_OK
+    if action in _ROW_ACTIONS:
+        table = str(arg1 or "").lower()
+        if dbname not in (None, "main") or table == LEDGER_TABLE or table in _SYSTEM_TABLES:
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def _failed(route: str, exc: sqlite3.Error) -> QueryFailed:
+    text = str(exc)
+    if "not authorized" in text:
+        text += f" (the statement reaches outside what {route} allows)"
+    return QueryFailed(f"{route}: {text}")
+
+
+def _require_db(paths: WorkflowPaths) -> None:
+    if not paths.db_file.exists():
+        raise QueryFailed(
+            f"no workflow database at {paths.db_file} yet (reviewbot creates it at start)"
+        )
+
+
+def describe_table(db: SQLiteDatabase, table: str) -> QueryResult:
+    """The columns of ``table`` (or a view), as ``PRAGMA table_xinfo`` reports them."""
+    with db.read() as tx:
+        found = tx.one(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name = ? COLLATE NOCASE",
+            (table,),
+        )
+        if found is None:
+            raise QueryRefused(f"describe: no table or view named {table}")
+        cur = tx.execute(
+            'SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?) '
+            "ORDER BY cid",
+            (found["name"],),
+        )
+        rows = [list(r) for r in cur.fetchall()]
+    columns = ["name", "type", "notnull", "default", "pk", "hidden"]
+    return QueryResult(columns, rows, len(rows))
+
+
+def _describe_target(stmt: Statement) -> str | None:
+    if not stmt.words or stmt.words[0] != "DESCRIBE":
+        return None
+    if len(stmt.tokens) != 2 or stmt.tokens[1].name is None:
+        raise QueryRefused("query: use describe TABLE (one table name)")
+    return stmt.tokens[1].name
+
+
+def query_workflow_db(
+    sql: str,
+    params: Sequence[Any] = (),
+    *,
+    paths: WorkflowPaths,
+    access: DBAccess,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> QueryResult:
+    """Run one SELECT / WITH / EXPLAIN (or ``describe TABLE``) on a read-only connection.
+
+    Needs read access. Returns at most ``max_rows`` rows (``truncated`` says if more existed).
+    """
+    require(access, DBAccess.READ)
+    stmt = _one_statement(sql, "query")
+    target = _describe_target(stmt)
+    if target is None:
+        check_query(sql)
+    _require_db(paths)
+    db = SQLiteDatabase(paths.db_file, read_only=True)
+    try:
+        if target is not None:
+            return describe_table(db, target)
+        with db.read() as tx:
+            tx.conn.set_authorizer(_read_only_authorizer)
+            try:
+                cur = tx.execute(stmt.text, params)
+                columns = [d[0] for d in cur.description or ()]
+                fetched = cur.fetchmany(max_rows + 1)
+            except sqlite3.Error as exc:
+                raise _failed("query", exc) from None
+            finally:
+                tx.conn.set_authorizer(None)
+    finally:
+        db.close()
+    truncated = len(fetched) > max_rows
+    rows = [list(r) for r in fetched[:max_rows]]
+    return QueryResult(columns, rows, len(rows), truncated)
+
+
+def mutate_workflow_db(
+    sql: str,
+    params: Sequence[Any] = (),
+    *,
+    paths: WorkflowPaths,
+    access: DBAccess,
+) -> QueryResult:
+    """Run exactly one INSERT / UPDATE / DELETE (``RETURNING`` allowed) in a write transaction.
+
+    Needs read-write access. ``rowcount`` is the number of rows changed; ``rows`` holds what
+    ``RETURNING`` returned.
+    """
+    require(access, DBAccess.READ_WRITE)
+    stmt = check_mutation(sql)
+    _require_db(paths)
+    db = SQLiteDatabase(paths.db_file)
+    try:
+        with db.write() as tx:
+            tx.conn.set_authorizer(_mutation_authorizer)
+            try:
+                cur = tx.execute(stmt.text, params)
+                columns = [d[0] for d in cur.description or ()]
+                rows = [list(r) for r in cur.fetchall()]
+            except sqlite3.Error as exc:
+                raise _failed("mutate", exc) from None
+            finally:
+                tx.conn.set_authorizer(None)
+            changed = tx.one("SELECT changes()")
+    finally:
+        db.close()
+    return QueryResult(columns, rows, int(changed[0]) if changed else 0)
