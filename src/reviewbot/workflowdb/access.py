@@ -39,4 +39,5 @@ def effective_access(process_bound: str | None, requested: str | None = None) ->
 def require(have: DBAccess, need: DBAccess, *, exactly: bool = False) -> None:
     ok = have == need if exactly else have >= need
     if not ok:
-        raise AccessDenied(f"requires {need.label} DB access; this process has {have.label}")
+        held = "none" if have == DBAccess.NONE else have.label
+        raise AccessDenied(f"requires {need.label} DB access; this process has {held}")
