@@ -1,0 +1,484 @@
+"""Leases and worker identities in the store: one ``BEGIN IMMEDIATE`` transaction per call.
+
+The rules are in :mod:`reviewbot.core.leases`; this module reads the current row, asks the
+core, and writes what it answers, all inside one write transaction, so two callers can never
+both see a target free.
+
+**Epochs are never reused, not even after a restore.** An epoch is a fencing token: outside
+systems (a merge script, an audit log) may compare it, and a holder that paused can come
+back with it. Three places remember the highest epoch granted for a target:
+
+1. the ``leases`` row itself (gone when an operator deletes rows);
+2. the ``lease_epochs`` table in the same database (outlives deleted rows, but a restore of
+   a backup taken before the last grant lowers it together with everything else);
+3. the *epoch ledger*, a small SQLite file beside the database
+   (``<db name>.lease-epochs.sqlite``). Restoring ``db.sqlite`` from a backup (the
+   migration snapshots, a copy of the file) leaves it alone.
+
+A grant takes ``max(row, table, ledger) + 1`` and is written to the ledger, durably
+(``synchronous=FULL``) and committed, *before* the main transaction commits and the grant is
+returned. The ledger is only written while the main database's write lock is held, so its
+writers are serialised in the same order as the grants and the lock order (database, then
+ledger) never inverts. A crash between the two commits leaves the ledger one ahead: a gap
+in the epochs, which is harmless (epochs only need to increase). If the ledger file is lost,
+the table still holds the mark; only losing both at once (restoring the whole ``db/``
+folder from an old copy) can lower it, and the documented restore procedure keeps the
+ledger file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from reviewbot.config import LeaseSettings
+from reviewbot.core import leases as core
+from reviewbot.core.leases import (
+    AcquireRequest,
+    Granted,
+    GrantKind,
+    Lease,
+    LeaseClaim,
+    LeaseTarget,
+    Refused,
+    Role,
+    WorkerRecord,
+    WorkerStatus,
+)
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.store.database import BUSY_TIMEOUT_MS, Params, Row, SQLiteDatabase, Tx
+
+Clock = Callable[[], float]
+_TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
+_MAX_TEXT = 200
+
+
+class LeaseStoreError(Exception):
+    """A refused lease or worker call; ``code`` is the API's error code."""
+
+    code = "lease_error"
+
+
+class WorkerExists(LeaseStoreError):
+    code = "worker_exists"
+
+
+class UnknownWorker(LeaseStoreError):
+    """No record of this identity: it is ``unproven`` and may not hold leases."""
+
+    code = "worker_unproven"
+
+
+class LeaseRefused(LeaseStoreError):
+    def __init__(self, refusal: Refused) -> None:
+        super().__init__(refusal.detail)
+        self.refusal = refusal
+        self.code = refusal.code.value
+
+    @property
+    def holder(self) -> str | None:
+        return self.refusal.holder
+
+    @property
+    def expires_at(self) -> float | None:
+        return self.refusal.expires_at
+
+
+class GuardedWriteError(LeaseStoreError):
+    """A write under a lease changed a number of rows other than one; it was rolled back."""
+
+    code = "guarded_write_failed"
+
+
+def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
+    return (target.forge, target.repo, target.number, target.role.value)
+
+
+def _lease(row: Row) -> Lease:
+    return Lease(
+        target=LeaseTarget(row["forge"], row["repo"], row["number"], Role(row["role"])),
+        holder=row["holder"],
+        epoch=row["epoch"],
+        head_sha=row["head_sha"],
+        phase=core.Phase(row["phase"]),
+        ttl_s=row["ttl_s"],
+        acquired_at=row["acquired_at"],
+        heartbeat_at=row["heartbeat_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+def _worker(row: Row) -> WorkerRecord:
+    return WorkerRecord(
+        identity=row["identity"],
+        name=row["name"],
+        client=row["client"],
+        session_id=row["session_id"],
+        role=row["role"],
+        registered_at=row["registered_at"],
+        heartbeat_at=row["heartbeat_at"],
+    )
+
+
+def _short_text(field: str, value: str) -> str:
+    if not value or len(value) > _MAX_TEXT or any(ord(c) < 32 for c in value):
+        raise ValueError(f"{field} must be 1-{_MAX_TEXT} printable characters")
+    return value
+
+
+class EpochLedger:
+    """The per-target epoch high-water mark kept outside the main database (see above)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # Every grant is on disk before it is handed out.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS lease_epochs (target TEXT PRIMARY KEY,"
+                " epoch INTEGER NOT NULL)"
+            )
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @staticmethod
+    def _name(target: LeaseTarget) -> str:
+        return f"{target.forge}:{target.repo}#{target.number}/{target.role.value}"
+
+    def high_water(self, target: LeaseTarget) -> int:
+        row = (
+            self._conn()
+            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self._name(target),))
+            .fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def raise_to(self, target: LeaseTarget, epoch: int) -> None:
+        """Record ``epoch`` (never lowering the mark) and commit it durably."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT INTO lease_epochs (target, epoch) VALUES (?, ?) ON CONFLICT (target)"
+                " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
+                (self._name(target), epoch),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def default_ledger_path(db_path: Path) -> Path:
+    return db_path.with_name(f"{db_path.stem}.lease-epochs.sqlite")
+
+
+class LeaseStore:
+    """Workers and leases over the workflow database. Clock and randomness are injectable."""
+
+    def __init__(
+        self,
+        db: SQLiteDatabase,
+        timing: LeaseSettings | None = None,
+        *,
+        clock: Clock = time.time,
+        random_bytes: Callable[[int], bytes] = os.urandom,
+        ledger_path: Path | None = None,
+    ) -> None:
+        self.db = db
+        self.timing = timing if timing is not None else LeaseSettings()
+        self.clock = clock
+        self.random_bytes = random_bytes
+        self.ledger = EpochLedger(ledger_path or default_ledger_path(db.path))
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    # --- workers --------------------------------------------------------------------------------
+
+    def register_worker(
+        self,
+        name: str,
+        *,
+        client: str,
+        session_id: str,
+        role: str,
+        identity: str | None = None,
+    ) -> WorkerRecord:
+        """Register a new identity (minted here unless given); an existing one is refused."""
+        _short_text("client", client)
+        _short_text("session_id", session_id)
+        _short_text("role", role)
+        now = self.clock()
+        if identity is None:
+            identity = core.mint_worker_identity(
+                name,
+                client=client,
+                session_id=session_id,
+                now_ns=int(now * 1e9),
+                nonce=self.random_bytes(16),
+            )
+        elif core.parse_worker_identity(identity) != core.check_worker_name(name):
+            raise ValueError(f"identity {identity!r} does not start with the name {name!r}")
+        record = WorkerRecord(identity, name, client, session_id, role, now, now)
+        with self.db.write() as tx:
+            if tx.one("SELECT 1 FROM workers WHERE identity = ?", (identity,)) is not None:
+                raise WorkerExists(f"worker identity {identity} already exists; mint a new one")
+            tx.execute(
+                "INSERT INTO workers (identity, name, client, session_id, role, registered_at,"
+                " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (identity, name, client, session_id, role, now, now),
+            )
+        return record
+
+    def worker_heartbeat(self, identity: str) -> WorkerRecord:
+        now = self.clock()
+        with self.db.write() as tx:
+            row = tx.one(
+                "UPDATE workers SET heartbeat_at = ? WHERE identity = ? RETURNING *",
+                (now, identity),
+            )
+        if row is None:
+            raise UnknownWorker(f"no worker {identity} is registered (unproven)")
+        return _worker(row)
+
+    def worker(self, identity: str) -> WorkerRecord | None:
+        with self.db.read() as tx:
+            row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
+        return None if row is None else _worker(row)
+
+    def worker_status(self, identity: str) -> WorkerStatus:
+        return core.worker_status(self.worker(identity), self.clock(), self.timing)
+
+    # --- leases ---------------------------------------------------------------------------------
+
+    def acquire(
+        self, target: LeaseTarget, worker: str, head_sha: str, *, ttl_s: float | None = None
+    ) -> Lease:
+        """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
+        request = AcquireRequest(target, worker, head_sha, ttl_s)
+        with self.db.write() as tx:
+            now = self.clock()
+            if tx.one("SELECT 1 FROM workers WHERE identity = ?", (worker,)) is None:
+                raise UnknownWorker(
+                    f"no worker {worker} is registered (unproven); register it first"
+                )
+            current = self._current(tx, target)
+            table_mark = tx.one(
+                f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
+            )
+            high_water = max(
+                int(table_mark[0]) if table_mark else 0, self.ledger.high_water(target)
+            )
+            result = core.acquire(current, high_water, request, now, self.timing)
+            if isinstance(result, Refused):
+                raise LeaseRefused(result)
+            lease = result.lease
+            if result.kind is not GrantKind.RENEWED:
+                # Durable outside this database before anyone can see the grant.
+                self.ledger.raise_to(target, lease.epoch)
+                tx.execute(
+                    "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number, role)"
+                    " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
+                    (*_key(target), lease.epoch),
+                )
+            self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
+            tx.execute("UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, worker))
+        return lease
+
+    def heartbeat(self, claim: LeaseClaim) -> Lease:
+        """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held)."""
+        return self._transition(claim, core.heartbeat)
+
+    def release(self, claim: LeaseClaim) -> Lease:
+        return self._transition(claim, core.release)
+
+    def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
+        """Supersede every claim on the PR pinned to a head other than ``new_head``."""
+        changed: list[Lease] = []
+        with self.db.write() as tx:
+            now = self.clock()
+            rows = tx.all(
+                "SELECT * FROM leases WHERE forge = ? AND repo = ? AND number = ?",
+                (forge, repo, number),
+            )
+            for row in rows:
+                updated = core.supersede_head(_lease(row), new_head, now)
+                if updated is not None:
+                    self._store(tx, updated)
+                    changed.append(updated)
+        return changed
+
+    def get(self, target: LeaseTarget) -> Lease | None:
+        """The target's lease as a reader sees it now (a lapsed claim shows ``expired``)."""
+        with self.db.read() as tx:
+            lease = self._current(tx, target)
+        return None if lease is None else self._as_seen(lease)
+
+    def list_leases(
+        self,
+        *,
+        forge: str | None = None,
+        repo: str | None = None,
+        number: int | None = None,
+        role: Role | None = None,
+        holder: str | None = None,
+        live_only: bool = False,
+    ) -> list[Lease]:
+        """Leases matching every given filter, by target; phases as seen now."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("forge", forge),
+            ("repo", repo),
+            ("number", number),
+            ("role", None if role is None else Role(role).value),
+            ("holder", holder),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        now = self.clock()
+        if live_only:
+            where.append("phase = 'claimed' AND expires_at > ?")
+            params.append(now)
+        sql = "SELECT * FROM leases"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY forge, repo, number, role"
+        with self.db.read() as tx:
+            rows = tx.all(sql, params)
+        return [self._as_seen(_lease(row), now) for row in rows]
+
+    # --- fencing --------------------------------------------------------------------------------
+
+    def check_held(self, tx: Tx, claim: LeaseClaim) -> None:
+        """Inside a write transaction: raise :class:`LeaseRefused` unless ``claim`` is live.
+
+        The check is itself a conditional write (``WHERE holder = ? AND epoch = ?``, still
+        claimed, not expired) that must change exactly one row; it counts the writes made
+        under the epoch.
+        """
+        now = self.clock()
+        cur = tx.execute(
+            f"UPDATE leases SET writes = writes + 1 WHERE {_TARGET_WHERE} AND holder = ?"
+            " AND epoch = ? AND phase = 'claimed' AND expires_at > ?",
+            (*_key(claim.target), claim.worker, claim.epoch, now),
+        )
+        if cur.rowcount == 1:
+            return
+        refusal = core.check_fence(self._current(tx, claim.target), claim, now)
+        raise LeaseRefused(
+            refusal
+            or Refused(ReasonCode.LEASE_NOT_HELD, f"{claim.worker} does not hold {claim.target}")
+        )
+
+    def fence(self, claim: LeaseClaim) -> Callable[[Tx], None]:
+        """A fence for stores that take one: ``fence(tx)`` raises unless ``claim`` is live."""
+
+        def _fence(tx: Tx) -> None:
+            self.check_held(tx, claim)
+
+        return _fence
+
+    def guarded_write(self, tx: Tx, claim: LeaseClaim, sql: str, params: Params = ()) -> None:
+        """Run ``sql`` under ``claim`` inside ``tx``: fenced, and it must change exactly one row.
+
+        On any failure it raises, and the caller's transaction rolls back, so a superseded
+        holder's write changes nothing.
+        """
+        self.check_held(tx, claim)
+        changed = tx.execute(sql, params).rowcount
+        if changed != 1:
+            raise GuardedWriteError(
+                f"a write under epoch {claim.epoch} of {claim.target} changed {changed} rows,"
+                " not 1; rolled back"
+            )
+
+    def write_under(self, claim: LeaseClaim, sql: str, params: Params = ()) -> None:
+        """:meth:`guarded_write` in a transaction of its own."""
+        with self.db.write() as tx:
+            self.guarded_write(tx, claim, sql, params)
+
+    @contextmanager
+    def under(self, claim: LeaseClaim) -> Iterator[Tx]:
+        """A write transaction that starts with the fence check; use for several writes."""
+        with self.db.write() as tx:
+            self.check_held(tx, claim)
+            yield tx
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _transition(
+        self, claim: LeaseClaim, step: Callable[[Lease | None, LeaseClaim, float], Any]
+    ) -> Lease:
+        with self.db.write() as tx:
+            now = self.clock()
+            result = step(self._current(tx, claim.target), claim, now)
+            if isinstance(result, Refused):
+                raise LeaseRefused(result)
+            assert isinstance(result, Granted)
+            self._store(tx, result.lease)
+            tx.execute(
+                "UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, claim.worker)
+            )
+        return result.lease
+
+    @staticmethod
+    def _current(tx: Tx, target: LeaseTarget) -> Lease | None:
+        row = tx.one(f"SELECT * FROM leases WHERE {_TARGET_WHERE}", _key(target))
+        return None if row is None else _lease(row)
+
+    @staticmethod
+    def _store(tx: Tx, lease: Lease, *, reset_writes: bool = False) -> None:
+        tx.execute(
+            "INSERT INTO leases (forge, repo, number, role, holder, epoch, head_sha, phase, ttl_s,"
+            " acquired_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (forge, repo, number, role) DO UPDATE SET holder = excluded.holder,"
+            " epoch = excluded.epoch, head_sha = excluded.head_sha, phase = excluded.phase,"
+            " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
+            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at"
+            + (", writes = 0" if reset_writes else ""),
+            (
+                *_key(lease.target),
+                lease.holder,
+                lease.epoch,
+                lease.head_sha,
+                lease.phase.value,
+                lease.ttl_s,
+                lease.acquired_at,
+                lease.heartbeat_at,
+                lease.expires_at,
+            ),
+        )
+
+    def _as_seen(self, lease: Lease, now: float | None = None) -> Lease:
+        phase = lease.phase_at(self.clock() if now is None else now)
+        return lease if phase is lease.phase else replace(lease, phase=phase)
