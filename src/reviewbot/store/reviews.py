@@ -489,6 +489,45 @@ class ReviewStore:
 
     # -- the state comment ---------------------------------------------------------------
 
+    def last_delivery(self, forge: str, repo: str, number: int) -> dict[str, Any] | None:
+        """The newest delivery the gate decided for this PR (from the journal's tables)."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT g.delivery_id, g.source, g.event, g.action, g.decided_at, "
+                "d.received_at FROM pr_gate_decisions g LEFT JOIN deliveries d "
+                "ON d.delivery_id = g.delivery_id WHERE g.forge = ? AND g.repo = ? "
+                "AND g.number = ? ORDER BY g.id DESC LIMIT 1",
+                (forge, repo, number),
+            )
+        if row is None:
+            return None
+        return {
+            "delivery_id": row["delivery_id"],
+            "source": row["source"],
+            "event": row["event"] or "",
+            "action": row["action"],
+            "received_at": row["received_at"] or row["decided_at"],
+        }
+
+    def gated_heads(self, forge: str, repo: str) -> set[tuple[int, str]]:
+        """(PR, head) pairs the gate has a decision for."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT DISTINCT number, head_sha FROM pr_gate_decisions "
+                "WHERE forge = ? AND repo = ? AND number IS NOT NULL AND head_sha IS NOT NULL",
+                (forge, repo),
+            )
+        return {(int(r["number"]), str(r["head_sha"])) for r in rows}
+
+    def journal_repos(self) -> set[tuple[str, str]]:
+        """(forge, OWNER/NAME) of every repository the journal has seen."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT DISTINCT forge, repo FROM pr_gate_decisions "
+                "WHERE forge IS NOT NULL AND repo IS NOT NULL"
+            )
+        return {(str(r["forge"]), str(r["repo"])) for r in rows}
+
     def state_comment(self, forge: str, repo: str, number: int) -> tuple[int, str] | None:
         """(comment id, SHA-256 of the body last written)."""
         with self.db.read() as tx:

@@ -1,0 +1,531 @@
+"""The review pipeline: an eligible PR head -> a recorded verdict -> a native review.
+
+``ReviewPipeline.review`` evaluates one head under the reviewer lease pinned to it:
+required checks (branch protection of the base plus the repository's ``required_checks``)
+and the check results of the head go through the pure policy; the decision and its outbox
+row are written in one transaction that is fenced by the lease epoch. The drainer then
+posts the row (inline, right away, and again from its loop after a failure or a restart),
+and the canonical PR state comment is brought up to date.
+
+``on_eligible`` is the gate's hook: it decides whether an eligible delivery needs an
+evaluation (a check event re-runs the policy only while the head is still waiting or
+failing; a human dismissing the bot's review re-opens the head).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reviewbot.config import RepoRules, Settings
+from reviewbot.core import policy
+from reviewbot.core.leases import LeaseClaim, Refused
+from reviewbot.core.leases import iso as lease_iso
+from reviewbot.core.models import PullRequestSnapshot, ReviewEvent, ReviewState
+from reviewbot.core.policy import Verdict, VerdictKind
+from reviewbot.core.prstate import (
+    AUTHOR_IS_BOT,
+    ERROR,
+    HEAD_MOVED,
+    STATE_MARKER,
+    WAITING,
+    DeliveryLine,
+    LeaseLine,
+    PostedReview,
+    PRStateRecords,
+    render_pr_state,
+)
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError, NotFound
+from reviewbot.runtime.outbox import (
+    AFTER_OUTBOX,
+    FenceRefused,
+    OutboxDrainer,
+    PostOutcome,
+    PullLocks,
+    ReviewerLeases,
+    crash_point,
+)
+from reviewbot.store.reviews import (
+    NewDecision,
+    NewOutbox,
+    OutboxRow,
+    ReviewDecision,
+    ReviewStore,
+    body_sha256,
+)
+
+log = logging.getLogger(__name__)
+
+CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
+MISSING_CHECKS = "missing_checks"
+# Decisions after which a check event at the same head is worth a new evaluation.
+REEVALUATE = frozenset({WAITING, "request_changes", ERROR, "lease_held", "superseded"})
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """One evaluation: a PR, the head it is for (None: the live head), and why."""
+
+    forge: str
+    repo: str  # OWNER/NAME
+    number: int
+    head_sha: str | None = None
+    delivery_id: str | None = None
+    source: str = "api"
+    event: str | None = None
+    action: str | None = None
+    pull: PullRequestSnapshot | None = None  # the live PR when the caller just read it
+
+
+@dataclass
+class ReviewOutcome:
+    decision: ReviewDecision
+    outbox: list[OutboxRow] = field(default_factory=list)
+    posts: list[PostOutcome] = field(default_factory=list)
+    state_comment: str | None = None  # created / edited / unchanged / failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision.to_json(),
+            "outbox": [row.to_json() for row in self.outbox],
+            "posted": [p.to_json() for p in self.posts],
+            "state_comment": self.state_comment,
+        }
+
+
+def _blockers(verdict: Verdict) -> tuple[str, ...]:
+    out = [
+        f"{c.name} {c.state.value.replace('_', ' ')}" + (f" ({c.url})" if c.url else "")
+        for c in verdict.failed
+    ]
+    out += [f"{c.name} pending" for c in verdict.pending]
+    out += [f"{name} not reported" for name in verdict.missing]
+    if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
+        out.append("no required checks are configured")
+    return tuple(out)
+
+
+def missing_comment_body(names: list[str], grace_s: float, marker: str) -> str:
+    listed = "\n".join(f"- `{' '.join(n.split()).replace('`', '')}`" for n in names)
+    return (
+        f"Required check{'s' if len(names) != 1 else ''} not reported after "
+        f"{grace_s:g} seconds:\n\n{listed}\n\nThe review waits until every required check "
+        f"reports.\n\n{marker}"
+    )
+
+
+class ReviewPipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ReviewStore,
+        forges: Mapping[str, Forge],
+        leases: ReviewerLeases,
+        drainer: OutboxDrainer,
+        *,
+        clock: Callable[[], float],
+        locks: PullLocks | None = None,
+        drain_inline: bool = True,
+        state_comment: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.forges = forges
+        self.leases = leases
+        self.drainer = drainer
+        self.clock = clock
+        self.locks = locks or drainer.locks
+        self.drain_inline = drain_inline
+        self.state_comment = state_comment
+
+    # -- the gate's hook ---------------------------------------------------------------
+
+    async def on_eligible(self, eligible: Any) -> ReviewOutcome | None:
+        """Hook for ``GateRunner(on_eligible=...)`` (an ``EligiblePull``)."""
+        trigger = eligible.trigger
+        pull: PullRequestSnapshot = eligible.pull
+        request = ReviewRequest(
+            forge=pull.forge,
+            repo=pull.ref.full_name,
+            number=pull.number,
+            head_sha=eligible.decision.head_sha or pull.head_sha,
+            delivery_id=eligible.delivery_id,
+            source=eligible.decision.source,
+            event=trigger.event,
+            action=trigger.action,
+            pull=pull,
+        )
+        return await self.handle(request)
+
+    async def handle(self, request: ReviewRequest) -> ReviewOutcome | None:
+        """Evaluate when the event calls for it; otherwise only refresh the state comment."""
+        head = request.head_sha or (request.pull.head_sha if request.pull else None)
+        if request.event == "pull_request_review" and request.action == "dismissed" and head:
+            if not await self._reopen_if_dismissed(request, head):
+                await self._refresh_only(request)
+                return None
+        elif head is not None and not self._needs_evaluation(request, head):
+            await self._refresh_only(request)
+            return None
+        return await self.review(request)
+
+    def _needs_evaluation(self, request: ReviewRequest, head: str) -> bool:
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        if latest is None or latest.head_sha != head:
+            return True  # nothing decided at this head yet, or a new head
+        if request.event in CHECK_EVENTS or request.source == "sweep":
+            return latest.decision in REEVALUATE
+        # Any other event at a head already decided: only a waiting / failed state can change.
+        return latest.decision in REEVALUATE
+
+    async def _refresh_only(self, request: ReviewRequest) -> None:
+        if not self.state_comment:
+            return
+        async with self.locks.hold(request.forge, request.repo, request.number):
+            await self._sync_state_comment(
+                request.forge, request.repo, request.number, request.pull
+            )
+
+    async def _reopen_if_dismissed(self, request: ReviewRequest, head: str) -> bool:
+        """A human dismissed the bot's review at ``head``: the head may be reviewed again."""
+        forge = self.forges[request.forge]
+        posted = {
+            row.forge_review_id: row
+            for row in self.store.outbox_for_pull(request.forge, request.repo, request.number)
+            if row.status == "posted" and row.head_sha == head and row.forge_review_id
+        }
+        if not posted:
+            return False
+        try:
+            reviews = await forge.list_reviews(request.repo, request.number)
+        except ForgeError as exc:
+            log.warning("cannot list reviews of %s#%s: %s", request.repo, request.number, exc)
+            return False
+        dismissed = [r.id for r in reviews if r.id in posted and r.state is ReviewState.DISMISSED]
+        if not dismissed:
+            return False
+        # Only a dismissal not yet answered re-opens (one round per dismissed review).
+        reopened = [
+            d
+            for d in self.store.decisions(request.forge, request.repo, request.number)
+            if d.decision == "reopened" and d.head_sha == head
+        ]
+        if len(reopened) >= len(dismissed):
+            return False
+        self.store.record_decision(
+            NewDecision(
+                forge=request.forge,
+                repo=request.repo,
+                number=request.number,
+                head_sha=head,
+                decision="reopened",
+                reason_code="review_dismissed",
+                detail=f"review {dismissed[-1]} was dismissed; the head is evaluated again",
+                delivery_id=request.delivery_id,
+                source=request.source,
+            )
+        )
+        return True
+
+    # -- one evaluation ----------------------------------------------------------------
+
+    async def review(self, request: ReviewRequest) -> ReviewOutcome:
+        """Evaluate the head, record the verdict (+ outbox), post, refresh the state comment."""
+        async with self.locks.hold(request.forge, request.repo, request.number):
+            outcome = await self._evaluate(request)
+            if self.drain_inline:
+                for row in outcome.outbox:
+                    if row.status == "pending":
+                        outcome.posts.append(await self.drainer.post_locked(row.id))
+                outcome.outbox = [self.store.outbox(r.id) or r for r in outcome.outbox]
+            if self.state_comment:
+                outcome.state_comment = await self._sync_state_comment(
+                    request.forge, request.repo, request.number, request.pull
+                )
+        return outcome
+
+    async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
+        forge = self.forges[request.forge]
+        base = NewDecision(
+            forge=request.forge,
+            repo=request.repo,
+            number=request.number,
+            head_sha=request.head_sha or "",
+            decision=ERROR,
+            reason_code=ReasonCode.FORGE_ERROR.value,
+            delivery_id=request.delivery_id,
+            source=request.source,
+        )
+        pull = request.pull
+        try:
+            if pull is None:
+                pull = await forge.get_pull(request.repo, request.number)
+            bot = await forge.bot_login()
+        except NotFound as exc:
+            return self._note(base, ERROR, ReasonCode.PR_NOT_FOUND.value, str(exc))
+        except ForgeError as exc:
+            return self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        head = request.head_sha or pull.head_sha
+        base = _with(base, head_sha=head)
+        if pull.head_sha != head:
+            detail = f"the trigger names {head}, the pull request's head is {pull.head_sha}"
+            return self._note(base, HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
+        if pull.state != "open" or pull.merged:
+            detail = f"the pull request is {'merged' if pull.merged else pull.state}"
+            return self._note(base, "pr_closed", ReasonCode.PR_CLOSED.value, detail)
+        if pull.author.lower() == bot.lower():
+            return self._note(
+                base,
+                AUTHOR_IS_BOT,
+                ReasonCode.AUTHOR_IS_BOT.value,
+                f"{pull.author} is the bot's own login; reviewer and author must differ",
+                blockers=("the author is the bot",),
+            )
+        self._supersede_older_heads(request, head)
+        claim = self.leases.acquire(request.forge, request.repo, request.number, head)
+        if isinstance(claim, Refused):
+            return self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
+        try:
+            return await self._decide(request, forge, pull, claim, base)
+        finally:
+            self.leases.release(claim)
+
+    def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        self.leases.supersede_head(request.forge, request.repo, request.number, head)
+        dropped = self.store.drop_pending_for_other_heads(
+            request.forge, request.repo, request.number, head
+        )
+        if latest is not None and latest.head_sha != head and latest.decision != "superseded":
+            self.store.record_decision(
+                NewDecision(
+                    forge=request.forge,
+                    repo=request.repo,
+                    number=request.number,
+                    head_sha=latest.head_sha,
+                    decision="superseded",
+                    reason_code=ReasonCode.SUPERSEDED.value,
+                    detail=f"the head moved to {head}"
+                    + (f"; dropped outbox rows {dropped}" if dropped else ""),
+                    delivery_id=request.delivery_id,
+                    source=request.source,
+                )
+            )
+
+    async def _decide(
+        self,
+        request: ReviewRequest,
+        forge: Forge,
+        pull: PullRequestSnapshot,
+        claim: LeaseClaim,
+        base: NewDecision,
+    ) -> ReviewOutcome:
+        base = _with(base, worker=claim.worker, epoch=claim.epoch)
+        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        try:
+            protection = await forge.required_checks(request.repo, pull.base_ref)
+            results = await forge.check_results(request.repo, base.head_sha)
+        except ForgeError as exc:
+            return self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        verdict = policy.evaluate(
+            protection,
+            rules.required_checks,
+            results,
+            approve_without_checks=rules.approve_without_checks,
+        )
+        outboxes: list[NewOutbox] = []
+        event = verdict.review_event
+        if event is not None:
+            outboxes.append(
+                NewOutbox(
+                    verdict=verdict.kind.value,
+                    event=event.value,
+                    render_body=lambda marker: policy.render_review_body(verdict, marker),
+                )
+            )
+        overdue = self._overdue_missing(base, verdict)
+        if overdue and verdict.kind is VerdictKind.WAITING:
+            grace = self.settings.missing_check_grace_s
+            outboxes.append(
+                NewOutbox(
+                    verdict=MISSING_CHECKS,
+                    event=ReviewEvent.COMMENT.value,
+                    render_body=lambda marker: missing_comment_body(overdue, grace, marker),
+                )
+            )
+        decision = _with(
+            base,
+            decision=verdict.kind.value,
+            reason_code=verdict.reason.value,
+            detail=_summary(verdict),
+            blockers=_blockers(verdict),
+            pending=tuple(c.name for c in verdict.pending),
+            missing=verdict.missing,
+            failed=tuple(c.name for c in verdict.failed),
+        )
+        try:
+            recorded = self.store.record(decision, outboxes, fence=self.leases.fence(claim))
+        except FenceRefused as exc:
+            return self._note(base, "superseded", ReasonCode.SUPERSEDED.value, str(exc))
+        if recorded.created:
+            crash_point(AFTER_OUTBOX)
+            self.drainer.wake()
+        return ReviewOutcome(recorded.decision, list(recorded.outboxes))
+
+    def _overdue_missing(self, base: NewDecision, verdict: Verdict) -> list[str]:
+        if not verdict.missing:
+            return []
+        seen = self.store.note_missing(
+            base.forge, base.repo, base.number, base.head_sha, list(verdict.missing)
+        )
+        now = self.clock()
+        grace = self.settings.missing_check_grace_s
+        return [n for n in verdict.missing if n in seen and now - seen[n] >= grace]
+
+    def _note(
+        self,
+        base: NewDecision,
+        decision: str,
+        code: str,
+        detail: str,
+        *,
+        blockers: tuple[str, ...] = (),
+    ) -> ReviewOutcome:
+        recorded = self.store.record_decision(
+            _with(
+                base,
+                decision=decision,
+                reason_code=code,
+                detail=detail,
+                blockers=blockers or ((detail,) if decision in (ERROR, HEAD_MOVED) else ()),
+            )
+        )
+        return ReviewOutcome(recorded)
+
+    # -- the canonical state comment ---------------------------------------------------
+
+    async def sync_state_comment(
+        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None = None
+    ) -> str:
+        async with self.locks.hold(forge, repo, number):
+            return await self._sync_state_comment(forge, repo, number, pull)
+
+    async def _sync_state_comment(
+        self, forge_name: str, repo: str, number: int, pull: PullRequestSnapshot | None
+    ) -> str:
+        forge = self.forges[forge_name]
+        try:
+            body = self.render_state(forge_name, repo, number, pull)
+            if body is None:
+                return "unchanged"
+            known = self.store.state_comment(forge_name, repo, number)
+            if known is not None:
+                comment_id, sha = known
+                if sha == body_sha256(body):
+                    return "unchanged"
+                try:
+                    await forge.edit_comment(repo, comment_id, body)
+                except NotFound:
+                    known = None  # deleted by someone: look for another, else create
+                else:
+                    self.store.save_state_comment(forge_name, repo, number, comment_id, body)
+                    return "edited"
+            found = await forge.find_comment(repo, number, STATE_MARKER)
+            if found is not None:
+                if found.body != body:
+                    await forge.edit_comment(repo, found.id, body)
+                self.store.save_state_comment(forge_name, repo, number, found.id, body)
+                return "edited"
+            created = await forge.create_comment(repo, number, body)
+            self.store.save_state_comment(forge_name, repo, number, created.id, body)
+            return "created"
+        except ForgeError as exc:
+            log.warning("state comment of %s:%s#%s: %s", forge_name, repo, number, exc)
+            return "failed"
+
+    def render_state(
+        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None
+    ) -> str | None:
+        """The state comment from the records (``None`` before any decision)."""
+        latest = self.store.latest_verdict(forge, repo, number)
+        if latest is None:
+            return None
+        head = latest.head_sha
+        pr_state = "open"
+        author = ""
+        if pull is not None:
+            head = pull.head_sha if pull.head_sha else head
+            pr_state = "merged" if pull.merged else pull.state
+            author = pull.author
+        decision = latest if latest.head_sha == head else None
+        rows = [
+            r
+            for r in self.store.outbox_for_pull(forge, repo, number)
+            if r.head_sha == head and r.verdict != MISSING_CHECKS
+        ]
+        review = None
+        if rows:
+            newest = rows[-1]
+            review = PostedReview(
+                newest.verdict, newest.head_sha, newest.status, newest.forge_review_id
+            )
+        leases = tuple(
+            LeaseLine(
+                lease.target.role.value,
+                lease.holder,
+                lease.epoch,
+                lease.head_sha,
+                lease_iso(lease.expires_at),
+            )
+            for lease in self.leases.active(forge, repo, number)
+        )
+        seen = self.store.last_delivery(forge, repo, number)
+        delivery = None
+        if seen is not None:
+            delivery = DeliveryLine(
+                str(seen["delivery_id"]),
+                str(seen["source"]),
+                str(seen["event"]),
+                seen["action"],
+                str(seen["received_at"]),
+            )
+        rules = self.settings.rules_for(forge, repo)
+        records = PRStateRecords(
+            pr=f"{forge}:{repo}#{number}",
+            pr_state=pr_state,
+            head_sha=head,
+            author=author or "the author",
+            decision=decision.decision if decision else None,
+            decision_detail=decision.detail if decision else "",
+            blockers=decision.blockers if decision else (),
+            review=review,
+            leases=leases,
+            last_delivery=delivery,
+            automerge=bool(rules and rules.automerge),
+        )
+        return render_pr_state(records)
+
+
+def _summary(verdict: Verdict) -> str:
+    if verdict.kind is VerdictKind.APPROVE:
+        return f"{len(verdict.passed)} required checks passed"
+    if verdict.kind is VerdictKind.REQUEST_CHANGES:
+        return "failed: " + ", ".join(c.name for c in verdict.failed)
+    if verdict.kind is VerdictKind.WAITING:
+        parts = []
+        if verdict.pending:
+            parts.append("pending: " + ", ".join(c.name for c in verdict.pending))
+        if verdict.missing:
+            parts.append("missing: " + ", ".join(verdict.missing))
+        return "; ".join(parts)
+    return "no required checks are configured (set approve_without_checks = true to approve)"
+
+
+def _with(base: NewDecision, **changes: Any) -> NewDecision:
+    from dataclasses import replace
+
+    return replace(base, **changes)
