@@ -1,0 +1,87 @@
+"""The record of session-scoped tool calls: who called, whose registry answered, the outcome.
+
+Session tokens themselves are not stored here: they live (as hashes) in the memory of the
+process whose registries they unlock, and die with the run. What outlives the run is this
+record, so "which session made this write" has an answer afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reviewbot.store.database import Database, Row
+
+MAX_DETAIL_CHARS = 500
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    id: int
+    session_id: str
+    owner_session_id: str | None
+    run_id: str
+    tool: str
+    outcome: str  # "ok" or the refusal's error code
+    detail: str
+    called_at: str
+
+    @classmethod
+    def from_row(cls, row: Row) -> ToolCallRecord:
+        return cls(
+            id=int(row["id"]),
+            session_id=row["session_id"],
+            owner_session_id=row["owner_session_id"],
+            run_id=row["run_id"],
+            tool=row["tool"],
+            outcome=row["outcome"],
+            detail=row["detail"],
+            called_at=row["called_at"],
+        )
+
+
+def record_tool_call(
+    db: Database,
+    *,
+    session_id: str,
+    owner_session_id: str | None,
+    run_id: str,
+    tool: str,
+    outcome: str,
+    detail: str,
+    called_at: str,
+) -> int:
+    with db.write() as tx:
+        cur = tx.execute(
+            "INSERT INTO session_tool_calls (session_id, owner_session_id, run_id, tool, "
+            "outcome, detail, called_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                owner_session_id,
+                run_id,
+                tool,
+                outcome,
+                detail[:MAX_DETAIL_CHARS],
+                called_at,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def tool_calls(
+    db: Database, *, session_id: str | None = None, run_id: str | None = None
+) -> list[ToolCallRecord]:
+    """Recorded calls, oldest first, of one session and/or one run (all when neither)."""
+    sql = "SELECT * FROM session_tool_calls"
+    where: list[str] = []
+    params: list[str] = []
+    if session_id is not None:
+        where.append("session_id = ?")
+        params.append(session_id)
+    if run_id is not None:
+        where.append("run_id = ?")
+        params.append(run_id)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    with db.read() as tx:
+        rows = tx.all(sql + " ORDER BY id", params)
+    return [ToolCallRecord.from_row(r) for r in rows]
