@@ -1,0 +1,32 @@
+"""The one error every entry path raises when a delivery cannot be read."""
+
+from __future__ import annotations
+
+from reviewbot.core.reasons import ReasonCode
+
+
+class TriggerError(Exception):
+    """A delivery whose trigger cannot be read.
+
+    ``detail`` is the exact reason, naming the field and where it was read from (for
+    example ``number: "abc" is not an integer (from variables.number)``). The caller
+    records it as a ``delivery_unresolved`` decision; it is never a silent skip.
+    """
+
+    code = ReasonCode.DELIVERY_UNRESOLVED
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class DeliveryFileError(TriggerError):
+    """A delivery file that is missing, unreadable or malformed.
+
+    ``delivery_id`` is the file's identity when its bytes could be read (their SHA-256),
+    else ``None``: the caller then names the delivery itself.
+    """
+
+    def __init__(self, detail: str, *, delivery_id: str | None = None) -> None:
+        super().__init__(detail)
+        self.delivery_id = delivery_id

@@ -1,0 +1,131 @@
+"""What the GitHub and Gitea parsers share: building triggers from one forge event."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reviewbot.core.models import Reason, Trigger
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.ingress.errors import TriggerError
+from reviewbot.ingress.payload import EventReader, shown
+
+
+class ForgeEventParser:
+    """One event of one forge; subclasses dispatch on the event name in :meth:`trigger`."""
+
+    forge: str = ""
+
+    def __init__(
+        self,
+        payload: Mapping[str, Any],
+        event: str,
+        *,
+        delivery_id: str,
+        source: str,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        self.r = EventReader(payload, event)
+        self.event = event
+        self.delivery_id = delivery_id
+        self.source = source
+        self.common_extra = dict(extra or {})
+        action = payload.get("action")
+        if action is not None and not isinstance(action, str):
+            raise TriggerError(f"action: {shown(action)} is not a string (in the {event} event)")
+        self.action: str | None = action or None
+
+    def trigger(self) -> Trigger:
+        raise NotImplementedError
+
+    def base(self, *, extra: Mapping[str, str] | None = None, **fields: Any) -> Trigger:
+        return Trigger(
+            source=self.source,
+            delivery_id=self.delivery_id,
+            forge=self.forge,
+            event=self.event,
+            action=self.action,
+            sender=self.r.login("sender"),
+            extra={**self.common_extra, **(extra or {})},
+            **fields,
+        )
+
+    def best_effort_repo(self) -> dict[str, Any]:
+        """Repository (and PR number) of an event the bot does not act on, when readable."""
+        try:
+            owner, name = self.r.repository()
+        except TriggerError:
+            return {}
+        found: dict[str, Any] = {"owner": owner, "name": name}
+        for path in ("pull_request.number", "number", "issue.number"):
+            value = self.r.get(path)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                found["number"] = value
+                break
+        return found
+
+    def ignored(self, code: ReasonCode, detail: str) -> Trigger:
+        return self.base(kind="ignored", reason=Reason(code, detail), **self.best_effort_repo())
+
+    def recorded(self, detail: str) -> Trigger:
+        return self.base(
+            kind="recorded", reason=Reason(ReasonCode.RECORDED, detail), **self.best_effort_repo()
+        )
+
+    def require_action(self) -> str:
+        if self.action is None:
+            raise TriggerError(f"action: missing (in the {self.event} event)")
+        return self.action
+
+    def action_ignored(self, detail: str | None = None) -> Trigger:
+        return self.ignored(
+            ReasonCode.ACTION_IGNORED,
+            detail or f"{self.event} action {self.action} is not acted on",
+        )
+
+    def not_pull_request_event(self) -> Trigger:
+        return self.ignored(
+            ReasonCode.NOT_PULL_REQUEST_EVENT,
+            f"{self.forge} event {self.event} is not a pull-request event",
+        )
+
+    def pull(self, semantic: str, *, number_paths: tuple[str, ...]) -> Trigger:
+        """A trigger naming one PR at the head the event reports."""
+        owner, name = self.r.repository()
+        return self.base(
+            kind="pull",
+            owner=owner,
+            name=name,
+            number=self.r.number(*number_paths),
+            head_sha=self.r.sha("pull_request.head.sha"),
+            extra={"semantic": semantic},
+        )
+
+    def commit(self, sha_path: str, extra: Mapping[str, str], **fields: Any) -> Trigger:
+        """A trigger naming a commit; the worker maps it to the open PRs at that head."""
+        owner, name = self.r.repository()
+        return self.base(
+            kind="commit",
+            owner=owner,
+            name=name,
+            commit_sha=self.r.sha(sha_path),
+            extra=extra,
+            **fields,
+        )
+
+    def comment_command(self, commenter: str | None, command: str) -> Trigger:
+        """A PR comment carrying the review command; the worker checks write access."""
+        if commenter is None:
+            raise TriggerError(f"comment.user.login: missing (in the {self.event} event)")
+        owner, name = self.r.repository()
+        return self.base(
+            kind="pull",
+            owner=owner,
+            name=name,
+            number=self.r.number("issue.number"),
+            extra={
+                "semantic": f"comment={self.r.get('comment.id')}",
+                "command": command,
+                "requires_write_access": commenter,
+            },
+        )
