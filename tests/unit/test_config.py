@@ -1,0 +1,178 @@
+"""Settings: a TOML file plus REVIEWBOT_* environment (``__`` nests), environment wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reviewbot.config import ConfigError, load_settings
+
+TOML = """
+data_dir = "from-file"
+port = 9000
+
+[github]
+api_url = "https://github.example/api/v3"
+bot_login = "file-bot"
+
+[gitea]
+url = "https://gitea.example/"
+
+[leases]
+lease_s = 30
+renew_s = 20
+retry_s = 5
+
+[defaults]
+required_checks = ["ci"]
+
+[repos."gitea:acme/api"]
+required_checks = ["build", "test"]
+automerge = true
+merge_method = "squash"
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "conf.toml"
+    path.write_text(TOML)
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    return path
+
+
+def test_defaults_without_file_or_environment() -> None:
+    settings = load_settings()
+    assert settings.data_dir == Path("./reviewbot-data")
+    assert settings.database_path == Path("./reviewbot-data/db/db.sqlite")
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+    assert settings.github.api_url == "https://api.github.com"
+    assert settings.db_access is None
+    assert (settings.leases.lease_s, settings.leases.renew_s, settings.leases.retry_s) == (
+        15,
+        10,
+        2,
+    )
+
+
+def test_toml_file_is_read(config_file: Path) -> None:
+    settings = load_settings()
+    assert settings.data_dir == Path("from-file")
+    assert settings.port == 9000
+    assert settings.github.api_url == "https://github.example/api/v3"
+    assert settings.gitea.api_url == "https://gitea.example/api/v1"
+    assert settings.leases.lease_s == 30
+    rules = settings.rules_for("gitea", "acme/api")
+    assert rules is not None
+    assert rules.required_checks == ["build", "test"]
+    assert rules.automerge and rules.merge_method == "squash"
+    other = settings.rules_for("github", "acme/other")
+    assert other is not None and other.required_checks == ["ci"]
+
+
+def test_reviewbot_toml_in_working_dir_is_read_when_no_config_is_named(tmp_path: Path) -> None:
+    (tmp_path / "reviewbot.toml").write_text('host = "0.0.0.0"\n')
+    assert load_settings().host == "0.0.0.0"
+
+
+def test_environment_nests_with_double_underscore_and_wins(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_DATA_DIR", "from-env")
+    monkeypatch.setenv("REVIEWBOT_PORT", "9100")
+    monkeypatch.setenv("REVIEWBOT_GITHUB__API_URL", "https://env.example/api")
+    monkeypatch.setenv("REVIEWBOT_GITEA__WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("REVIEWBOT_LEASES__LEASE_S", "40")
+    monkeypatch.setenv("REVIEWBOT_DB_ACCESS", "read")
+    settings = load_settings()
+    assert settings.data_dir == Path("from-env")
+    assert settings.port == 9100
+    assert settings.github.api_url == "https://env.example/api"
+    assert settings.github.bot_login == "file-bot"  # the file still fills what env leaves
+    assert settings.gitea.webhook_secret is not None
+    assert settings.gitea.webhook_secret.get_secret_value() == "s3cret"
+    assert settings.leases.lease_s == 40
+    assert settings.leases.renew_s == 20
+    assert settings.db_access == "read"
+
+
+def test_database_url_names_the_sqlite_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWBOT_DATABASE_URL", "sqlite:///elsewhere/store.sqlite")
+    assert load_settings().database_path == Path("elsewhere/store.sqlite")
+
+
+def _one_line_error() -> str:
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry", "problem"),
+    [
+        ("10", "10", "2", "renew_s (10) must be less than lease_s (10)"),
+        ("10", "15", "2", "renew_s (15) must be less than lease_s (10)"),
+        ("15", "10", "9", "renew_s (10) must be greater than 1.2 x retry_s"),
+    ],
+)
+def test_invalid_lease_timing_is_one_line_naming_the_key(
+    monkeypatch: pytest.MonkeyPatch, lease: str, renew: str, retry: str, problem: str
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_LEASES__LEASE_S", lease)
+    monkeypatch.setenv("REVIEWBOT_LEASES__RENEW_S", renew)
+    monkeypatch.setenv("REVIEWBOT_LEASES__RETRY_S", retry)
+    message = _one_line_error()
+    assert message.startswith("invalid setting leases (REVIEWBOT_LEASES)")
+    assert problem in message
+
+
+def test_invalid_lease_timing_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[leases]\nlease_s = 5\nrenew_s = 10\n")
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    message = _one_line_error()
+    assert "leases" in message and "renew_s (10) must be less than lease_s (5)" in message
+
+
+def test_bad_number_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWBOT_PORT", "seventy")
+    message = _one_line_error()
+    assert message.startswith("invalid setting port (REVIEWBOT_PORT)")
+
+
+@pytest.mark.parametrize("key", ["acme/api", "bitbucket:acme/api", "gitea:acme", "gitea:/api"])
+def test_bad_repo_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    path = tmp_path / "repos.toml"
+    path.write_text(f'[repos."{key}"]\nrequired_checks = ["ci"]\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    message = _one_line_error()
+    assert f"repos key {key!r} must look like FORGE:OWNER/NAME" in message
+
+
+def test_unknown_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text("[github]\napi_ulr = 'x'\n")
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    assert "github.api_ulr" in _one_line_error()
+
+
+def test_missing_named_config_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWBOT_CONFIG", "nowhere.toml")
+    assert _one_line_error() == "REVIEWBOT_CONFIG: config file nowhere.toml does not exist"
+
+
+def test_toml_syntax_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("port = = 1\n")
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    assert _one_line_error().startswith("config file:")
+
+
+def test_unsupported_database_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWBOT_DATABASE_URL", "mysql://x")
+    settings = load_settings()
+    with pytest.raises(ConfigError, match="unsupported scheme in 'mysql'"):
+        _ = settings.database_path
