@@ -14,7 +14,10 @@ failing; a human dismissing the bot's review re-opens the head).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,8 +50,11 @@ from reviewbot.runtime.outbox import (
     PostOutcome,
     PullLocks,
     ReviewerLeases,
+    StoreReviewerLeases,
     crash_point,
 )
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import (
     NewDecision,
     NewOutbox,
@@ -529,3 +535,109 @@ def _with(base: NewDecision, **changes: Any) -> NewDecision:
     from dataclasses import replace
 
     return replace(base, **changes)
+
+
+# -- assembly ----------------------------------------------------------------------------
+
+
+@dataclass
+class ReviewParts:
+    """A pipeline with its store, drainer and lease store, for one process."""
+
+    pipeline: ReviewPipeline
+    drainer: OutboxDrainer
+    store: ReviewStore
+    lease_store: LeaseStore
+    worker: str
+
+    def close(self) -> None:
+        self.lease_store.close()
+
+
+def build_review(
+    settings: Settings,
+    db: SQLiteDatabase,
+    forges: Mapping[str, Forge],
+    *,
+    client: str,
+    clock: Callable[[], float] = time.time,
+    backoff_base_s: float = 2.0,
+) -> ReviewParts:
+    """Register this process's reviewer worker and build the pipeline around it."""
+    lease_store = LeaseStore(db, settings.leases, clock=clock)
+    record = lease_store.register_worker(
+        "reviewbot", client=client, session_id=f"pid-{os.getpid()}", role="reviewer"
+    )
+    leases = StoreReviewerLeases(lease_store, record.identity)
+    store = ReviewStore(db, clock)
+    drainer = OutboxDrainer(store, forges, leases, clock=clock, backoff_base_s=backoff_base_s)
+    pipeline = ReviewPipeline(settings, store, forges, leases, drainer, clock=clock)
+    return ReviewParts(pipeline, drainer, store, lease_store, record.identity)
+
+
+class ReviewService:
+    """The pipeline inside the server: the gate's eligible hook, the drainer, the sweep.
+
+    ``create_app(settings, on_eligible=service.on_eligible)`` then ``service.attach(app)``;
+    the parts are built at start-up, once the server opened the store and the forges.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        backoff_base_s: float = 2.0,
+        reconcile: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.backoff_base_s = backoff_base_s
+        self.reconcile = reconcile
+        self.parts: ReviewParts | None = None
+        self.reconciler: Any = None
+        self._ready = asyncio.Event()
+
+    async def on_eligible(self, eligible: Any) -> None:
+        await self._ready.wait()
+        assert self.parts is not None
+        await self.parts.pipeline.on_eligible(eligible)
+
+    def attach(self, app: Any) -> None:
+        from reviewbot.app import STATE
+
+        app.on_startup.append(self._startup)
+        app.on_cleanup.insert(0, self._cleanup)
+        self._state_key = STATE
+
+    async def _startup(self, app: Any) -> None:
+        from reviewbot.runtime.reconcile import Reconciler
+
+        st = app[self._state_key]
+        assert st.db is not None
+        self.parts = build_review(
+            self.settings,
+            st.db,
+            st.forges,
+            client="reviewbot-serve",
+            clock=self.clock,
+            backoff_base_s=self.backoff_base_s,
+        )
+        self.parts.drainer.start()
+        if self.reconcile and st.journal is not None:
+            self.reconciler = Reconciler(
+                self.settings,
+                self.parts.store,
+                st.forges,
+                self.parts.pipeline,
+                st.journal.append,
+            )
+            self.reconciler.start()
+        self._ready.set()
+
+    async def _cleanup(self, app: Any) -> None:
+        if self.reconciler is not None:
+            await self.reconciler.stop()
+        if self.parts is not None:
+            await self.parts.drainer.stop()
+            self.parts.close()

@@ -1,0 +1,120 @@
+"""``reviewbot review FORGE:OWNER/REPO#N``: run the review pipeline once for the live head.
+
+Reads the PR's live head, evaluates its required checks under the reviewer lease, records
+the verdict, posts the native review at the head SHA (exactly once: a review this
+pipeline already posted for the same head and verdict is never posted again) and updates
+the PR's state comment. Prints the verdict and what was posted; ``--json`` for scripts.
+A post that hits a forge outage or a rate limit is retried for up to ``--wait`` seconds;
+what is still pending after that is posted by a running server's outbox drainer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from reviewbot.cli import CommandError
+from reviewbot.config import load_settings
+from reviewbot.core.models import PullRef
+from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "review",
+        help="review one pull request now (verdict from its required checks)",
+        description=__doc__,
+        epilog="Example:\n  reviewbot review gitea:acme/api#12\n"
+        "  reviewbot review github:acme/api#7 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("pr", metavar="FORGE:OWNER/REPO#N", help="the pull request")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to keep retrying a post that failed transiently (default 60)",
+    )
+    parser.set_defaults(func=_review)
+
+
+def _review(args: argparse.Namespace) -> int:
+    try:
+        ref = PullRef.parse(args.pr)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ_WRITE)
+    result = asyncio.run(_run(settings, ref, max(0.0, args.wait)))
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        _print(ref, result)
+    decision = result["decision"]["decision"]
+    return 1 if decision in ("error", "lease_held") else 0
+
+
+async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
+    from reviewbot.forges.factory import make_forge
+    from reviewbot.runtime.review import ReviewRequest, build_review
+
+    forge = make_forge(settings, ref.forge)
+    db = open_store(settings)
+    parts = None
+    try:
+        parts = build_review(settings, db, {ref.forge: forge}, client="reviewbot-cli")
+        outcome = await parts.pipeline.review(
+            ReviewRequest(ref.forge, ref.full_name, ref.number, source="cli", event="cli")
+        )
+        deadline = time.monotonic() + wait_s
+        while True:
+            pending = [
+                row
+                for row in (parts.store.outbox(r.id) for r in outcome.outbox)
+                if row is not None and row.status == "pending"
+            ]
+            if not pending or time.monotonic() >= deadline:
+                break
+            due = min(row.next_attempt_at for row in pending)
+            await asyncio.sleep(min(max(0.0, due - time.time()), deadline - time.monotonic()))
+            for row in pending:
+                post = await parts.drainer.post(row.id)
+                if post is not None:
+                    outcome.posts.append(post)
+        outcome.outbox = [parts.store.outbox(r.id) or r for r in outcome.outbox]
+        if outcome.posts:
+            outcome.state_comment = await parts.pipeline.sync_state_comment(
+                ref.forge, ref.full_name, ref.number
+            )
+        result = outcome.to_json()
+        result["pr"] = str(ref)
+        result["worker"] = parts.worker
+        return result
+    finally:
+        if parts is not None:
+            parts.close()
+        await forge.aclose()
+        db.close()
+
+
+def _print(ref: PullRef, result: dict[str, Any]) -> None:
+    d = result["decision"]
+    print(f"{ref} at {d['head_sha'][:12] or '?'}: {d['decision']} ({d['reason_code']})")
+    if d["detail"]:
+        print(f"  {d['detail']}")
+    for blocker in d["blockers"]:
+        print(f"  blocker: {blocker}")
+    if not result["outbox"]:
+        print("posted: nothing")
+    for row in result["outbox"]:
+        where = f" as review {row['forge_review_id']}" if row["forge_review_id"] else ""
+        note = f" ({row['last_error']})" if row["last_error"] and row["status"] != "posted" else ""
+        print(f"posted: {row['verdict']} {row['status']}{where}{note}")
+    if result.get("state_comment"):
+        print(f"state comment: {result['state_comment']}")
