@@ -17,7 +17,7 @@ from reviewbot.config import ConfigError
 from reviewbot.workflowdb.access import AccessDenied
 
 # Command modules, in the order ``reviewbot --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("db",)
+COMMAND_MODULES: tuple[str, ...] = ("db", "review")
 
 
 class CommandError(Exception):
