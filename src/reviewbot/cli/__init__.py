@@ -17,7 +17,7 @@ from reviewbot.config import ConfigError
 from reviewbot.workflowdb.access import AccessDenied
 
 # Command modules, in the order ``reviewbot --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("db", "review")
+COMMAND_MODULES: tuple[str, ...] = ("serve", "db", "review", "gate", "explain", "replay", "token")
 
 
 class CommandError(Exception):

@@ -1,0 +1,125 @@
+"""``reviewbot explain``: why the bot did or did not act, in plain words.
+
+Give a delivery id (as answered by the webhook or the API) or a PR reference
+``FORGE:OWNER/REPO#N``; every recorded decision is shown with all its reasons.
+``--json`` prints the same records for scripts (the shape of the HTTP API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from reviewbot.cli import CommandError
+from reviewbot.config import load_settings
+from reviewbot.core.models import PullRef
+from reviewbot.store import decisions, journal
+from reviewbot.store.bootstrap import open_store
+from reviewbot.store.decisions import DecisionRecord
+from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+# What each reason code means, for people; the detail says the specifics.
+PLAIN_WORDS: dict[str, str] = {
+    "eligible": "the pull request can be reviewed",
+    "not_pull_request_event": "the event is not about a pull request, so there is nothing to do",
+    "action_ignored": "this kind of change to a pull request needs no review",
+    "pr_closed": "the pull request is closed",
+    "pr_draft": "the pull request is a draft",
+    "head_moved": "the event is about an older commit; the pull request has moved on",
+    "author_is_bot": "the pull request is the bot's own; it never reviews itself",
+    "base_branch_excluded": "the target branch is not one the bot reviews",
+    "skip_label": "the pull request carries a label that tells the bot to stay away",
+    "repo_not_configured": "the repository has no rules in the configuration",
+    "forge_not_configured": "no connection to that forge is configured",
+    "duplicate_delivery": "the same event arrived before; it was handled once",
+    "delivery_unresolved": "the delivery could not be read",
+    "pr_not_found": "the forge does not know that pull request (or hides it)",
+    "no_open_pull_requests": "no open pull request has that commit as its head",
+    "forge_error": "the forge answered with an error",
+    "permission_denied": "the user lacks the permission the request needs",
+    "recorded": "noted; nothing to review",
+    "internal_error": "the bot failed; its log has the details",
+}
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "explain",
+        help="why the bot did or did not act on a delivery or a PR",
+        description=__doc__,
+        epilog="Examples:\n  reviewbot explain gitea:acme/api#12\n"
+        "  reviewbot explain 72d3162e-cc78-11e3-81ab-4c9367dc0958 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", metavar="DELIVERY_ID|FORGE:OWNER/REPO#N")
+    parser.add_argument("--limit", type=int, default=20, help="newest N decisions of a PR")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ)
+    db = open_store(settings)
+    try:
+        pr = _as_pr(args.target)
+        if pr is not None:
+            rows = decisions.for_pull(
+                db, forge=pr.forge, repo=pr.full_name, number=pr.number, limit=args.limit
+            )
+            if args.json:
+                print(json.dumps({"pull": str(pr), "decisions": [r.to_json() for r in rows]}))
+            else:
+                print(explain_pull(str(pr), rows))
+            return 0
+        stored = journal.get_delivery(db, args.target)
+        if stored is None:
+            raise CommandError(f"no delivery {args.target!r} and not a PR reference")
+        rows = decisions.for_delivery(db, args.target)
+        if args.json:
+            from reviewbot.app import delivery_json
+
+            print(json.dumps(delivery_json(stored, [r.to_json() for r in rows])))
+        else:
+            head = (
+                f"Delivery {stored.delivery_id} ({stored.source}"
+                f"{' ' + stored.event if stored.event else ''}), received {stored.received_at}, "
+                f"{stored.status}."
+            )
+            print(head)
+            if not rows:
+                print("  No decision yet: it waits for a worker.")
+            for row in rows:
+                print(explain_decision(row, indent="  "))
+        return 0
+    finally:
+        db.close()
+
+
+def _as_pr(text: str) -> PullRef | None:
+    try:
+        return PullRef.parse(text)
+    except ValueError:
+        return None
+
+
+def explain_pull(pr: str, rows: list[DecisionRecord]) -> str:
+    if not rows:
+        return f"No decision recorded for {pr}."
+    lines = [f"Decisions for {pr}, newest first:"]
+    lines += [explain_decision(r, indent="  ", with_delivery=True) for r in rows]
+    return "\n".join(lines)
+
+
+def explain_decision(row: DecisionRecord, *, indent: str = "", with_delivery: bool = False) -> str:
+    what = f"{row.forge}:{row.repo}#{row.number}" if row.repo and row.number else "no PR"
+    at = f" at {row.head_sha[:12]}" if row.head_sha else ""
+    event = f"{row.event}{'/' + row.action if row.action else ''}" if row.event else ""
+    via = f" (delivery {row.delivery_id}, {event})" if with_delivery else ""
+    lines = [f"{indent}{row.decided_at}  {what}{at}: {row.decision.upper()}{via}"]
+    for reason in row.reasons:
+        plain = PLAIN_WORDS.get(reason.code, reason.code.replace("_", " "))
+        detail = f": {reason.detail}" if reason.detail else ""
+        lines.append(f"{indent}  - {plain} [{reason.code}]{detail}")
+    return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""``reviewbot gate --delivery FILE``: gate a delivery file as a step, like the server would.
+
+The file holds a delivery envelope (``{"delivery_id"?, "variables", "payload", "headers"?}``);
+``VAR_*`` environment variables fill what the file leaves out. The delivery is journalled and
+gated, its decisions are recorded, and ``--out DIR`` receives ``route_selection.json``
+(``decision``, ``reasons``, ``forge``, ``repo``, ``number``, ``head_sha``, ``delivery_id``).
+A missing, unreadable or malformed file is still recorded (an ``error`` with the reason) and
+still gets a route file. Exit status: 0 for eligible or skip, 2 for an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from reviewbot.cli import CommandError
+from reviewbot.config import Settings, load_settings
+from reviewbot.core.gate import unresolved_decision
+from reviewbot.core.reasons import Outcome
+from reviewbot.ingress.delivery_file import DeliveryFile, read_delivery_file
+from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
+from reviewbot.ingress.errors import DeliveryFileError
+from reviewbot.runtime.gate_runner import ENV_HEADER_PREFIX, GateRunner, iso, utc_now
+from reviewbot.store import decisions, journal
+from reviewbot.store.bootstrap import open_store
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.journal import NewDelivery
+from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+ROUTE_FILE = "route_selection.json"
+EXIT_ERROR = 2
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "gate",
+        help="gate a delivery file and write route_selection.json",
+        description=__doc__,
+        epilog="Example:\n  VAR_NUMBER=12 reviewbot gate --delivery delivery.json --out run/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--delivery", required=True, type=Path, metavar="FILE")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where route_selection.json goes")
+    parser.add_argument("--json", action="store_true", help="print the route as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ_WRITE)
+    route = asyncio.run(gate_file(settings, args.delivery, dict(os.environ)))
+    if args.out is not None:
+        write_route(args.out, route)
+    if args.json:
+        print(json.dumps(route))
+    else:
+        reasons = "; ".join(f"{r['code']}: {r['detail']}" for r in route["reasons"])
+        where = f"{route['forge']}:{route['repo']}#{route['number']}" if route["repo"] else "-"
+        print(f"{route['decision']} {where} (delivery {route['delivery_id']}): {reasons}")
+    return EXIT_ERROR if route["decision"] == Outcome.ERROR.value else 0
+
+
+def write_route(out: Path, route: dict[str, Any]) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / ROUTE_FILE
+        tmp = out / f".{ROUTE_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(route, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise CommandError(f"cannot write {out / ROUTE_FILE}: {exc.strerror or exc}") from None
+    return target
+
+
+def route_of(delivery_id: str, rows: list[DecisionRecord]) -> dict[str, Any]:
+    """The route file: the first decision at the top, every decision in ``decisions``."""
+    first = rows[0]
+    return {
+        "decision": first.decision,
+        "reasons": [{"code": r.code, "detail": r.detail} for r in first.reasons],
+        "forge": first.forge,
+        "repo": first.repo,
+        "number": first.number,
+        "head_sha": first.head_sha,
+        "delivery_id": delivery_id,
+        "decisions": [r.to_json() for r in rows],
+    }
+
+
+async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> dict[str, Any]:
+    """Journal, gate and record one delivery file; the route it selects."""
+    db = await asyncio.to_thread(open_store, settings)
+    try:
+        return await _gate_file(settings, db, path, environ)
+    finally:
+        db.close()
+
+
+async def _gate_file(
+    settings: Settings, db: SQLiteDatabase, path: Path, environ: dict[str, str]
+) -> dict[str, Any]:
+    now = iso(utc_now())
+    env = {
+        f"{ENV_HEADER_PREFIX}{ENV_PREFIX}{name.upper()}": environ[ENV_PREFIX + name.upper()]
+        for name in FIELD_NAMES
+        if ENV_PREFIX + name.upper() in environ
+    }
+    parsed, body = await asyncio.to_thread(_load, path, now)
+    if not isinstance(parsed, DeliveryFile):
+        assert isinstance(body, str)
+        return await asyncio.to_thread(_record_unreadable, db, parsed, body, now)
+    assert isinstance(body, bytes)
+    delivery_id = parsed.delivery_id
+    new = NewDelivery(
+        delivery_id=delivery_id,
+        source="file",
+        body=body,
+        received_at=now,
+        event="delivery_file",
+        headers={**parsed.headers, **env},
+    )
+    await asyncio.to_thread(journal.insert_delivery, db, new)
+    earlier = await asyncio.to_thread(decisions.for_delivery, db, delivery_id)
+    if earlier:  # the same delivery was gated before: its decisions stand, no second action
+        return route_of(delivery_id, earlier)
+    stored = await asyncio.to_thread(journal.claim, db, delivery_id)
+    if stored is None:
+        raise CommandError(f"delivery {delivery_id} is being gated by another process")
+    from reviewbot.app import configured_forges
+
+    forges = configured_forges(settings)
+    try:
+        runner = GateRunner(db, settings, forges)
+        recorded = await runner.process(stored)
+    finally:
+        for forge in forges.values():
+            await forge.aclose()
+    return route_of(delivery_id, list(recorded.records))
+
+
+def _load(path: Path, now: str) -> tuple[DeliveryFile, bytes] | tuple[str, str]:
+    """The checked file and its bytes, or (a delivery id, why it cannot be read)."""
+    try:
+        parsed = read_delivery_file(path)
+        return parsed, path.read_bytes()
+    except (DeliveryFileError, OSError) as exc:
+        detail = exc.detail if isinstance(exc, DeliveryFileError) else f"{path}: {exc}"
+        known = exc.delivery_id if isinstance(exc, DeliveryFileError) else None
+        # Nothing readable names the delivery: name this attempt by the path and the time.
+        attempt = hashlib.sha256(f"{path.resolve()}|{now}".encode()).hexdigest()[:32]
+        return known or f"file-error:{attempt}", detail
+
+
+def _record_unreadable(
+    db: SQLiteDatabase, delivery_id: str, detail: str, now: str
+) -> dict[str, Any]:
+    journal.insert_delivery(
+        db,
+        NewDelivery(
+            delivery_id=delivery_id,
+            source="file",
+            body=b"",
+            received_at=now,
+            event="delivery_file",
+        ),
+    )
+    decision = unresolved_decision(detail)
+    row = DecisionRecord(
+        delivery_id=delivery_id,
+        source="file",
+        decision=str(decision.outcome),
+        reasons=decision.reasons,
+        decided_at=now,
+        event="delivery_file",
+    )
+    recorded = decisions.record(db, [row], finish_delivery=(False, detail))
+    return route_of(delivery_id, list(recorded.records))

@@ -1,0 +1,149 @@
+"""``reviewbot serve``: run the webhook and API server until SIGTERM or Ctrl-C.
+
+Settings come from ``reviewbot.toml`` / ``REVIEWBOT_*`` (the store is the SQLite file in the
+data dir unless configured). With no forge configured it still starts, says how to connect
+one, and refuses webhooks. ``--sim`` starts an in-process forge simulator and connects both
+forges to it, for trying the bot out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+from aiohttp import web
+
+from reviewbot.cli import CommandError
+from reviewbot.config import Settings, load_settings
+
+HOW_TO_CONFIGURE = """\
+No forge is configured, so every webhook is refused. To connect one, set for example:
+  REVIEWBOT_GITHUB__TOKEN=...            (or REVIEWBOT_GITHUB__APP_ID + __PRIVATE_KEY_PATH)
+  REVIEWBOT_GITHUB__WEBHOOK_SECRET=...   (the secret of the repository's webhook)
+or for Gitea / Forgejo:
+  REVIEWBOT_GITEA__URL=https://gitea.example.com
+  REVIEWBOT_GITEA__TOKEN=...
+  REVIEWBOT_GITEA__WEBHOOK_SECRET=...
+and give the repositories rules in reviewbot.toml ([defaults] or [repos."FORGE:OWNER/NAME"]).
+To try the bot against a simulated forge instead: reviewbot serve --sim"""
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the webhook and API server",
+        description=__doc__,
+        epilog="Examples:\n  reviewbot serve\n  reviewbot serve --port 9000\n"
+        "  reviewbot serve --sim",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", help="listen address (default: settings host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default: settings port, 8080)")
+    parser.add_argument(
+        "--sim", action="store_true", help="connect both forges to an in-process simulator"
+    )
+    parser.add_argument(
+        "--no-workers",
+        action="store_true",
+        help="only journal deliveries; a later start (with workers) gates them",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long work in flight may finish at shutdown before it is re-queued",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    settings = load_settings(**overrides)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            serve(
+                settings,
+                sim=args.sim,
+                run_workers=not args.no_workers,
+                shutdown_grace_s=args.shutdown_grace,
+            )
+        )
+    return 0
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+async def serve(
+    settings: Settings,
+    *,
+    sim: bool = False,
+    run_workers: bool = True,
+    shutdown_grace_s: float = 10.0,
+) -> None:
+    from reviewbot.app import STATE, create_app
+
+    sim_session = None
+    if sim:
+        sim_session = await SimSession.start(settings)
+        settings = sim_session.settings
+    elif not (settings.github.configured or settings.gitea.configured):
+        _say(HOW_TO_CONFIGURE)
+
+    app = create_app(settings, run_workers=run_workers, shutdown_grace_s=shutdown_grace_s)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    base = f"http://{host}:{port}"
+    state = app[STATE]
+    if sim_session is not None:
+        await sim_session.connect(base)
+        _say(sim_session.describe())
+    _say(f"reviewbot: listening on {base} (store {settings.database_path})")
+    _say(f"reviewbot: forges {', '.join(state.forges) or 'none'}; Ctrl-C stops")
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # not on every platform
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        _say("reviewbot: stopping (work in flight finishes or goes back to the queue)")
+        await runner.cleanup()
+        if sim_session is not None:
+            await sim_session.close()
+    print("reviewbot: stopped", file=sys.stderr, flush=True)
+
+
+class SimSession:
+    """An in-process forge simulator both forges are connected to (``serve --sim``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @classmethod
+    async def start(cls, settings: Settings) -> SimSession:
+        raise CommandError("the forge simulator is not available in this build")
+
+    async def connect(self, base_url: str) -> None:
+        pass
+
+    def describe(self) -> str:
+        return ""
+
+    async def close(self) -> None:
+        pass

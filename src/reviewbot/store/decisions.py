@@ -1,0 +1,228 @@
+"""``pr_gate_decisions``: every delivery ends in at least one recorded decision.
+
+Recording the decisions of a delivery, claiming its semantic key and finishing the delivery
+happen in one transaction, so a crash leaves either all of them or none (a resumed delivery
+is then gated again and recorded exactly once).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reviewbot.core.models import Reason
+from reviewbot.core.reasons import Outcome, ReasonCode
+from reviewbot.store.database import Database, Row, Tx
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One decision for one delivery and (when known) one pull request."""
+
+    delivery_id: str
+    source: str
+    decision: str  # eligible / skip / error / waiting
+    reasons: tuple[Reason, ...]
+    decided_at: str
+    forge: str | None = None
+    repo: str | None = None  # OWNER/NAME
+    number: int | None = None
+    head_sha: str | None = None
+    event: str | None = None
+    action: str | None = None
+    semantic_key: str | None = None
+    id: int | None = None
+
+    @property
+    def reason_code(self) -> str:
+        return self.reasons[0].code if self.reasons else ""
+
+    @property
+    def detail(self) -> str:
+        return self.reasons[0].detail if self.reasons else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "delivery_id": self.delivery_id,
+            "source": self.source,
+            "forge": self.forge,
+            "repo": self.repo,
+            "number": self.number,
+            "head_sha": self.head_sha,
+            "event": self.event,
+            "action": self.action,
+            "decision": self.decision,
+            "reason_code": self.reason_code,
+            "detail": self.detail,
+            "reasons": [{"code": r.code, "detail": r.detail} for r in self.reasons],
+            "decided_at": self.decided_at,
+        }
+
+    @classmethod
+    def from_row(cls, row: Row) -> DecisionRecord:
+        reasons = tuple(
+            Reason(str(r.get("code", "")), str(r.get("detail", "")))
+            for r in json.loads(row["reasons"] or "[]")
+        ) or (Reason(row["reason_code"], row["detail"]),)
+        return cls(
+            id=int(row["id"]),
+            delivery_id=row["delivery_id"],
+            source=row["source"],
+            decision=row["decision"],
+            reasons=reasons,
+            decided_at=row["decided_at"],
+            forge=row["forge"],
+            repo=row["repo"],
+            number=row["number"],
+            head_sha=row["head_sha"],
+            event=row["event"],
+            action=row["action"],
+            semantic_key=row["semantic_key"],
+        )
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What was written: the rows, and the delivery that first acted when this one replays it."""
+
+    records: tuple[DecisionRecord, ...]
+    duplicate_of: str | None = None
+
+
+def semantic_owner(db: Database, semantic_key: str) -> str | None:
+    """The delivery that acted on this semantic key, if any."""
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT delivery_id FROM delivery_semantic_keys WHERE semantic_key = ?",
+            (semantic_key,),
+        )
+    return None if row is None else str(row["delivery_id"])
+
+
+def duplicate_of(record: DecisionRecord, first: str) -> DecisionRecord:
+    """The decision a semantic replay gets instead of its own."""
+    return replace(
+        record,
+        decision=Outcome.SKIP.value,
+        reasons=(
+            Reason(
+                ReasonCode.DUPLICATE_DELIVERY.value,
+                f"the same event was already handled as delivery {first}",
+            ),
+        ),
+    )
+
+
+def record(
+    db: Database,
+    records: Sequence[DecisionRecord],
+    *,
+    semantic_key: str | None = None,
+    finish_delivery: tuple[bool, str | None] | None = None,
+) -> Recorded:
+    """Write the decisions of one delivery (all rows share its ``delivery_id``).
+
+    With ``semantic_key``, the key is claimed for this delivery unless another delivery holds
+    it; then every row becomes ``duplicate_delivery`` (no second action). A key is claimed
+    only by decisions that are not errors, so a failed attempt does not block a retry.
+    ``finish_delivery`` = (ok, error) marks the delivery done/failed in the same transaction.
+    """
+    if not records:
+        raise ValueError("a delivery must end in at least one decision")
+    delivery_id = records[0].delivery_id
+    first: str | None = None
+    with db.write() as tx:
+        rows = list(records)
+        claims = semantic_key is not None and any(r.decision != Outcome.ERROR.value for r in rows)
+        if claims:
+            assert semantic_key is not None
+            tx.execute(
+                "INSERT OR IGNORE INTO delivery_semantic_keys "
+                "(semantic_key, delivery_id, claimed_at) VALUES (?, ?, ?)",
+                (semantic_key, delivery_id, rows[0].decided_at),
+            )
+            owner = tx.one(
+                "SELECT delivery_id FROM delivery_semantic_keys WHERE semantic_key = ?",
+                (semantic_key,),
+            )
+            if owner is not None and owner["delivery_id"] != delivery_id:
+                first = str(owner["delivery_id"])
+                rows = [duplicate_of(r, first) for r in rows]
+        written = tuple(_insert(tx, r) for r in rows)
+        if finish_delivery is not None:
+            ok, error = finish_delivery
+            tx.execute(
+                "UPDATE deliveries SET status = ?, error = ?, finished_at = ? "
+                "WHERE delivery_id = ?",
+                ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
+            )
+    return Recorded(written, first)
+
+
+def _insert(tx: Tx, r: DecisionRecord) -> DecisionRecord:
+    cur = tx.execute(
+        "INSERT INTO pr_gate_decisions (delivery_id, source, forge, repo, number, head_sha, "
+        "event, action, decision, reason_code, detail, reasons, semantic_key, decided_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            r.delivery_id,
+            r.source,
+            r.forge,
+            r.repo,
+            r.number,
+            r.head_sha,
+            r.event,
+            r.action,
+            r.decision,
+            r.reason_code,
+            r.detail,
+            json.dumps([{"code": x.code, "detail": x.detail} for x in r.reasons]),
+            r.semantic_key,
+            r.decided_at,
+        ),
+    )
+    return replace(r, id=cur.lastrowid)
+
+
+def for_delivery(db: Database, delivery_id: str) -> list[DecisionRecord]:
+    with db.read() as tx:
+        rows = tx.all(
+            "SELECT * FROM pr_gate_decisions WHERE delivery_id = ? ORDER BY id", (delivery_id,)
+        )
+    return [DecisionRecord.from_row(r) for r in rows]
+
+
+def for_pull(
+    db: Database,
+    *,
+    forge: str | None = None,
+    repo: str | None = None,
+    number: int | None = None,
+    limit: int = 100,
+) -> list[DecisionRecord]:
+    """Decisions, newest first, filtered by whichever of forge / repo / number are given."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("forge", forge), ("repo", repo), ("number", number)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = "SELECT * FROM pr_gate_decisions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(limit)
+    with db.read() as tx:
+        rows = tx.all(sql, params)
+    return [DecisionRecord.from_row(r) for r in rows]
+
+
+def count_for_delivery(db: Database, delivery_id: str) -> int:
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT COUNT(*) AS n FROM pr_gate_decisions WHERE delivery_id = ?", (delivery_id,)
+        )
+    return 0 if row is None else int(row["n"])

@@ -1,0 +1,282 @@
+"""The delivery journal: every accepted delivery is committed durably before it is acknowledged.
+
+Acknowledgement speed comes from group commit: one writer thread owns a connection with
+``synchronous=FULL`` and writes every delivery waiting at that moment in one transaction, so
+one fsync covers a whole batch. Each caller waits for the commit of the batch that holds its
+delivery, never for a later one. A second delivery with an id already stored is reported as a
+duplicate (``INSERT OR IGNORE``), also inside one batch.
+
+The rest of the module moves deliveries through their states
+(``queued -> processing -> done | failed``) for the worker pool and reads them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reviewbot.store.database import Database, Row, connect_sqlite
+
+QUEUED = "queued"
+PROCESSING = "processing"
+DONE = "done"
+FAILED = "failed"
+STATUSES = (QUEUED, PROCESSING, DONE, FAILED)
+
+_INSERT = (
+    "INSERT OR IGNORE INTO deliveries "
+    "(delivery_id, source, forge, event, headers, body, received_at, status) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued')"
+)
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """A delivery as it arrived: raw body, the headers that matter, where and when."""
+
+    delivery_id: str
+    source: str  # github, gitea, crew, api, file
+    body: bytes
+    received_at: str
+    forge: str | None = None
+    event: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def params(self) -> tuple[Any, ...]:
+        return (
+            self.delivery_id,
+            self.source,
+            self.forge,
+            self.event,
+            json.dumps(dict(self.headers), sort_keys=True),
+            self.body,
+            self.received_at,
+        )
+
+
+@dataclass(frozen=True)
+class StoredDelivery:
+    delivery_id: str
+    source: str
+    forge: str | None
+    event: str | None
+    headers: dict[str, str]
+    body: bytes
+    received_at: str
+    status: str
+    attempts: int
+    error: str | None
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> StoredDelivery:
+        return cls(
+            delivery_id=row["delivery_id"],
+            source=row["source"],
+            forge=row["forge"],
+            event=row["event"],
+            headers=json.loads(row["headers"] or "{}"),
+            body=bytes(row["body"]),
+            received_at=row["received_at"],
+            status=row["status"],
+            attempts=int(row["attempts"]),
+            error=row["error"],
+            finished_at=row["finished_at"],
+        )
+
+
+_Waiter = tuple[NewDelivery, "asyncio.Future[bool] | None", "threading.Event | None", list[Any]]
+_STOP = object()
+
+
+class GroupCommitJournal:
+    """Durable appends with group commit; safe to call from many coroutines at once.
+
+    ``append`` answers ``True`` for a new delivery and ``False`` for an id already stored;
+    either way the answer is given only after the batch holding the delivery committed with
+    ``synchronous=FULL``. ``on_commit`` (if set) is called on the event loop with the ids
+    that were new in each batch, so workers can start on them without polling.
+    """
+
+    def __init__(self, path: Path, *, max_batch: int = 1024) -> None:
+        self.path = path
+        self.max_batch = max_batch
+        self.on_commit: Callable[[list[str]], None] | None = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._conn: sqlite3.Connection | None = None
+        self.batches = 0  # committed transactions, for metrics
+        self.appended = 0
+
+    def start(self) -> GroupCommitJournal:
+        if self._thread is None:
+            conn = connect_sqlite(self.path)
+            conn.execute("PRAGMA synchronous = FULL")
+            self._conn = conn
+            self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Commit everything already appended, then stop the writer."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(_STOP)
+        thread.join()
+        self._thread = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def append(self, delivery: NewDelivery) -> bool:
+        if self._thread is None:
+            raise RuntimeError("journal is not started")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._queue.put((delivery, fut, None, [loop]))
+        return await asyncio.shield(fut)
+
+    def append_blocking(self, delivery: NewDelivery) -> bool:
+        """The same for code without an event loop (command-line steps)."""
+        if self._thread is None:
+            raise RuntimeError("journal is not started")
+        done = threading.Event()
+        box: list[Any] = [None]
+        self._queue.put((delivery, None, done, box))
+        done.wait()
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return bool(result)
+
+    def _run(self) -> None:
+        assert self._conn is not None
+        conn = self._conn
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch: list[_Waiter] = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                    break
+                batch.append(item)
+            self._write_batch(conn, batch)
+
+    def _write_batch(self, conn: sqlite3.Connection, batch: Sequence[_Waiter]) -> None:
+        results: list[bool | BaseException]
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                results = [conn.execute(_INSERT, d.params()).rowcount == 1 for d, *_ in batch]
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            self.batches += 1
+            self.appended += sum(1 for r in results if r is True)
+        except Exception as exc:  # the whole batch failed: every waiter hears why
+            results = [exc] * len(batch)
+        new_ids = [d.delivery_id for (d, *_), r in zip(batch, results, strict=True) if r is True]
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], Any]]] = {}
+        for (_, fut, event, box), result in zip(batch, results, strict=True):
+            if fut is not None:
+                by_loop.setdefault(box[0], []).append((fut, result))
+            elif event is not None:
+                box[0] = result
+                event.set()
+        for loop, waiters in by_loop.items():
+            # A closed loop has nobody waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._resolve, waiters, new_ids)
+
+    def _resolve(self, waiters: list[tuple[asyncio.Future[bool], Any]], new_ids: list[str]) -> None:
+        for fut, result in waiters:
+            if fut.done():
+                continue
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(bool(result))
+        if new_ids and self.on_commit is not None:
+            self.on_commit(new_ids)
+
+
+# --- delivery states (worker side) -------------------------------------------------------
+
+
+def get_delivery(db: Database, delivery_id: str) -> StoredDelivery | None:
+    with db.read() as tx:
+        row = tx.one("SELECT * FROM deliveries WHERE delivery_id = ?", (delivery_id,))
+    return None if row is None else StoredDelivery.from_row(row)
+
+
+def insert_delivery(db: Database, delivery: NewDelivery) -> bool:
+    """One durable insert outside the group-commit writer (command-line use)."""
+    with db.write(durable=True) as tx:
+        return bool(tx.execute(_INSERT, delivery.params()).rowcount == 1)
+
+
+def resume_unfinished(db: Database) -> list[str]:
+    """At start: work left ``processing`` by a crash goes back to ``queued``; all queued ids."""
+    with db.write() as tx:
+        tx.execute("UPDATE deliveries SET status = 'queued' WHERE status = 'processing'")
+        rows = tx.all(
+            "SELECT delivery_id FROM deliveries WHERE status = 'queued' "
+            "ORDER BY received_at, delivery_id"
+        )
+    return [r["delivery_id"] for r in rows]
+
+
+def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
+    """``queued -> processing``; ``None`` when another worker has it or it is finished."""
+    with db.write() as tx:
+        cur = tx.execute(
+            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
+            "WHERE delivery_id = ? AND status = 'queued'",
+            (delivery_id,),
+        )
+        if cur.rowcount != 1:
+            return None
+        row = tx.one("SELECT * FROM deliveries WHERE delivery_id = ?", (delivery_id,))
+    return None if row is None else StoredDelivery.from_row(row)
+
+
+def requeue(db: Database, delivery_id: str) -> None:
+    with db.write() as tx:
+        tx.execute(
+            "UPDATE deliveries SET status = 'queued' "
+            "WHERE delivery_id = ? AND status = 'processing'",
+            (delivery_id,),
+        )
+
+
+def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: str) -> None:
+    with db.write() as tx:
+        tx.execute(
+            "UPDATE deliveries SET status = ?, error = ?, finished_at = ? WHERE delivery_id = ?",
+            (DONE if ok else FAILED, error, at, delivery_id),
+        )
+
+
+def count_by_status(db: Database) -> dict[str, int]:
+    with db.read() as tx:
+        rows = tx.all("SELECT status, COUNT(*) AS n FROM deliveries GROUP BY status")
+    counts = dict.fromkeys(STATUSES, 0)
+    counts.update({r["status"]: int(r["n"]) for r in rows})
+    return counts

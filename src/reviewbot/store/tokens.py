@@ -1,0 +1,161 @@
+"""Bearer tokens for the API and the Crew endpoint: shown once, stored as a SHA-256 hash.
+
+A token is ``rbt_`` followed by 32 random bytes (URL-safe base64). Its hash is the lookup
+key, so checking a token is one indexed read and never compares secrets in Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from reviewbot.core.models import RepoRef
+from reviewbot.store.database import Database, Row
+
+TOKEN_PREFIX = "rbt_"  # noqa: S105 - a recognisable prefix, not a secret
+SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write")
+
+
+class TokenError(ValueError):
+    """A token request is invalid (unknown scope, bad repository, name taken, not found)."""
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: int
+    name: str
+    prefix: str  # the first characters, to recognise a token in a list
+    scopes: tuple[str, ...]
+    repo: str | None  # FORGE:OWNER/NAME the token is bound to, or None for every repository
+    created_at: str
+    revoked_at: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def allows_repo(self, forge: str | None, repo: str | None) -> bool:
+        """A bound token may act only on its repository; ``None`` values match nothing."""
+        if self.repo is None:
+            return True
+        return forge is not None and repo is not None and self.repo == f"{forge}:{repo}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "prefix": self.prefix,
+            "scopes": list(self.scopes),
+            "repo": self.repo,
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+        }
+
+    @classmethod
+    def from_row(cls, row: Row) -> TokenInfo:
+        return cls(
+            id=int(row["id"]),
+            name=row["name"],
+            prefix=row["prefix"],
+            scopes=tuple(s for s in str(row["scopes"]).split(",") if s),
+            repo=row["repo"],
+            created_at=row["created_at"],
+            revoked_at=row["revoked_at"],
+        )
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def parse_scopes(text: str | Iterable[str]) -> tuple[str, ...]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    scopes = tuple(dict.fromkeys(s.strip() for s in items if s.strip()))
+    if not scopes:
+        raise TokenError(f"no scope given; choose from {', '.join(SCOPES)}")
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        raise TokenError(f"unknown scope {unknown[0]!r}; choose from {', '.join(SCOPES)}")
+    return scopes
+
+
+def parse_repo_binding(text: str | None) -> str | None:
+    """``FORGE:OWNER/NAME`` checked and normalised, or ``None``."""
+    if text is None:
+        return None
+    forge, sep, full = text.strip().partition(":")
+    owner, slash, name = full.partition("/")
+    if not sep or forge not in ("github", "gitea") or not slash or not owner or not name:
+        raise TokenError(f"--repo {text!r} must look like FORGE:OWNER/NAME (e.g. gitea:acme/api)")
+    return str(RepoRef(forge, owner, name))
+
+
+def create_token(
+    db: Database,
+    *,
+    name: str,
+    scopes: Iterable[str] | str,
+    repo: str | None,
+    now: str,
+    token: str | None = None,
+) -> tuple[str, TokenInfo]:
+    """A new token (the only time the plain token exists) and its stored description."""
+    name = name.strip()
+    if not name:
+        raise TokenError("a token needs a --name")
+    scope_list = parse_scopes(scopes)
+    binding = parse_repo_binding(repo)
+    plain = token or TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with db.write() as tx:
+        taken = tx.one("SELECT 1 FROM api_tokens WHERE name = ? AND revoked_at IS NULL", (name,))
+        if taken is not None:
+            raise TokenError(f"an active token named {name!r} exists; revoke it first")
+        cur = tx.execute(
+            "INSERT INTO api_tokens (name, token_hash, prefix, scopes, repo, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (name, hash_token(plain), plain[:8], ",".join(scope_list), binding, now),
+        )
+        row = tx.one("SELECT * FROM api_tokens WHERE id = ?", (cur.lastrowid,))
+    assert row is not None
+    return plain, TokenInfo.from_row(row)
+
+
+def list_tokens(db: Database, *, include_revoked: bool = True) -> list[TokenInfo]:
+    sql = "SELECT * FROM api_tokens"
+    if not include_revoked:
+        sql += " WHERE revoked_at IS NULL"
+    with db.read() as tx:
+        rows = tx.all(sql + " ORDER BY id")
+    return [TokenInfo.from_row(r) for r in rows]
+
+
+def revoke_token(db: Database, name_or_id: str, *, now: str) -> list[TokenInfo]:
+    """Revoke the active token(s) with this name, or the token with this id."""
+    with db.write() as tx:
+        if name_or_id.isdigit():
+            rows = tx.all(
+                "SELECT id FROM api_tokens WHERE id = ? AND revoked_at IS NULL",
+                (int(name_or_id),),
+            )
+        else:
+            rows = tx.all(
+                "SELECT id FROM api_tokens WHERE name = ? AND revoked_at IS NULL", (name_or_id,)
+            )
+        if not rows:
+            raise TokenError(f"no active token named or numbered {name_or_id!r}")
+        ids = [int(r["id"]) for r in rows]
+        for token_id in ids:
+            tx.execute("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", (now, token_id))
+        out = [tx.one("SELECT * FROM api_tokens WHERE id = ?", (i,)) for i in ids]
+    return [TokenInfo.from_row(r) for r in out if r is not None]
+
+
+def lookup_token(db: Database, token: str) -> TokenInfo | None:
+    """The token's description (revoked ones included), or ``None`` when unknown."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    with db.read() as tx:
+        row = tx.one("SELECT * FROM api_tokens WHERE token_hash = ?", (hash_token(token),))
+    return None if row is None else TokenInfo.from_row(row)
