@@ -92,6 +92,7 @@ async def serve(
     shutdown_grace_s: float = 10.0,
 ) -> None:
     from reviewbot.app import STATE, create_app
+    from reviewbot.runtime.review import ReviewService
 
     sim_session = None
     if sim:
@@ -100,7 +101,16 @@ async def serve(
     elif not (settings.github.configured or settings.gitea.configured):
         _say(HOW_TO_CONFIGURE)
 
-    app = create_app(settings, run_workers=run_workers, shutdown_grace_s=shutdown_grace_s)
+    # The review pipeline plugs into the gate's eligible hook (it needs the workers).
+    review = ReviewService(settings) if run_workers else None
+    app = create_app(
+        settings,
+        run_workers=run_workers,
+        shutdown_grace_s=shutdown_grace_s,
+        on_eligible=review.on_eligible if review is not None else None,
+    )
+    if review is not None:
+        review.attach(app)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)

@@ -52,10 +52,14 @@ def parse_delivery(
         payload = parse_json_object(document, "body")
         parse = github_trigger if source == "github" else gitea_trigger
         return parse(headers, payload, delivery_id=delivery_id, source=source)
-    if source == "api":
+    if source in ("api", "sweep"):
         request = parse_review_request(body)
         return api_trigger(
-            request, delivery_id=delivery_id, configured_forges=configured_forges, sender=sender
+            request,
+            delivery_id=delivery_id,
+            configured_forges=configured_forges,
+            sender=sender,
+            source=source,
         )
     if source == "crew":
         envelope = parse_json_object(body, "body")

@@ -14,7 +14,8 @@ from reviewbot.ingress.crew import crew_call_id
 from reviewbot.ingress.delivery_file import MAX_DELIVERY_ID_CHARS, bytes_identity
 from reviewbot.ingress.headers import GITEA_DELIVERY_HEADERS, GITHUB_DELIVERY, first_header, header
 
-SOURCES = ("github", "gitea", "crew", "api", "file")
+# "sweep": a synthetic delivery of the reconcile sweep, shaped like an API request.
+SOURCES = ("github", "gitea", "crew", "api", "file", "sweep")
 
 
 def _usable(value: str | None) -> str | None:
@@ -34,7 +35,7 @@ def delivery_identity(source: str, headers: Mapping[str, str], body: bytes) -> s
     the file's ``delivery_id``. Each falls back to ``sha256:<hex of the body>``. ``api``
     returns ``None``: every API request is new, and the caller mints its id.
     """
-    if source == "api":
+    if source in ("api", "sweep"):
         return None
     found: str | None = None
     if source == "github":
