@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 
 import httpx
@@ -26,6 +27,8 @@ API = f"{BASE}/api/v1"
 PULL = f"{API}/repos/acme/api/pulls/7"
 MERGE = f"{PULL}/merge"
 SHA = "a" * 40
+# Loading CA certificates is slow: one context for every client of this module.
+TLS = ssl.create_default_context()
 
 
 class FakeTime:
@@ -78,10 +81,16 @@ def fake_time() -> FakeTime:
 
 
 @pytest.fixture
-async def forge(fake_time: FakeTime) -> AsyncIterator[GiteaForge]:
-    f = GiteaForge(url=BASE + "/", token="t0ken", sleep=fake_time.sleep, clock=fake_time)
-    yield f
-    await f.aclose()
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(verify=TLS) as c:
+        yield c
+
+
+@pytest.fixture
+async def forge(fake_time: FakeTime, client: httpx.AsyncClient) -> GiteaForge:
+    return GiteaForge(
+        url=BASE + "/", token="t0ken", client=client, sleep=fake_time.sleep, clock=fake_time
+    )
 
 
 @respx.mock

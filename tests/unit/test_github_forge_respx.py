@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 
 import httpx
@@ -20,11 +21,14 @@ from reviewbot.forges.errors import (
     RateLimited,
 )
 from reviewbot.forges.github import GitHubForge
+from reviewbot.forges.http import ForgeHttp
 
 API = "https://gh.example.test/api"
 PULL = f"{API}/repos/acme/api/pulls/7"
 MERGE = f"{PULL}/merge"
 SHA = "a" * 40
+# Loading CA certificates is slow: one context for every client of this module.
+TLS = ssl.create_default_context()
 
 
 class FakeTime:
@@ -65,10 +69,16 @@ def fake_time() -> FakeTime:
 
 
 @pytest.fixture
-async def forge(fake_time: FakeTime) -> AsyncIterator[GitHubForge]:
-    f = GitHubForge(api_url=API, token="t0ken", sleep=fake_time.sleep, clock=fake_time)
-    yield f
-    await f.aclose()
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(verify=TLS) as c:
+        yield c
+
+
+@pytest.fixture
+async def forge(fake_time: FakeTime, client: httpx.AsyncClient) -> GitHubForge:
+    return GitHubForge(
+        api_url=API, token="t0ken", client=client, sleep=fake_time.sleep, clock=fake_time
+    )
 
 
 @respx.mock
@@ -215,15 +225,15 @@ async def test_etag_304_is_served_from_cache_and_counted(forge: GitHubForge) -> 
 
 
 @respx.mock
-async def test_etag_cache_is_per_credentials(fake_time: FakeTime) -> None:
+async def test_etag_cache_is_per_credentials(client: httpx.AsyncClient) -> None:
+    # One adapter may hold several credentials (an App's installation tokens).
     route = respx.get(PULL).respond(200, json=pull_json(), headers={"etag": '"v1"'})
-    client = httpx.AsyncClient()
-    one = GitHubForge(api_url=API, token="one", client=client, clock=fake_time)
-    two = GitHubForge(api_url=API, token="two", client=client, clock=fake_time)
-    await one.get_pull("acme/api", 7)
-    await two.get_pull("acme/api", 7)
+    http = ForgeHttp(client)
+    await http.send("get_pull", "GET", PULL, headers={"Authorization": "token one"})
+    await http.send("get_pull", "GET", PULL, headers={"Authorization": "token two"})
+    await http.send("get_pull", "GET", PULL, headers={"Authorization": "token one"})
     assert "if-none-match" not in route.calls[1].request.headers
-    await client.aclose()
+    assert route.calls[2].request.headers["if-none-match"] == '"v1"'
 
 
 @respx.mock
@@ -437,8 +447,8 @@ async def test_listing_follows_link_pages(forge: GitHubForge) -> None:
 
 
 @respx.mock
-async def test_find_comment_only_matches_the_bots_own(fake_time: FakeTime) -> None:
-    forge = GitHubForge(api_url=API, token="t", bot_login="reviewbot[bot]", clock=fake_time)
+async def test_find_comment_only_matches_the_bots_own(client: httpx.AsyncClient) -> None:
+    forge = GitHubForge(api_url=API, token="t", bot_login="reviewbot[bot]", client=client)
     respx.get(f"{API}/repos/acme/api/issues/7/comments").respond(
         200,
         json=[
@@ -449,7 +459,6 @@ async def test_find_comment_only_matches_the_bots_own(fake_time: FakeTime) -> No
     )
     found = await forge.find_comment("acme/api", 7, "<!-- reviewbot:state -->")
     assert found is not None and found.id == 3
-    await forge.aclose()
 
 
 async def test_bad_repository_names_are_refused(forge: GitHubForge) -> None:

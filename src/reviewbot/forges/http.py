@@ -90,6 +90,8 @@ class ForgeHttp:
     calls: Counter[str] = field(default_factory=Counter)
     not_modified: Counter[str] = field(default_factory=Counter)
     _cache: OrderedDict[tuple[str, str], _CacheEntry] = field(default_factory=OrderedDict)
+    # Writes go one at a time (GitHub's advice against secondary rate limits).
+    _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def rate_limited_calls(self) -> Counter[str]:
@@ -114,6 +116,20 @@ class ForgeHttp:
         409) to the error type to raise.
         """
         method = method.upper()
+        if method in IDEMPOTENT_METHODS:
+            return await self._send(operation, method, url, headers, body, errors)
+        async with self._write_lock:
+            return await self._send(operation, method, url, headers, body, errors)
+
+    async def _send(
+        self,
+        operation: str,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        errors: ErrorMap | None,
+    ) -> HttpResult:
         idempotent = method in IDEMPOTENT_METHODS
         request_headers = dict(headers)
         cache_key = (url, _auth_scope(request_headers)) if method == "GET" else None
