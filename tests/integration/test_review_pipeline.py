@@ -1,0 +1,353 @@
+"""The review pipeline end to end: simulator over real HTTP, the real server, real SQLite.
+
+A webhook from the simulator reaches the server, is journalled, gated, evaluated against the
+required checks of the base branch, recorded with its outbox row, and posted as a native
+review pinned to the head SHA, exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from reviewbot.app import STATE, create_app
+from reviewbot.config import Settings
+from reviewbot.runtime.review import ReviewService
+from reviewbot.sim.server import SimServer
+from reviewbot.sim.simulator import Simulator
+from reviewbot.store.reviews import ReviewStore
+
+REPO = "acme/api"
+SECRET = "s3cret"
+BOT = "reviewbot"
+APPROVED = {"github": "APPROVED", "gitea": "APPROVED"}
+CHANGES = {"github": "CHANGES_REQUESTED", "gitea": "REQUEST_CHANGES"}
+COMMENTED = {"github": "COMMENTED", "gitea": "COMMENT"}
+
+
+@dataclass
+class Bot:
+    sim: Simulator
+    sim_server: SimServer
+    settings: Settings
+    app: web.Application
+    runner: web.AppRunner
+    service: ReviewService
+    base_url: str
+
+    @property
+    def store(self) -> ReviewStore:
+        assert self.service.parts is not None
+        return self.service.parts.store
+
+    async def settle(self, limit_s: float = 20.0) -> None:
+        """Until every delivery is gated and every outbox row is finished."""
+        st = self.app[STATE]
+        assert st.pool is not None
+        deadline = time.monotonic() + limit_s
+        while True:
+            await asyncio.wait_for(st.pool.wait_idle(), limit_s)
+            with self.store.db.read() as tx:
+                row = tx.one("SELECT COUNT(*) AS n FROM review_outbox WHERE status = 'pending'")
+            if row is not None and row["n"] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("outbox rows still pending")
+            await asyncio.sleep(0.02)
+
+    def bot_reviews(self, forge: str, number: int) -> list[Any]:
+        return [r for r in self.sim.pull(forge, REPO, number).reviews if r.user == BOT]
+
+    def bot_comments(self, forge: str, number: int) -> list[Any]:
+        return [c for c in self.sim.pull(forge, REPO, number).comments if c.user == BOT]
+
+    def decisions(self, forge: str, number: int) -> list[str]:
+        """Review decisions, oldest first."""
+        return [d.decision for d in reversed(self.store.decisions(forge, REPO, number))]
+
+
+def make_settings(
+    data_dir: Path, sim_server: SimServer, tokens: dict[str, str], **kw: Any
+) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "github": {
+            "api_url": sim_server.github_api_url,
+            "token": tokens["github"],
+            "webhook_secret": SECRET,
+        },
+        "gitea": {"url": sim_server.gitea_url, "token": tokens["gitea"], "webhook_secret": SECRET},
+        "repos": {f"github:{REPO}": {}, f"gitea:{REPO}": {}},
+        "leases": {"lease_s": 3.0, "renew_s": 2.0, "retry_s": 1.0},
+        "reconcile_interval_s": 3600.0,
+        "workers": 2,
+    }
+    values.update(kw)
+    return Settings(**values)
+
+
+def prepare_sim(sim: Simulator, required: tuple[str, ...] = ("ci/test",)) -> dict[str, str]:
+    tokens = {}
+    for forge in ("github", "gitea"):
+        tokens[forge] = sim.add_user(forge, BOT, bot=True)
+        sim.add_user(forge, "alice")
+        sim.create_repo(forge, REPO)
+        if required:
+            sim.require_checks(forge, REPO, "main", list(required))
+    return tokens
+
+
+@contextlib.asynccontextmanager
+async def running_bot(
+    tmp_path: Path, *, required: tuple[str, ...] = ("ci/test",), **kw: Any
+) -> AsyncIterator[Bot]:
+    sim = Simulator()
+    async with SimServer(sim) as sim_server:
+        tokens = prepare_sim(sim, required)
+        settings = make_settings(tmp_path / "data", sim_server, tokens, **kw)
+        service = ReviewService(settings, backoff_base_s=0.05, reconcile=False)
+        app = create_app(settings, on_eligible=service.on_eligible, shutdown_grace_s=2.0)
+        service.attach(app)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        base = f"http://{host}:{port}"
+        for forge in ("github", "gitea"):
+            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
+        try:
+            yield Bot(sim, sim_server, settings, app, runner, service, base)
+        finally:
+            await runner.cleanup()
+
+
+FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
+
+
+@FORGES
+async def test_all_green_gets_one_approval_at_the_head(tmp_path: Path, forge: str) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        assert "<!-- reviewbot:outbox:" in reviews[0].body
+        assert bot.decisions(forge, pr.number) == ["approve", "posted"]
+        # the canonical state comment exists once and tells the truth
+        comments = bot.bot_comments(forge, pr.number)
+        assert len(comments) == 1
+        assert "<!-- reviewbot:pr-state -->" in comments[0].body
+        assert pr.head_sha in comments[0].body
+        assert "approved at" in comments[0].body
+
+
+@FORGES
+async def test_failing_required_check_requests_changes_naming_it(
+    tmp_path: Path, forge: str
+) -> None:
+    async with running_bot(tmp_path, required=("ci/test", "ci/lint")) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        bot.sim.set_status(
+            forge, REPO, pr.head_sha, "ci/lint", "failure", target_url="https://ci.example/7"
+        )
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(CHANGES[forge], pr.head_sha)]
+        assert "ci/lint" in reviews[0].body
+        assert "https://ci.example/7" in reviews[0].body
+        assert "ci/test" not in reviews[0].body.split("Failed:")[1]
+
+
+@FORGES
+async def test_pending_waits_then_the_status_event_approves(tmp_path: Path, forge: str) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "pending")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert bot.bot_reviews(forge, pr.number) == []
+        latest = bot.store.latest_verdict(forge, REPO, pr.number)
+        assert latest is not None and latest.decision == "waiting"
+        assert latest.pending == ("ci/test",)
+
+        status = bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_status(forge, REPO, status.id)
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+
+
+async def test_missing_check_is_reported_once_after_the_grace_period(tmp_path: Path) -> None:
+    forge = "github"
+    async with running_bot(tmp_path, missing_check_grace_s=0.0) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="labeled")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [r.state for r in reviews] == [COMMENTED[forge]]
+        assert "ci/test" in reviews[0].body
+
+
+@FORGES
+async def test_head_pushed_before_posting_posts_nothing_then_reviews_the_new_head(
+    tmp_path: Path, forge: str
+) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        old = pr.head_sha
+        bot.sim.set_status(forge, REPO, old, "ci/test", "success")
+        pushed: list[str] = []
+
+        def push(*_: Any) -> None:
+            if not pushed:
+                new = bot.sim.push(forge, REPO, pr.number)
+                bot.sim.set_status(forge, REPO, new, "ci/test", "success")
+                pushed.append(new)
+
+        # The last read of the evaluation is the head's check results; the push lands
+        # right after it, so the drainer's re-read before posting sees the new head.
+        path = f"/repos/{REPO}/commits/{old}/check-runs" if forge == "github" else None
+        if path is None:
+            path = f"/repos/{REPO}/commits/{old}/status"
+        bot.sim.faults.add(forge=forge, method="GET", path=path, before=push)
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert pushed, "the fault hook did not run"
+        assert bot.bot_reviews(forge, pr.number) == []
+        assert "head_moved" in bot.decisions(forge, pr.number)
+        rows = bot.store.outbox_for_pull(forge, REPO, pr.number)
+        assert [(r.head_sha, r.status) for r in rows] == [(old, "dropped")]
+
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="synchronize")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pushed[0])]
+
+
+@FORGES
+async def test_redeliveries_and_semantic_replays_give_one_review(
+    tmp_path: Path, forge: str
+) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        first = await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        for _ in range(4):
+            await bot.sim.deliver_raw(
+                forge, first.event, first.body, headers_override=dict(first.headers)
+            )
+        for _ in range(3):
+            await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        assert len(bot.store.outbox_for_pull(forge, REPO, pr.number)) == 1
+
+
+@pytest.mark.parametrize(
+    ("forge", "fault"),
+    [
+        ("github", {"status": 500}),
+        ("github", {"status": 429, "retry_after": 0.1}),
+        ("gitea", {"status": 500}),
+        ("github", {"status": 502, "apply_then_fail": True}),
+        ("gitea", {"status": 500, "apply_then_fail": True}),
+    ],
+)
+async def test_review_post_errors_are_retried_into_one_review(
+    tmp_path: Path, forge: str, fault: dict[str, Any]
+) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        path = f"/repos/{REPO}/pulls/{pr.number}/reviews"
+        bot.sim.faults.add(forge=forge, method="POST", path=path, times=2, **fault)
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        (row,) = bot.store.outbox_for_pull(forge, REPO, pr.number)
+        assert row.status == "posted" and row.forge_review_id == reviews[0].id
+        posts = [r for r in bot.sim.requests if r.forge == forge and r.method == "POST"]
+        # Refused twice then accepted; or applied-then-failed once, then adopted by marker.
+        expected = 1 if fault.get("apply_then_fail") else 3
+        assert len([r for r in posts if r.path == path]) == expected
+
+
+@FORGES
+async def test_bot_authored_pull_request_gets_no_review(tmp_path: Path, forge: str) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author=BOT)
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert bot.sim.pull(forge, REPO, pr.number).reviews == []
+        with bot.store.db.read() as tx:
+            rows = tx.all(
+                "SELECT reason_code FROM pr_gate_decisions WHERE number = ? AND forge = ?",
+                (pr.number, forge),
+            )
+        codes = {r["reason_code"] for r in rows} | set(bot.decisions(forge, pr.number))
+        assert "author_is_bot" in codes
+
+
+@FORGES
+async def test_state_comment_is_edited_never_duplicated(tmp_path: Path, forge: str) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "pending")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        for n in range(9):
+            state = "success" if n == 8 else "pending"
+            status = bot.sim.set_status(
+                forge, REPO, pr.head_sha, "ci/test", state, description=f"run {n}"
+            )
+            await bot.sim.deliver_status(forge, REPO, status.id)
+            await bot.settle()
+        comments = bot.bot_comments(forge, pr.number)
+        assert len(comments) == 1
+        assert comments[0].updated_at >= comments[0].created_at
+        assert "approved at" in comments[0].body
+        assert len(bot.bot_reviews(forge, pr.number)) == 1
+        edits = [
+            r
+            for r in bot.sim.requests
+            if r.forge == forge and r.method == "PATCH" and "/issues/comments/" in r.path
+        ]
+        assert len(edits) >= 2
+
+
+async def test_dismissed_review_reopens_the_head(tmp_path: Path) -> None:
+    forge = "github"
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        (review,) = bot.bot_reviews(forge, pr.number)
+        repo = bot.sim.repo(forge, REPO)
+        bot.sim.api_dismiss(repo, pr.number, review.id)
+        await bot.sim.deliver_pull_request_review(
+            forge, REPO, pr.number, review.id, action="dismissed"
+        )
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert len(reviews) == 2
+        assert reviews[-1].state == APPROVED[forge]
+        assert "reopened" in bot.decisions(forge, pr.number)
