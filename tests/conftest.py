@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+# Forge simulator fixtures (sim, sim_server, forge_specs) for every test.
+pytest_plugins = ("tests.support.sim_fixtures",)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The shared reference material (official payloads, API descriptions, test vectors) sits
 # beside the checkout; REVIEWBOT_REFERENCE_DIR points elsewhere when it does not.

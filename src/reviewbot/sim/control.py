@@ -1,0 +1,370 @@
+"""The ``/_sim`` control API: the scenario API as JSON over HTTP, for demos and other processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from reviewbot.sim.errors import ScenarioError
+from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.simulator import Simulator
+from reviewbot.sim.state import SimPull
+from reviewbot.sim.webhooks import Delivery
+
+Body = dict[str, Any]
+
+
+def pull_summary(pull: SimPull) -> Body:
+    return {
+        "forge": pull.forge,
+        "repo": pull.repo,
+        "number": pull.number,
+        "title": pull.title,
+        "author": pull.author,
+        "base": pull.base,
+        "head_ref": pull.head_ref,
+        "head_sha": pull.head_sha,
+        "state": pull.state,
+        "draft": pull.draft,
+        "labels": list(pull.labels),
+        "mergeable": pull.mergeable,
+        "merged": pull.merged,
+        "merge_commit_sha": pull.merge_commit_sha,
+        "reviews": [
+            {
+                "id": r.id,
+                "user": r.user,
+                "state": r.state,
+                "commit_id": r.commit_id,
+                "body": r.body,
+                "dismissed": r.dismissed,
+            }
+            for r in pull.reviews
+        ],
+        "comments": [{"id": c.id, "user": c.user, "body": c.body} for c in pull.comments],
+    }
+
+
+def delivery_summary(delivery: Delivery) -> Body:
+    return {
+        "forge": delivery.forge,
+        "event": delivery.event,
+        "event_type": delivery.event_type,
+        "id": delivery.id,
+        "url": delivery.url,
+        "status": delivery.status,
+        "error": delivery.error,
+        "headers": {k: v for k, v in delivery.headers.items() if "signature" not in k.lower()},
+    }
+
+
+def record_summary(record: RequestRecord) -> Body:
+    return {
+        "forge": record.forge,
+        "method": record.method,
+        "path": record.path,
+        "query": record.query,
+        "status": record.status,
+        "operation_id": record.operation_id,
+        "body": record.body,
+        "fault": record.fault,
+    }
+
+
+def _need(body: Body, name: str, kind: type | tuple[type, ...] = str) -> Any:
+    value = body.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise ScenarioError(f"field {name!r} is required ({getattr(kind, '__name__', kind)})")
+    return value
+
+
+def _opt(body: Body, name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    value = body.get(name, default)
+    if value is not None and not isinstance(value, kind):
+        raise ScenarioError(f"field {name!r} must be {getattr(kind, '__name__', kind)}")
+    return value
+
+
+Action = Callable[[Simulator, Body], Awaitable[Any]]
+
+
+async def _users(sim: Simulator, b: Body) -> Any:
+    token = sim.add_user(
+        _need(b, "forge"), _need(b, "login"), _opt(b, "token", str), bool(b.get("bot"))
+    )
+    return {"token": token}
+
+
+async def _repos(sim: Simulator, b: Body) -> Any:
+    repo = sim.create_repo(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        _opt(b, "default_branch", str, "main"),
+        bool(b.get("private")),
+    )
+    return {
+        "repo": repo.full_name,
+        "default_branch": repo.default_branch,
+        "head": repo.branches[repo.default_branch],
+    }
+
+
+async def _pulls(sim: Simulator, b: Body) -> Any:
+    pull = sim.open_pr(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        author=_need(b, "author"),
+        base=_opt(b, "base", str, "main"),
+        head_ref=_opt(b, "head_ref", str, "feature"),
+        title=_opt(b, "title", str, "Change"),
+        body=_opt(b, "body", str, ""),
+        draft=bool(b.get("draft")),
+        labels=tuple(_opt(b, "labels", list, [])),
+        head_sha=_opt(b, "head_sha", str),
+    )
+    return pull_summary(pull)
+
+
+async def _push(sim: Simulator, b: Body) -> Any:
+    sha = sim.push(
+        _need(b, "forge"), _need(b, "repo"), _need(b, "number", int), _opt(b, "sha", str)
+    )
+    return {"sha": sha}
+
+
+async def _statuses(sim: Simulator, b: Body) -> Any:
+    status = sim.set_status(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        _need(b, "sha"),
+        _need(b, "context"),
+        _need(b, "state"),
+        target_url=_opt(b, "target_url", str),
+        description=_opt(b, "description", str),
+    )
+    return {"id": status.id}
+
+
+async def _check_runs(sim: Simulator, b: Body) -> Any:
+    run = sim.set_check_run(
+        _need(b, "repo"),
+        _need(b, "sha"),
+        _need(b, "name"),
+        status=_opt(b, "status", str, "completed"),
+        conclusion=_opt(b, "conclusion", str, "success"),
+        details_url=_opt(b, "details_url", str),
+    )
+    return {"id": run.id}
+
+
+async def _required_checks(sim: Simulator, b: Body) -> Any:
+    contexts = _need(b, "contexts", list)
+    sim.require_checks(
+        _need(b, "forge"), _need(b, "repo"), _need(b, "branch"), [str(c) for c in contexts]
+    )
+    return {"contexts": contexts}
+
+
+async def _reviews(sim: Simulator, b: Body) -> Any:
+    review = sim.submit_review(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        _need(b, "number", int),
+        _need(b, "reviewer"),
+        _need(b, "state"),
+        commit_sha=_opt(b, "commit_sha", str),
+        body=_opt(b, "body", str, ""),
+    )
+    return {"id": review.id, "state": review.state, "commit_id": review.commit_id}
+
+
+async def _comments(sim: Simulator, b: Body) -> Any:
+    comment = sim.add_comment(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        _need(b, "number", int),
+        _need(b, "user"),
+        _need(b, "body"),
+    )
+    return {"id": comment.id}
+
+
+async def _mergeable(sim: Simulator, b: Body) -> Any:
+    sim.set_mergeable(
+        _need(b, "forge"), _need(b, "repo"), _need(b, "number", int), _need(b, "mergeable", bool)
+    )
+    return {"mergeable": b["mergeable"]}
+
+
+async def _webhooks(sim: Simulator, b: Body) -> Any:
+    sim.set_webhook(_need(b, "forge"), _need(b, "url"), _opt(b, "secret", str))
+    return {"url": b["url"]}
+
+
+async def _apps(sim: Simulator, b: Body) -> Any:
+    app_id, pem = sim.create_github_app(_opt(b, "bot_login", str, "reviewbot[bot]"))
+    return {"app_id": app_id, "private_key_pem": pem}
+
+
+async def _installations(sim: Simulator, b: Body) -> Any:
+    return {"installation_id": sim.install_app(_need(b, "app_id", int), _need(b, "repo"))}
+
+
+async def _faults(sim: Simulator, b: Body) -> Any:
+    rule = sim.faults.add(
+        forge=_opt(b, "forge", str),
+        method=_opt(b, "method", str),
+        path=_opt(b, "path", str),
+        status=_opt(b, "status", int),
+        times=_opt(b, "times", int, 1),
+        retry_after=_opt(b, "retry_after", (int, float)),
+        delay=float(_opt(b, "delay", (int, float), 0.0)),
+        timeout=_opt(b, "timeout", (bool, int, float), False),
+        secondary_rate_limit=bool(b.get("secondary_rate_limit")),
+        apply_then_fail=bool(b.get("apply_then_fail")),
+    )
+    return {"rule": len(sim.faults.rules) - 1, "path": rule.path}
+
+
+async def _deliver(sim: Simulator, b: Body) -> Any:
+    kind = _need(b, "kind")
+    forge = _opt(b, "forge", str, "github")
+    if kind == "pull_request":
+        d = await sim.deliver_pull_request(
+            forge, _need(b, "repo"), _need(b, "number", int), _opt(b, "action", str, "opened")
+        )
+    elif kind == "pull_request_review":
+        d = await sim.deliver_pull_request_review(
+            forge, _need(b, "repo"), _need(b, "number", int), _opt(b, "review_id", int)
+        )
+    elif kind == "status":
+        d = await sim.deliver_status(forge, _need(b, "repo"), _opt(b, "status_id", int))
+    elif kind == "check_run":
+        d = await sim.deliver_check_run(
+            _need(b, "repo"), _opt(b, "check_run_id", int), _opt(b, "action", str, "completed")
+        )
+    elif kind == "check_suite":
+        d = await sim.deliver_check_suite(
+            _need(b, "repo"), _need(b, "sha"), _opt(b, "action", str, "completed")
+        )
+    elif kind == "issue_comment":
+        d = await sim.deliver_issue_comment(
+            forge, _need(b, "repo"), _need(b, "number", int), _opt(b, "comment_id", int)
+        )
+    elif kind == "raw":
+        d = await sim.deliver_raw(
+            forge,
+            _need(b, "event"),
+            _need(b, "payload", dict),
+            event_type=_opt(b, "event_type", str),
+        )
+    else:
+        raise ScenarioError(f"unknown delivery kind {kind!r}")
+    return delivery_summary(d)
+
+
+POST_ACTIONS: dict[str, Action] = {
+    "users": _users,
+    "repos": _repos,
+    "pulls": _pulls,
+    "push": _push,
+    "statuses": _statuses,
+    "check-runs": _check_runs,
+    "required-checks": _required_checks,
+    "reviews": _reviews,
+    "comments": _comments,
+    "mergeable": _mergeable,
+    "webhooks": _webhooks,
+    "apps": _apps,
+    "installations": _installations,
+    "faults": _faults,
+    "deliver": _deliver,
+}
+
+
+def _sim(request: web.Request) -> Simulator:
+    from reviewbot.sim.server import SIM_KEY
+
+    return request.app[SIM_KEY]
+
+
+def _error(status: int, code: str, detail: str) -> web.Response:
+    return web.json_response({"error": code, "detail": detail}, status=status)
+
+
+async def _post(request: web.Request) -> web.Response:
+    action = POST_ACTIONS.get(request.match_info["action"])
+    if action is None:
+        return _error(404, "not_found", f"no control action {request.match_info['action']!r}")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, "bad_request", "body must be a JSON object")
+    if not isinstance(body, dict):
+        return _error(400, "bad_request", "body must be a JSON object")
+    try:
+        result = await action(_sim(request), body)
+    except ScenarioError as exc:
+        return _error(400, "bad_request", str(exc))
+    return web.json_response(
+        result, status=201 if request.match_info["action"] != "deliver" else 200
+    )
+
+
+async def _get_pull(request: web.Request) -> web.Response:
+    m = request.match_info
+    try:
+        pull = _sim(request).pull(m["forge"], f"{m['owner']}/{m['name']}", int(m["number"]))
+    except (ScenarioError, ValueError) as exc:
+        return _error(404, "not_found", str(exc))
+    return web.json_response(pull_summary(pull))
+
+
+async def _get_requests(request: web.Request) -> web.Response:
+    sim = _sim(request)
+    forge = request.query.get("forge")
+    records = [record_summary(r) for r in sim.requests if forge is None or r.forge == forge]
+    return web.json_response(records)
+
+
+async def _delete_requests(request: web.Request) -> web.Response:
+    _sim(request).clear_requests()
+    return web.Response(status=204)
+
+
+async def _delete_faults(request: web.Request) -> web.Response:
+    _sim(request).faults.clear()
+    return web.Response(status=204)
+
+
+async def _get_deliveries(request: web.Request) -> web.Response:
+    return web.json_response([delivery_summary(d) for d in _sim(request).deliveries])
+
+
+async def _health(request: web.Request) -> web.Response:
+    sim = _sim(request)
+    return web.json_response(
+        {
+            "ok": True,
+            "github_api_url": sim.github_api_url,
+            "gitea_url": sim.gitea_url,
+            "repos": {f: sorted(r) for f, r in sim.repos.items()},
+        }
+    )
+
+
+def add_control_routes(app: web.Application) -> None:
+    app.router.add_get("/_sim", _health)
+    app.router.add_get("/_sim/requests", _get_requests)
+    app.router.add_delete("/_sim/requests", _delete_requests)
+    app.router.add_delete("/_sim/faults", _delete_faults)
+    app.router.add_get("/_sim/deliveries", _get_deliveries)
+    app.router.add_get("/_sim/pulls/{forge}/{owner}/{name}/{number}", _get_pull)
+    app.router.add_post("/_sim/{action}", _post)
+
+
+__all__ = ["add_control_routes", "dataclasses"]

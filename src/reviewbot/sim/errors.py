@@ -1,0 +1,17 @@
+"""An error the simulated forge answers; each API module renders it in its forge's shape."""
+
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    """``status`` and a message; ``errors`` are validation details (GitHub's ``errors`` list)."""
+
+    def __init__(self, status: int, message: str, *, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors or []
+
+
+class ScenarioError(ValueError):
+    """A scenario call that cannot be carried out (unknown repo, PR or user)."""

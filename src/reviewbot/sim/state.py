@@ -1,0 +1,215 @@
+"""The simulator's in-memory model of both forges: plain dataclasses, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FORGES = ("github", "gitea")
+
+
+@dataclass
+class SimUser:
+    id: int
+    login: str
+    bot: bool = False
+    created_at: float = 0.0
+    email: str = ""
+    full_name: str = ""
+
+
+@dataclass
+class SimCommit:
+    sha: str
+    message: str
+    parents: list[str]
+    author: str
+    created_at: float
+    tree_sha: str
+
+
+@dataclass
+class SimStatus:
+    id: int
+    sha: str
+    context: str
+    state: str
+    target_url: str | None
+    description: str | None
+    creator: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass
+class SimCheckSuite:
+    id: int
+    sha: str
+    app_id: int
+    head_branch: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass
+class SimCheckRun:
+    id: int
+    sha: str
+    name: str
+    status: str  # queued | in_progress | completed
+    conclusion: str | None
+    details_url: str | None
+    app_id: int
+    suite_id: int
+    started_at: float
+    completed_at: float | None
+    title: str | None = None
+    summary: str | None = None
+    external_id: str | None = None
+
+
+@dataclass
+class SimInlineComment:
+    id: int
+    path: str
+    body: str
+    line: int | None
+    position: int | None
+    side: str | None
+
+
+@dataclass
+class SimReview:
+    """``state`` uses the forge's own spelling.
+
+    GitHub: ``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``, ``DISMISSED``, ``PENDING``.
+    Gitea: ``APPROVED``, ``REQUEST_CHANGES``, ``COMMENT``, ``PENDING`` (``dismissed`` is a flag).
+    """
+
+    id: int
+    user: str
+    state: str
+    body: str
+    commit_id: str
+    submitted_at: float | None
+    updated_at: float
+    dismissed: bool = False
+    comments: list[SimInlineComment] = field(default_factory=list)
+
+
+@dataclass
+class SimComment:
+    id: int
+    number: int
+    user: str
+    body: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass
+class SimPull:
+    number: int
+    id: int
+    repo: str
+    forge: str
+    title: str
+    body: str
+    author: str
+    base: str
+    head_ref: str
+    head_sha: str
+    base_sha: str
+    created_at: float
+    updated_at: float
+    state: str = "open"  # open | closed
+    draft: bool = False
+    labels: list[str] = field(default_factory=list)
+    mergeable: bool = True
+    merged: bool = False
+    merged_at: float | None = None
+    merged_by: str | None = None
+    merge_commit_sha: str | None = None
+    closed_at: float | None = None
+    commits: list[str] = field(default_factory=list)
+    reviews: list[SimReview] = field(default_factory=list)
+    comments: list[SimComment] = field(default_factory=list)
+    auto_merge_scheduled: str | None = (
+        None  # Gitea merge style scheduled by merge_when_checks_succeed
+    )
+
+    @property
+    def open(self) -> bool:
+        return self.state == "open"
+
+
+@dataclass
+class SimProtection:
+    """Branch protection. GitHub: ``contexts`` are exact names (``checks`` adds app ids).
+    Gitea: ``contexts`` are glob patterns, enforced only when ``enable_status_check``."""
+
+    branch: str
+    contexts: list[str] = field(default_factory=list)
+    checks: list[tuple[str, int | None]] = field(default_factory=list)
+    strict: bool = False
+    enable_status_check: bool = True
+    required_approvals: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass
+class SimRepo:
+    id: int
+    forge: str
+    owner: str
+    name: str
+    default_branch: str
+    created_at: float
+    branches: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, SimCommit] = field(default_factory=dict)
+    pulls: dict[int, SimPull] = field(default_factory=dict)
+    statuses: list[SimStatus] = field(default_factory=list)
+    check_runs: list[SimCheckRun] = field(default_factory=list)
+    check_suites: list[SimCheckSuite] = field(default_factory=list)
+    protections: dict[str, SimProtection] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)  # login -> admin|write|read|none
+    next_number: int = 1
+    private: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass
+class SimApp:
+    id: int
+    slug: str
+    name: str
+    owner: str
+    bot_login: str
+    public_key_pem: str
+    created_at: float
+
+
+@dataclass
+class SimInstallation:
+    id: int
+    app_id: int
+    account: str
+    repos: set[str] = field(default_factory=set)
+    created_at: float = 0.0
+
+
+@dataclass
+class SimInstallationToken:
+    token_hash: str
+    installation_id: int
+    expires_at: float
+
+
+@dataclass
+class WebhookTarget:
+    url: str
+    secret: str | None
+    events: tuple[str, ...] = ()  # empty: every event
