@@ -73,6 +73,7 @@ async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
             ReviewRequest(ref.forge, ref.full_name, ref.number, source="cli", event="cli")
         )
         deadline = time.monotonic() + wait_s
+        retried = False
         while True:
             pending = [
                 row
@@ -87,8 +88,9 @@ async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
                 post = await parts.drainer.post(row.id)
                 if post is not None:
                     outcome.posts.append(post)
+                    retried = True
         outcome.outbox = [parts.store.outbox(r.id) or r for r in outcome.outbox]
-        if outcome.posts:
+        if retried:
             outcome.state_comment = await parts.pipeline.sync_state_comment(
                 ref.forge, ref.full_name, ref.number
             )
