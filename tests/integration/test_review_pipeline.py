@@ -351,3 +351,34 @@ async def test_dismissed_review_reopens_the_head(tmp_path: Path) -> None:
         assert len(reviews) == 2
         assert reviews[-1].state == APPROVED[forge]
         assert "reopened" in bot.decisions(forge, pr.number)
+
+
+@FORGES
+async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
+    tmp_path: Path, forge: str
+) -> None:
+    from reviewbot.runtime.reconcile import Reconciler
+
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        st = bot.app[STATE]
+        parts = bot.service.parts
+        assert parts is not None and st.journal is not None
+        sweeper = Reconciler(bot.settings, bot.store, st.forges, parts.pipeline, st.journal.append)
+        report = await sweeper.sweep()
+        assert report.queued == [f"sweep:{forge}:{REPO}#{pr.number}@{pr.head_sha}"]
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        with bot.store.db.read() as tx:
+            row = tx.one(
+                "SELECT source, decision FROM pr_gate_decisions WHERE forge = ? AND number = ?",
+                (forge, pr.number),
+            )
+        assert row is not None and (row["source"], row["decision"]) == ("sweep", "eligible")
+        # a second sweep finds nothing left to do
+        again = await sweeper.sweep()
+        assert again.queued == [] and again.reevaluated == []
+        await bot.settle()
+        assert len(bot.bot_reviews(forge, pr.number)) == 1
