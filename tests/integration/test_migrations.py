@@ -454,6 +454,13 @@ def test_drop_column_of_a_table_created_in_the_same_migration(paths: WorkflowPat
     assert result.destructive
 
 
+def test_drop_column_after_dropping_its_index_in_the_same_migration(paths: WorkflowPaths) -> None:
+    run(paths, "CREATE TABLE IF NOT EXISTS t (a, b);\nCREATE INDEX IF NOT EXISTS t_b ON t (b);")
+    result = run(paths, "DROP INDEX IF EXISTS t_b;\nALTER TABLE t DROP COLUMN b;")
+    assert columns(paths, "t") == ["a"]
+    assert result.backup_path is not None
+
+
 def test_drop_column_made_impossible_earlier_in_the_same_migration(paths: WorkflowPaths) -> None:
     run(paths, "CREATE TABLE IF NOT EXISTS t (a, b)")
     with pytest.raises(MigrationError, match="cannot drop column b of t: it is used by index t_b"):

@@ -266,10 +266,16 @@ def _check_drop_columns(tx: Tx, file_name: str, statements: list[ClassifiedState
     """Check each DROP COLUMN against the current schema, unless an earlier statement of the
     same migration touches its table (then the check runs inside the transaction)."""
     touched: set[str] = set()
+    index_dropped = False  # DROP INDEX names no table: it may free any column
     for cs in statements:
-        if cs.kind is StatementKind.DROP_COLUMN and cs.name.lower() not in touched:
+        if (
+            cs.kind is StatementKind.DROP_COLUMN
+            and cs.name.lower() not in touched
+            and not index_dropped
+        ):
             _check_one_drop(tx, file_name, cs)
         touched.add(cs.name.lower())
+        index_dropped = index_dropped or cs.kind is StatementKind.DROP_INDEX
         if cs.new_name is not None:
             touched.add(cs.new_name.lower())
 
