@@ -233,3 +233,11 @@ def test_decision_to_dict_is_the_route_file_shape() -> None:
 def test_same_login() -> None:
     assert same_login("ReviewBot", "reviewbot[bot]")
     assert not same_login("reviewbot2", "reviewbot")
+
+
+def test_every_reason_code_is_documented() -> None:
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "reason-codes.md").read_text("utf-8")
+    missing = [code.value for code in ReasonCode if f"`{code.value}`" not in text]
+    assert missing == []
