@@ -484,6 +484,7 @@ def test_drop_column_made_impossible_earlier_in_the_same_migration(paths: Workfl
         ("C:\\x.sql", "absolute path"),
         ("C:x.sql", "drive"),
         ("x.sql\x00.txt", "NUL"),
+        ("x\n.sql", "control character"),
         ("x.txt", "does not end in .sql"),
         ("x.sql.bak", "does not end in .sql"),
         ("x", "does not end in .sql"),

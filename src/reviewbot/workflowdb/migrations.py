@@ -99,6 +99,8 @@ def check_migration_name(migration_file: str) -> str:
         raise BadMigrationName("migration file name is empty")
     if "\x00" in name:
         raise BadMigrationName("migration file name contains a NUL byte")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        raise BadMigrationName("migration file name contains a control character")
     if len(name) > MAX_NAME_CHARS:
         raise BadMigrationName(f"migration file name is longer than {MAX_NAME_CHARS} characters")
     shown = repr(name)
