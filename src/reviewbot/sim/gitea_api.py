@@ -274,14 +274,20 @@ class GiteaApi:
         head = body.get("head_commit_id") or ""
         if not isinstance(head, str):
             raise ApiError(422, "[head_commit_id]: must be a string")
-        status = self.sim.api_merge_gitea(
-            repo,
-            call.int_param("index"),
-            call.login,
-            do=do,
-            head_commit_id=head,
-            when_checks_succeed=bool(body.get("merge_when_checks_succeed")),
-        )
+        try:
+            status = self.sim.api_merge_gitea(
+                repo,
+                call.int_param("index"),
+                call.login,
+                do=do,
+                head_commit_id=head,
+                when_checks_succeed=bool(body.get("merge_when_checks_succeed")),
+            )
+        except ApiError as exc:
+            if exc.status == 405:
+                # The description documents this answer as empty (``APIEmpty``).
+                return Reply(405)
+            raise
         return Reply(status)  # Gitea answers an empty body on success
 
     # ------------------------------------------------------------------ reviews

@@ -60,6 +60,7 @@ class GiteaJson:
             "following_count": 0,
             "starred_repos_count": 0,
             "username": login,  # Gitea adds it to every user for Gogs compatibility
+            "pronouns": "",  # Forgejo
         }
 
     def repository(self, repo: SimRepo, viewer: str | None = None) -> Json:
@@ -135,6 +136,11 @@ class GiteaJson:
             "object_format_name": "sha1",
             "mirror_updated": "0001-01-01T00:00:00Z",
             "repo_transfer": None,
+            "parent": None,
+            # Fields Forgejo adds (seen in real deliveries); harmless to Gitea clients.
+            "wiki_branch": repo.default_branch,
+            "globally_editable_wiki": False,
+            "default_update_style": "merge",
             "topics": [],
             "licenses": [],
         }
@@ -199,6 +205,7 @@ class GiteaJson:
             "updated_at": iso(pull.updated_at),
             "closed_at": iso(pull.closed_at) if pull.closed_at is not None else None,
             "pin_order": 0,
+            "flow": 0,  # Forgejo: 0 = a PR from a branch
         }
 
     def review(self, repo: SimRepo, pull: SimPull, review: SimReview) -> Json:
