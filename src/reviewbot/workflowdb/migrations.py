@@ -31,7 +31,12 @@ from reviewbot.workflowdb.allowlist import (
     classify_all,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
-from reviewbot.workflowdb.sqltext import SqlTextError, Statement, migration_statements
+from reviewbot.workflowdb.sqltext import (
+    SqlTextError,
+    Statement,
+    migration_statements,
+    tokenize,
+)
 
 MAX_MIGRATION_BYTES = 1024 * 1024
 MAX_NAME_CHARS = 255
@@ -213,8 +218,6 @@ def _mentions(sql: str | None, word: str) -> bool:
     """Whether ``sql`` names ``word`` as an identifier (case-insensitive, any quoting)."""
     if not sql:
         return False
-    from reviewbot.workflowdb.sqltext import tokenize
-
     try:
         return any((t.name or "").lower() == word.lower() for t in tokenize(sql))
     except SqlTextError:
