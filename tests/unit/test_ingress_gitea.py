@@ -13,6 +13,7 @@ import pytest
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.gitea import gitea_event_type, gitea_trigger
+from tests.unit.damage import damaged
 from tests.unit.reference_files import example_files
 
 WEBHOOKS = "gitea/webhooks"
@@ -220,3 +221,33 @@ def test_manual_replay_has_the_same_semantic_key(reference_dir: Path) -> None:
     payload["pull_request"]["head"]["sha"] = SHA
     pushed = gitea_trigger(headers, payload, delivery_id="c")
     assert pushed.semantic_key() != first.semantic_key()
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "gitea/pull_request_sync/synchronized.json",
+        "gitea/pull_request_review_approved/reviewed.json",
+        "gitea/pull_request_label/label_updated.add.json",
+        "legacy-go-scm-2018/pull_request_comment/created.json",
+    ],
+)
+def test_damaged_payloads_give_a_trigger_or_a_trigger_error(reference_dir: Path, rel: str) -> None:
+    payload = _load(reference_dir, rel)
+    if "comment" in rel:
+        payload["comment"]["body"] = "/reviewbot review"
+    headers = {"X-Gitea-Event": _headers_for(reference_dir, rel).get("X-Gitea-Event", "")}
+    for twin in damaged(payload, depth=3):
+        for hdrs in (_headers_for(reference_dir, rel), headers):
+            try:
+                gitea_trigger(hdrs, twin, delivery_id="x")
+            except TriggerError as exc:
+                assert exc.detail
+
+
+def test_damaged_status_gives_a_trigger_or_a_trigger_error(reference_dir: Path) -> None:
+    for twin in damaged(_status_payload(reference_dir), depth=2):
+        try:
+            gitea_trigger({"X-Gitea-Event-Type": "status"}, twin, delivery_id="x")
+        except TriggerError as exc:
+            assert exc.detail

@@ -12,6 +12,7 @@ import pytest
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.github import github_trigger
+from tests.unit.damage import damaged
 from tests.unit.reference_files import example_files
 
 WEBHOOKS = "github/webhooks"
@@ -259,3 +260,27 @@ def test_review_sender_and_ping_are_recorded(reference_dir: Path) -> None:
     ping = github_trigger(_headers("ping"), _load(reference_dir, "ping/ping.json"), delivery_id="p")
     assert ping.kind == "recorded"
     assert ping.reason is not None and "webhook" in ping.reason.detail
+
+
+@pytest.mark.parametrize(
+    ("event", "rel"),
+    [
+        ("pull_request", "pull_request/synchronize.json"),
+        ("pull_request_review", "pull_request_review/submitted.json"),
+        ("check_run", "check_run/completed.json"),
+        ("check_suite", "check_suite/completed.json"),
+        ("status", "status/status.json"),
+        ("issue_comment", "issue_comment/created.json"),
+    ],
+)
+def test_damaged_payloads_give_a_trigger_or_a_trigger_error(
+    reference_dir: Path, event: str, rel: str
+) -> None:
+    payload = _load(reference_dir, rel)
+    if event == "issue_comment":
+        payload = _pr_comment(reference_dir, "/reviewbot review")
+    for twin in damaged(payload, depth=3):
+        try:
+            github_trigger(_headers(event), twin, delivery_id="x")
+        except TriggerError as exc:
+            assert exc.detail
