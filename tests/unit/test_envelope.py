@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewbot.ingress.envelope import PullTarget, read_envelope
 from reviewbot.ingress.errors import TriggerError
@@ -215,3 +217,34 @@ def test_owner_of_another_repository_is_not_borrowed() -> None:
 def test_wrong_shapes_are_errors(envelope: dict[str, Any], message: str) -> None:
     with pytest.raises(TriggerError, match=message):
         _read(envelope)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_field = st.sampled_from(
+    ["forge", "owner", "repo", "repository", "number", "pr", "index", "head_sha", "args", "event"]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    variables=st.dictionaries(_field, _json, max_size=4) | _json,
+    payload=st.dictionaries(_field, _json, max_size=4) | _json,
+    env=st.dictionaries(
+        st.sampled_from(["VAR_NUMBER", "VAR_REPO", "VAR_FORGE"]), st.text(max_size=8)
+    ),
+)
+def test_any_envelope_gives_a_target_or_a_trigger_error(
+    variables: object, payload: object, env: dict[str, str]
+) -> None:
+    try:
+        target = _read({"variables": variables, "payload": payload}, env)
+    except TriggerError as exc:
+        assert exc.detail
+    else:
+        assert target.number > 0 and target.forge in BOTH
