@@ -17,7 +17,16 @@ from reviewbot.config import ConfigError
 from reviewbot.workflowdb.access import AccessDenied
 
 # Command modules, in the order ``reviewbot --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("serve", "db", "review", "gate", "explain", "replay", "token")
+COMMAND_MODULES: tuple[str, ...] = (
+    "serve",
+    "db",
+    "review",
+    "gate",
+    "explain",
+    "replay",
+    "token",
+    "sim",
+)
 
 
 class CommandError(Exception):
