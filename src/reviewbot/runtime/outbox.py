@@ -259,23 +259,25 @@ class OutboxDrainer:
         async with self.locks.hold(row.forge, row.repo, row.number):
             return await self.post_locked(outbox_id)
 
-    async def post_locked(self, outbox_id: int) -> PostOutcome:
-        """Drain one row; the caller holds the PR's lock."""
+    async def post_locked(self, outbox_id: int, *, claim: LeaseClaim | None = None) -> PostOutcome:
+        """Drain one row; the caller holds the PR's lock (and may lend its lease claim)."""
         row = self.store.outbox(outbox_id)
         if row is None:
             raise KeyError(f"no outbox row {outbox_id}")
         if row.status != PENDING:
             return PostOutcome(row, "skipped", f"already {row.status}", row.forge_review_id)
-        claim = self.leases.acquire(row.forge, row.repo, row.number, row.head_sha)
-        if isinstance(claim, Refused):
-            # Another live worker holds the reviewer role for this PR: try again later.
-            self.store.retry_later(row.id, self.clock() + self._delay(row.attempts), claim.detail)
-            return PostOutcome(row, "busy", claim.detail)
-        try:
+        if claim is not None:
             return await self._attempt(row, claim)
+        got = self.leases.acquire(row.forge, row.repo, row.number, row.head_sha)
+        if isinstance(got, Refused):
+            # Another live worker holds the reviewer role for this PR: try again later.
+            self.store.retry_later(row.id, self.clock() + self._delay(row.attempts), got.detail)
+            return PostOutcome(row, "busy", got.detail)
+        try:
+            return await self._attempt(row, got)
         finally:
             with contextlib.suppress(Exception):
-                self.leases.release(claim)
+                self.leases.release(got)
 
     async def _attempt(self, row: OutboxRow, claim: LeaseClaim) -> PostOutcome:
         fence = self.leases.fence(claim)

@@ -93,6 +93,7 @@ class ReviewOutcome:
     outbox: list[OutboxRow] = field(default_factory=list)
     posts: list[PostOutcome] = field(default_factory=list)
     state_comment: str | None = None  # created / edited / unchanged / failed
+    claim: LeaseClaim | None = None  # the reviewer lease still held for posting
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,16 +169,24 @@ class ReviewPipeline:
         return await self.handle(request)
 
     async def handle(self, request: ReviewRequest) -> ReviewOutcome | None:
-        """Evaluate when the event calls for it; otherwise only refresh the state comment."""
+        """Evaluate when the event calls for it; otherwise only refresh the state comment.
+
+        The decision is taken under the PR's lock, so two deliveries of one head that race
+        (a webhook and a sweep) evaluate it once.
+        """
         head = request.head_sha or (request.pull.head_sha if request.pull else None)
-        if request.event == "pull_request_review" and request.action == "dismissed" and head:
-            if not await self._reopen_if_dismissed(request, head):
-                await self._refresh_only(request)
-                return None
-        elif head is not None and not self._needs_evaluation(request, head):
-            await self._refresh_only(request)
+        async with self.locks.hold(request.forge, request.repo, request.number):
+            if request.event == "pull_request_review" and request.action == "dismissed" and head:
+                evaluate = await self._reopen_if_dismissed(request, head)
+            else:
+                evaluate = head is None or self._needs_evaluation(request, head)
+            if evaluate:
+                return await self._review_locked(request)
+            if self.state_comment:
+                await self._sync_state_comment(
+                    request.forge, request.repo, request.number, request.pull
+                )
             return None
-        return await self.review(request)
 
     def _needs_evaluation(self, request: ReviewRequest, head: str) -> bool:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
@@ -187,14 +196,6 @@ class ReviewPipeline:
             return latest.decision in REEVALUATE
         # Any other event at a head already decided: only a waiting / failed state can change.
         return latest.decision in REEVALUATE
-
-    async def _refresh_only(self, request: ReviewRequest) -> None:
-        if not self.state_comment:
-            return
-        async with self.locks.hold(request.forge, request.repo, request.number):
-            await self._sync_state_comment(
-                request.forge, request.repo, request.number, request.pull
-            )
 
     async def _reopen_if_dismissed(self, request: ReviewRequest, head: str) -> bool:
         """A human dismissed the bot's review at ``head``: the head may be reviewed again."""
@@ -242,16 +243,25 @@ class ReviewPipeline:
     async def review(self, request: ReviewRequest) -> ReviewOutcome:
         """Evaluate the head, record the verdict (+ outbox), post, refresh the state comment."""
         async with self.locks.hold(request.forge, request.repo, request.number):
-            outcome = await self._evaluate(request)
+            return await self._review_locked(request)
+
+    async def _review_locked(self, request: ReviewRequest) -> ReviewOutcome:
+        outcome = await self._evaluate(request)
+        try:
             if self.drain_inline:
                 for row in outcome.outbox:
                     if row.status == "pending":
-                        outcome.posts.append(await self.drainer.post_locked(row.id))
+                        post = await self.drainer.post_locked(row.id, claim=outcome.claim)
+                        outcome.posts.append(post)
                 outcome.outbox = [self.store.outbox(r.id) or r for r in outcome.outbox]
-            if self.state_comment:
-                outcome.state_comment = await self._sync_state_comment(
-                    request.forge, request.repo, request.number, request.pull
-                )
+        finally:
+            if outcome.claim is not None:
+                self.leases.release(outcome.claim)
+                outcome.claim = None
+        if self.state_comment:
+            outcome.state_comment = await self._sync_state_comment(
+                request.forge, request.repo, request.number, request.pull
+            )
         return outcome
 
     async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
@@ -296,9 +306,13 @@ class ReviewPipeline:
         if isinstance(claim, Refused):
             return self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
         try:
-            return await self._decide(request, forge, pull, claim, base)
-        finally:
+            outcome = await self._decide(request, forge, pull, claim, base)
+        except BaseException:
             self.leases.release(claim)
+            raise
+        # Posting right away goes on under the same claim; the caller releases it.
+        outcome.claim = claim
+        return outcome
 
     def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
@@ -333,8 +347,11 @@ class ReviewPipeline:
         base = _with(base, worker=claim.worker, epoch=claim.epoch)
         rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
         try:
-            protection = await forge.required_checks(request.repo, pull.base_ref)
-            results = await forge.check_results(request.repo, base.head_sha)
+            # Independent reads: ask both at once.
+            protection, results = await asyncio.gather(
+                forge.required_checks(request.repo, pull.base_ref),
+                forge.check_results(request.repo, base.head_sha),
+            )
         except ForgeError as exc:
             return self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
         verdict = policy.evaluate(

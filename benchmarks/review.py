@@ -1,0 +1,213 @@
+"""Review throughput: N pull requests with green checks, webhook -> posted native review.
+
+Runs the forge simulator in this process and the real server (``reviewbot serve``: journal,
+worker pool, gate, review pipeline, outbox drainer, state comment) as a child process, over
+loopback HTTP, with a SQLite store in a temporary folder. Reports reviews per second,
+p50/p99 latency from the webhook delivery to the posted review, the forge API calls per
+reviewed PR by operation id, counted from the simulator's request log (304 answers from the
+ETag cache are shown apart), and duplicate reviews (which must be 0).
+
+    python benchmarks/review.py             # 500 PRs on GitHub
+    python benchmarks/review.py --prs 50 --forge gitea --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from reviewbot.sim.server import SimServer
+from reviewbot.sim.simulator import Simulator
+
+REPO = "acme/api"
+SECRET = "bench-secret"
+BOT = "reviewbot"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def bot_env(
+    data_dir: Path, sim_server: SimServer, tokens: dict[str, str], forge: str, workers: int
+) -> dict[str, str]:
+    config = data_dir.parent / "reviewbot.toml"
+    config.write_text(f'[repos."{forge}:{REPO}"]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REVIEWBOT_")}
+    env.update(
+        {
+            "REVIEWBOT_CONFIG": str(config),
+            "REVIEWBOT_DATA_DIR": str(data_dir),
+            "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
+            "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
+            "REVIEWBOT_GITHUB__WEBHOOK_SECRET": SECRET,
+            "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
+            "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
+            "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
+            "REVIEWBOT_WORKERS": str(workers),
+        }
+    )
+    return env
+
+
+async def start_bot(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "reviewbot",
+        "serve",
+        "--port",
+        "0",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    while True:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        if not line:
+            raise RuntimeError("reviewbot serve exited before listening")
+        m = re.search(r"listening on (http://\S+)", line)
+        if m:
+            # keep draining its output so the pipe never fills
+            asyncio.get_running_loop().create_task(_drain(proc.stdout))
+            return proc, m.group(1)
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
+
+
+async def run(prs: int, forge: str, concurrency: int, workers: int) -> dict[str, Any]:
+    """The simulator runs here; the bot is a real ``reviewbot serve`` process."""
+    sim = Simulator()
+    async with SimServer(sim) as sim_server:
+        tokens = {f: sim.add_user(f, BOT, bot=True) for f in ("github", "gitea")}
+        sim.add_user(forge, "alice")
+        sim.create_repo(forge, REPO)
+        sim.require_checks(forge, REPO, "main", ["ci/test"])
+        with tempfile.TemporaryDirectory(prefix="reviewbot-bench-") as tmp:
+            env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers)
+            proc, base = await start_bot(env)
+            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
+            try:
+                return await _measure(sim, forge, prs, concurrency)
+            finally:
+                proc.terminate()
+                await proc.wait()
+
+
+async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> dict[str, Any]:
+    # The reconcile sweep lists the open PRs once at start; let it finish first so that it
+    # does not race the webhooks being measured.
+    deadline = time.monotonic() + 30
+    while not any(r.method == "GET" and r.path == f"/repos/{REPO}/pulls" for r in sim.requests):
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    pulls = []
+    for n in range(prs):
+        pr = sim.open_pr(forge, REPO, author="alice", head_ref=f"feature-{n}", title=f"PR {n}")
+        sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        pulls.append(pr)
+    sim.clear_requests()
+
+    sent_at: dict[int, float] = {}
+    gate = asyncio.Semaphore(concurrency)
+
+    async def deliver(number: int) -> None:
+        async with gate:
+            sent_at[number] = sim.now()
+            delivery = await sim.deliver_pull_request(forge, REPO, number, action="opened")
+            if delivery.status != 202:
+                raise RuntimeError(f"delivery for #{number} answered {delivery.status}")
+
+    def state_comments() -> int:
+        return sum(
+            1 for p in pulls for c in sim.pull(forge, REPO, p.number).comments if c.user == BOT
+        )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(deliver(pr.number) for pr in pulls))
+    deadline = time.monotonic() + max(120.0, prs * 0.5)
+    while time.monotonic() < deadline:
+        if state_comments() >= len(pulls):  # the state comment is the last write of a PR
+            break
+        await asyncio.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    await asyncio.sleep(1.0)  # anything late (a duplicate) would land now
+
+    latencies = []
+    duplicates = 0
+    reviewed = 0
+    for pr in pulls:
+        mine = [r for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT]
+        if mine:
+            reviewed += 1
+            first = min(r.submitted_at or r.updated_at for r in mine)
+            latencies.append(first - sent_at[pr.number])
+        duplicates += max(0, len(mine) - 1)
+
+    calls: Counter[str] = Counter()
+    cached: Counter[str] = Counter()
+    for record in sim.requests:
+        if record.forge != forge:
+            continue
+        op = record.operation_id or f"{record.method} {record.path}"
+        calls[op] += 1
+        if record.status == 304:
+            cached[op] += 1
+    per = max(reviewed, 1)
+    return {
+        "forge": forge,
+        "prs": prs,
+        "reviewed": reviewed,
+        "duplicate_reviews": duplicates,
+        "state_comments": state_comments(),
+        "seconds": round(elapsed, 3),
+        "reviews_per_second": round(reviewed / elapsed, 2) if elapsed else None,
+        "latency_p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
+        "latency_p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+        "latency_mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
+        "api_calls_per_pr": round(sum(calls.values()) / per, 3),
+        "api_calls_per_pr_by_operation": {op: round(n / per, 3) for op, n in sorted(calls.items())},
+        "not_modified_304_per_pr": {op: round(n / per, 3) for op, n in sorted(cached.items())},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prs", type=int, default=500, help="pull requests (default 500)")
+    parser.add_argument("--forge", choices=("github", "gitea"), default="github")
+    parser.add_argument("--concurrency", type=int, default=32, help="webhooks in flight")
+    parser.add_argument("--workers", type=int, default=8, help="gate workers")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    result = asyncio.run(run(args.prs, args.forge, args.concurrency, args.workers))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key:32} {value}")
+    return 0 if result["duplicate_reviews"] == 0 and result["reviewed"] == args.prs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
