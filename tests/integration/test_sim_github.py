@@ -383,6 +383,48 @@ async def test_timeout_holds_the_answer_past_the_clients_deadline(
     assert status == 200
 
 
+async def _record_of(sim: Simulator, count: int) -> None:
+    for _ in range(500):
+        if len(sim.requests) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the simulator never finished the held request")
+
+
+async def test_a_merge_the_client_gave_up_on_is_not_applied(sim: Simulator, gh: GitHub) -> None:
+    pr = sim.open_pr("github", REPO, author="alice")
+    path = f"/repos/{REPO}/pulls/{pr.number}/merge"
+    sim.faults.add(forge="github", method="PUT", path=path, timeout=0.5)
+    with pytest.raises(asyncio.TimeoutError):
+        await gh.call(
+            "PUT", path, json={"sha": pr.head_sha}, timeout=aiohttp.ClientTimeout(total=0.1)
+        )
+    await _record_of(sim, 1)
+    assert sim.requests[0].dropped
+    assert not sim.pull("github", REPO, pr.number).merged
+
+
+async def test_a_merge_that_timed_out_after_applying_is_merged(sim: Simulator, gh: GitHub) -> None:
+    pr = sim.open_pr("github", REPO, author="alice")
+    path = f"/repos/{REPO}/pulls/{pr.number}/merge"
+    sim.faults.add(forge="github", method="PUT", path=path, timeout=0.5, apply_then_fail=True)
+    with pytest.raises(asyncio.TimeoutError):
+        await gh.call(
+            "PUT", path, json={"sha": pr.head_sha}, timeout=aiohttp.ClientTimeout(total=0.1)
+        )
+    assert sim.pull("github", REPO, pr.number).merged
+    await _record_of(sim, 1)
+
+
+async def test_delay_slows_the_answer_but_keeps_it(sim: Simulator, gh: GitHub) -> None:
+    pr = sim.open_pr("github", REPO, author="alice")
+    path = f"/repos/{REPO}/pulls/{pr.number}"
+    sim.faults.add(forge="github", path=path, delay=0.05, times=None)
+    assert (await gh.call("GET", path))[0] == 200
+    assert (await gh.call("GET", path))[0] == 200
+    assert sim.faults.rules[0].hits == 2
+
+
 async def test_unknown_path_is_a_404_in_githubs_shape(gh: GitHub, sim: Simulator) -> None:
     status, body, _ = await gh.call("GET", "/nope")
     assert (status, body["message"]) == (404, "Not Found")

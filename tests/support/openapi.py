@@ -304,6 +304,8 @@ class ForgeSpecs:
             problems += spec.validate_request(
                 record.method, record.path, record.query, record.body, record.raw_request_body
             )
+        if getattr(record, "dropped", False):
+            return [f"{where}: {p}" for p in problems]  # no answer was sent
         problems += spec.validate_response(
             record.operation_id, record.status, record.response_body, record.raw_response_body
         )

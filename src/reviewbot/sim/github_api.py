@@ -250,7 +250,9 @@ class GitHubApi:
             response.headers["ETag"] = tag
             if _etag_matches(request.headers.get("If-None-Match"), tag):
                 response = web.Response(status=304, headers={"ETag": tag})
-        response.headers.update(self._rate_headers(key, count=response.status != 304))
+        # Neither a 304 nor GET /rate_limit counts against the limit.
+        counted = response.status != 304 and route.operation_id != "rate-limit/get"
+        response.headers.update(self._rate_headers(key, count=counted))
         return response
 
     def _check_installation_scope(self, who: GitHubIdentity, call: Call) -> None:
@@ -287,7 +289,7 @@ class GitHubApi:
             return ref
         if ref in repo.branches:
             return repo.branches[ref]
-        raise ApiError(422, f"No commit found for SHA: {ref}")
+        raise ApiError(404, f"No commit found for SHA: {ref}")
 
     # ------------------------------------------------------------------ identity
     async def get_user(self, call: Call) -> Reply:
@@ -385,7 +387,7 @@ class GitHubApi:
         repo = self._repo(call)
         sha = call.params["commit_sha"]
         if sha not in repo.commits:
-            raise ApiError(422, f"No commit found for SHA: {sha}")
+            raise ApiError(404, f"No commit found for SHA: {sha}")
         pulls = [p for p in repo.pulls.values() if sha in p.commits or p.merge_commit_sha == sha]
         return Reply(200, self._page(call, [self.json.pull(repo, p, simple=True) for p in pulls]))
 

@@ -33,3 +33,4 @@ class RequestRecord:
     raw_request_body: bytes = b""
     raw_response_body: bytes = b""
     fault: bool = False  # the answer came from an injected fault
+    dropped: bool = False  # the client had gone (timeout fault): nothing was handled or sent

@@ -116,7 +116,8 @@ async def _forge_middleware(
     canonical = resource.canonical if resource is not None else ""
     entry = app[_ROUTES_KEY].get((request.method, canonical))
     rule = sim.faults.take(forge, request.method, rel_path)
-    response: web.Response
+    response = web.Response(status=499)  # only kept when the client has gone
+    dropped = False
     if rule is not None:
         if rule.before is not None:
             result = rule.before()
@@ -135,11 +136,19 @@ async def _forge_middleware(
         response = _fault_response(forge, rule, status)
     else:
         _, route, serve = entry
-        response = await serve(route, request, body)
-        if rule is not None:
+        applied = rule is None or rule.apply_then_fail or not rule.hold_seconds
+        if rule is not None and not applied:
             await _hold(app, rule.hold_seconds)
-            if status is not None:
-                response = _fault_response(forge, rule, status)
+            if request.transport is None or request.transport.is_closing():
+                # The client gave up while the answer was held: nothing happens, as when a
+                # request is lost before the forge handles it.
+                dropped = True
+        if not dropped:
+            response = await serve(route, request, body)
+            if rule is not None and applied:
+                await _hold(app, rule.hold_seconds)
+                if status is not None:
+                    response = _fault_response(forge, rule, status)
     raw_out = response.body if isinstance(response.body, bytes) else b""
     sim.requests.append(
         RequestRecord(
@@ -160,6 +169,7 @@ async def _forge_middleware(
             raw_request_body=raw,
             raw_response_body=raw_out,
             fault=rule is not None and status is not None,
+            dropped=dropped,
         )
     )
     return response

@@ -811,11 +811,9 @@ class Simulator:
         return self._installation_tokens.get(_hash(token))
 
     # ------------------------------------------------------------------ webhooks
-    def set_webhook(
-        self, forge: str, url: str, secret: str | None = None, events: Sequence[str] = ()
-    ) -> None:
+    def set_webhook(self, forge: str, url: str, secret: str | None = None) -> None:
         _check_forge(forge)
-        self.webhooks[forge] = WebhookTarget(url=url, secret=secret, events=tuple(events))
+        self.webhooks[forge] = WebhookTarget(url=url, secret=secret)
 
     async def deliver_pull_request(
         self, forge: str, repo: str, number: int, action: str = "opened", **kw: Any

@@ -212,4 +212,3 @@ class SimInstallationToken:
 class WebhookTarget:
     url: str
     secret: str | None
-    events: tuple[str, ...] = ()  # empty: every event
