@@ -1,0 +1,311 @@
+"""Session-scoped tools: the standard set, the dispatcher, and ``POST /api/v1/tools/{name}``.
+
+A run registers its tools in its own session (:func:`run_tools`): ``query_workflow_db`` and
+``mutate_workflow_db`` bound to the run's DB access, and ``record_finding`` appending to the
+run's findings. A step of the run (an external reviewer) calls them with its session token;
+the call resolves in the step's registry, then in its run's, and nowhere else.
+
+Every call is checked with the caller's own authority: the DB access used is the lower of
+the caller's and the owner's, so a step granted ``read`` cannot write through its run's
+``read-write`` tools, and an unrelated session never reaches another session's tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reviewbot.core.findings import Finding, Severity
+from reviewbot.runtime.reviewers import FindingModel
+from reviewbot.runtime.sessions import (
+    SESSION_TOKEN_PREFIX,
+    Session,
+    SessionError,
+    SessionManager,
+    SessionTokenInvalid,
+    Tool,
+    ToolCall,
+)
+from reviewbot.store.database import Database
+from reviewbot.store.sessions import record_tool_call
+from reviewbot.workflowdb.access import AccessDenied
+from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.query import (
+    DEFAULT_MAX_ROWS,
+    MAX_SQL_CHARS,
+    QueryFailed,
+    QueryRefused,
+    mutate_workflow_db,
+    query_workflow_db,
+)
+
+log = logging.getLogger(__name__)
+
+TOOLS_ROUTE = "/api/v1/tools/{name}"
+MAX_TOOL_BODY_BYTES = 1024 * 1024
+_TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+JsonScalar = str | int | float | bool | None
+
+
+class ToolRefused(Exception):
+    """A call that did not run (or failed); ``code`` and ``status`` are its API error."""
+
+    def __init__(self, code: str, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    tool: str
+    session_id: str  # the caller
+    owner_session_id: str  # whose registry held the tool
+    result: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "session": self.session_id,
+            "owner": self.owner_session_id,
+            "result": self.result,
+        }
+
+
+# -- arguments (the HTTP boundary) ---------------------------------------------------------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueryArgs(_Args):
+    sql: str = Field(min_length=1, max_length=MAX_SQL_CHARS)
+    params: list[JsonScalar] = Field(default_factory=list, max_length=1000)
+    max_rows: int = Field(DEFAULT_MAX_ROWS, ge=1, le=DEFAULT_MAX_ROWS)
+
+
+class MutateArgs(_Args):
+    sql: str = Field(min_length=1, max_length=MAX_SQL_CHARS)
+    params: list[JsonScalar] = Field(default_factory=list, max_length=1000)
+
+
+class ToolRequest(BaseModel):
+    """The body of ``POST /api/v1/tools/{name}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+def _parse(model: type[_Args] | type[FindingModel], arguments: Mapping[str, Any]) -> Any:
+    try:
+        return model.model_validate(dict(arguments))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        raise ToolRefused("invalid_arguments", 400, f"{where}: {err['msg']}") from None
+
+
+# -- the standard tools --------------------------------------------------------------------
+
+
+def run_tools(paths: WorkflowPaths, sessions: SessionManager) -> list[Tool]:
+    """The tools a run registers for itself (and its steps)."""
+
+    async def query(call: ToolCall) -> Any:
+        args: QueryArgs = _parse(QueryArgs, call.arguments)
+        result = await asyncio.to_thread(
+            query_workflow_db,
+            args.sql,
+            args.params,
+            paths=paths,
+            access=call.db_access,
+            max_rows=args.max_rows,
+        )
+        return result.as_dict()
+
+    async def mutate(call: ToolCall) -> Any:
+        args: MutateArgs = _parse(MutateArgs, call.arguments)
+        result = await asyncio.to_thread(
+            mutate_workflow_db, args.sql, args.params, paths=paths, access=call.db_access
+        )
+        return result.as_dict()
+
+    async def record(call: ToolCall) -> Any:
+        model: FindingModel = _parse(FindingModel, call.arguments)
+        finding = Finding(
+            model.path, model.line, model.message, Severity(model.severity), call.caller.id
+        )
+        count = sessions.record_finding(call.owner.run_id, finding)
+        return {"recorded": True, "run": call.owner.run_id, "findings": count}
+
+    return [
+        Tool("query_workflow_db", query, "one SELECT / WITH / EXPLAIN or describe TABLE"),
+        Tool("mutate_workflow_db", mutate, "one INSERT / UPDATE / DELETE"),
+        Tool("record_finding", record, "add {path, line, message, severity} to the run"),
+    ]
+
+
+# -- dispatching ---------------------------------------------------------------------------
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class ToolDispatcher:
+    """Resolves and runs a session's tool calls, and records each one when given a store."""
+
+    def __init__(
+        self,
+        sessions: SessionManager,
+        *,
+        audit: Callable[[], Database | None] | None = None,
+        now: Callable[[], str] = _utc_now,
+    ) -> None:
+        """``audit`` returns the store calls are recorded in (``None``: not recorded); a
+        callable, because a server opens its store only when it starts."""
+        self.sessions = sessions
+        self._audit = audit
+        self._now = now
+
+    def authenticate(self, token: str) -> Session:
+        try:
+            return self.sessions.authenticate(token)
+        except SessionTokenInvalid as exc:
+            raise ToolRefused(exc.code, exc.status, str(exc)) from None
+
+    async def call(self, caller: Session, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Run tool ``name`` for ``caller``; every refusal is a :class:`ToolRefused`."""
+        owner: Session | None = None
+        try:
+            try:
+                tool, owner = self.sessions.resolve(caller, name)
+                result = await tool.handler(ToolCall(caller, owner, arguments))
+            except SessionError as exc:
+                raise ToolRefused(exc.code, exc.status, str(exc)) from None
+            except AccessDenied as exc:
+                # Terminal and named: the detail says which access is missing.
+                raise ToolRefused(
+                    "permission_denied", 403, f"session {caller.id!r}: {exc}"
+                ) from None
+            except QueryRefused as exc:
+                raise ToolRefused("statement_refused", 400, str(exc)) from None
+            except QueryFailed as exc:
+                raise ToolRefused("statement_failed", 422, str(exc)) from None
+        except ToolRefused as refusal:
+            await self._record(caller, owner, name, refusal.code, refusal.detail)
+            raise
+        await self._record(caller, owner, name, "ok", "")
+        return ToolOutcome(name, caller.id, owner.id, result)
+
+    async def _record(
+        self, caller: Session, owner: Session | None, name: str, outcome: str, detail: str
+    ) -> None:
+        db = None if self._audit is None else self._audit()
+        if db is None:
+            return
+        try:
+            await asyncio.to_thread(
+                record_tool_call,
+                db,
+                session_id=caller.id,
+                owner_session_id=None if owner is None else owner.id,
+                run_id=caller.run_id,
+                tool=name[:64],
+                outcome=outcome,
+                detail=detail,
+                called_at=self._now(),
+            )
+        except Exception:  # the call's own result stands; a lost audit row is logged
+            log.exception("could not record the call of tool %r by %r", name, caller.id)
+
+
+# -- HTTP ----------------------------------------------------------------------------------
+
+
+def _error(status: int, code: str, detail: str) -> web.Response:
+    return web.json_response({"error": code, "detail": detail}, status=status)
+
+
+def _session_token(request: web.Request) -> str | None:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    token = value.strip()
+    if scheme.lower() != "bearer" or not token.startswith(SESSION_TOKEN_PREFIX):
+        return None
+    return token
+
+
+def tool_handler(
+    dispatcher: ToolDispatcher, *, max_body_bytes: int = MAX_TOOL_BODY_BYTES
+) -> Callable[[web.Request], Any]:
+    async def handle(request: web.Request) -> web.Response:
+        token = _session_token(request)
+        if token is None:
+            return _error(
+                401,
+                "unauthorized",
+                "send Authorization: Bearer <session token> (REVIEWBOT_SESSION_TOKEN)",
+            )
+        try:
+            caller = dispatcher.authenticate(token)
+        except ToolRefused as refusal:
+            return _error(refusal.status, refusal.code, refusal.detail)
+        name = request.match_info["name"]
+        if not _TOOL_NAME.match(name):
+            return _error(404, "unknown_tool", f"{name[:80]!r} is not a tool name")
+        if request.content_length is not None and request.content_length > max_body_bytes:
+            return _error(413, "too_large", f"the body is larger than {max_body_bytes} bytes")
+        try:
+            raw = await request.content.read(max_body_bytes + 1)
+        except (ValueError, ConnectionError) as exc:
+            return _error(400, "bad_body", f"cannot read the body: {exc}")
+        if len(raw) > max_body_bytes:
+            return _error(413, "too_large", f"the body is larger than {max_body_bytes} bytes")
+        try:
+            body = ToolRequest.model_validate(json.loads(raw or b"{}"))
+        except (ValueError, ValidationError) as exc:
+            text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            return _error(400, "invalid_body", f'expected {{"arguments": {{...}}}}: {text}')
+        try:
+            outcome = await dispatcher.call(caller, name, body.arguments)
+        except ToolRefused as refusal:
+            return _error(refusal.status, refusal.code, refusal.detail)
+        return web.json_response(outcome.to_json())
+
+    return handle
+
+
+SESSIONS = web.AppKey("reviewbot.sessions", SessionManager)
+
+
+def register_tool_routes(
+    app: web.Application,
+    *,
+    sessions: SessionManager | None = None,
+    audit: Callable[[], Database | None] | None = None,
+    max_body_bytes: int = MAX_TOOL_BODY_BYTES,
+) -> SessionManager:
+    """Add ``POST /api/v1/tools/{name}`` to ``app``, answering for ``sessions``.
+
+    The manager (a new one when not given) is also stored as ``app[SESSIONS]``: the code
+    that starts runs in this server must open them in that same manager, or their tokens
+    would be unknown here.
+    """
+    manager = sessions if sessions is not None else SessionManager()
+    app[SESSIONS] = manager
+    dispatcher = ToolDispatcher(manager, audit=audit)
+    app.router.add_post(TOOLS_ROUTE, tool_handler(dispatcher, max_body_bytes=max_body_bytes))
+    return manager
