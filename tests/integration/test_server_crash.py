@@ -1,0 +1,135 @@
+"""A server killed (SIGKILL) after acknowledging deliveries loses none and repeats none.
+
+The forge hangs, so the acknowledged deliveries are queued or mid-gate when the process is
+killed; the restarted server resumes them, and each ends in exactly one decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from reviewbot.store import decisions, journal
+from reviewbot.store.bootstrap import open_store
+from tests.integration.server_support import (
+    GITHUB_SECRET,
+    WAIT_S,
+    SimWorld,
+    make_settings,
+    sim_world,
+)
+
+pytestmark = pytest.mark.slow
+
+N = 6
+
+
+def write_config(world: SimWorld, path: Path) -> None:
+    gh = world.settings.github
+    assert gh.token is not None
+    path.write_text(
+        "[github]\n"
+        f'api_url = "{gh.api_url}"\n'
+        f'token = "{gh.token.get_secret_value()}"\n'
+        f'webhook_secret = "{GITHUB_SECRET}"\n'
+        'bot_login = "reviewbot"\n'
+        "[defaults]\n"
+        "required_checks = []\n"
+    )
+
+
+@asynccontextmanager
+async def server_process(config: Path, data_dir: Path) -> AsyncIterator[tuple[str, int]]:
+    env = {
+        **os.environ,
+        "REVIEWBOT_CONFIG": str(config),
+        "REVIEWBOT_DATA_DIR": str(data_dir),
+        "REVIEWBOT_WORKERS": "2",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "reviewbot",
+        "serve",
+        "--port",
+        "0",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        base = ""
+        async with asyncio.timeout(WAIT_S):
+            while not base:
+                line = (await proc.stdout.readline()).decode()
+                if not line:
+                    raise AssertionError("the server exited before listening")
+                if "listening on " in line:
+                    base = line.split("listening on ", 1)[1].split()[0]
+        yield base, proc.pid
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+async def test_sigkill_after_ack_then_restart_processes_each_once(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    config = tmp_path / "reviewbot.toml"
+    async with sim_world(data_dir) as world:
+        write_config(world, config)
+        pulls = [
+            world.sim.open_pr("github", "acme/api", author="alice", head_ref=f"b{i}")
+            for i in range(N)
+        ]
+        for pr in pulls:  # the forge hangs: nothing can be gated before the kill
+            world.sim.faults.add(
+                forge="github",
+                method="GET",
+                path=f"/repos/acme/api/pulls/{pr.number}",
+                delay=120.0,
+                times=100,
+            )
+        acknowledged: list[str] = []
+        async with server_process(config, data_dir) as (base, pid):
+            world.sim.set_webhook("github", url=base + "/webhooks/github", secret=GITHUB_SECRET)
+            for pr in pulls:
+                delivery = await world.sim.deliver_pull_request("github", "acme/api", pr.number)
+                assert delivery.status == 202
+                acknowledged.append(delivery.id)
+            os.kill(pid, signal.SIGKILL)
+
+        db = open_store(make_settings(data_dir))
+        try:
+            states = {journal.get_delivery(db, d).status for d in acknowledged}  # type: ignore[union-attr]
+            assert states <= {"queued", "processing"}
+            assert all(decisions.count_for_delivery(db, d) == 0 for d in acknowledged)
+        finally:
+            db.close()
+
+        world.sim.faults.clear()
+        async with server_process(config, data_dir) as (base, _):
+            db = open_store(make_settings(data_dir))
+            try:
+                async with asyncio.timeout(WAIT_S):
+                    while True:
+                        done = [
+                            journal.get_delivery(db, d).status in ("done", "failed")  # type: ignore[union-attr]
+                            for d in acknowledged
+                        ]
+                        if all(done):
+                            break
+                        await asyncio.sleep(0.05)
+                for delivery_id in acknowledged:
+                    rows = decisions.for_delivery(db, delivery_id)
+                    assert [r.decision for r in rows] == ["eligible"], delivery_id
+            finally:
+                db.close()
