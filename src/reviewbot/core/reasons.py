@@ -39,6 +39,8 @@ class ReasonCode(StrEnum):
     CHECKS_PASSED = "checks_passed"
     REVIEWER_FINDINGS = "reviewer_findings"
     REVIEWER_ERROR = "reviewer_error"
+    REVIEW_POSTED = "review_posted"
+    REVIEW_DISMISSED = "review_dismissed"
     # merge
     NOT_APPROVED = "not_approved"
     CHANGES_REQUESTED = "changes_requested"

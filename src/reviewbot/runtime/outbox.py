@@ -294,7 +294,9 @@ class OutboxDrainer:
             pull = await forge.get_pull(row.repo, row.number)
             if pull.state != "open" or pull.merged:
                 detail = f"the pull request is {'merged' if pull.merged else pull.state}"
-                return self._close(row, DROPPED, detail, note("pr_closed", "pr_closed", detail))
+                return self._close(
+                    row, DROPPED, detail, note("pr_closed", ReasonCode.PR_CLOSED.value, detail)
+                )
             if pull.head_sha != row.head_sha:
                 detail = f"the head moved from {row.head_sha} to {pull.head_sha} before posting"
                 return self._close(
@@ -305,7 +307,12 @@ class OutboxDrainer:
                 if adopted is not None:
                     detail = f"adopted review {adopted} posted by an earlier attempt"
                     return self._close(
-                        row, POSTED, detail, note("posted", "posted", detail), adopted, fence
+                        row,
+                        POSTED,
+                        detail,
+                        note("posted", ReasonCode.REVIEW_POSTED.value, detail),
+                        adopted,
+                        fence,
                     )
             review = await forge.submit_review(
                 row.repo,
@@ -320,20 +327,31 @@ class OutboxDrainer:
                 raise PendingReview("the forge stored the review as pending", operation="submit")
             detail = f"review {review.id} posted at {row.head_sha}"
             return self._close(
-                row, POSTED, detail, note("posted", "posted", detail), review.id, fence
+                row,
+                POSTED,
+                detail,
+                note("posted", ReasonCode.REVIEW_POSTED.value, detail),
+                review.id,
+                fence,
             )
         except (ForgeUnavailable, RateLimited) as exc:
             return self._retry(row, exc)
         except HeadMoved as exc:
             detail = f"the forge refused the review: {exc}"
-            return self._close(row, DROPPED, detail, note(HEAD_MOVED, "head_moved", detail))
+            return self._close(
+                row, DROPPED, detail, note(HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
+            )
         except (PermissionDenied, AuthenticationFailed, NotFound, PendingReview) as exc:
             detail = f"{type(exc).__name__}: {exc}"
-            return self._close(row, FAILED, detail, note("error", "forge_error", detail))
+            return self._close(
+                row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
+            )
         except ForgeError as exc:
             if row.attempts >= self.max_attempts:
                 detail = f"gave up after {row.attempts} attempts: {exc}"
-                return self._close(row, FAILED, detail, note("error", "forge_error", detail))
+                return self._close(
+                    row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
+                )
             return self._retry(row, exc)
         except FenceRefused as exc:
             # Posted (maybe) but the record was fenced off: the row stays pending and the

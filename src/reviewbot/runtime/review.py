@@ -230,7 +230,7 @@ class ReviewPipeline:
                 number=request.number,
                 head_sha=head,
                 decision="reopened",
-                reason_code="review_dismissed",
+                reason_code=ReasonCode.REVIEW_DISMISSED.value,
                 detail=f"review {dismissed[-1]} was dismissed; the head is evaluated again",
                 delivery_id=request.delivery_id,
                 source=request.source,
