@@ -1,0 +1,433 @@
+"""Session-scoped tools over real HTTP: POST /api/v1/tools/{name} with a session token.
+
+Authority belongs to the calling session: a run and an unrelated session calling at the
+same moment each act with their own registry and their own DB access, a step resolves to
+its run, and nothing falls back to a table shared between sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from reviewbot.runtime.reviewers import review_in_run
+from reviewbot.runtime.sessions import SessionManager
+from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
+from reviewbot.store.bootstrap import open_store
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.sessions import tool_calls
+from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.migrations import apply_workflow_db_migration
+from reviewbot.workflowdb.paths import WorkflowPaths
+
+PAIRS = 100
+INSERT = "INSERT INTO notes (pair, writer) VALUES (?, ?)"
+OWNERSHIP = "caller does not own this tool session"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Api:
+    """A client for the tools route of a server on loopback."""
+
+    def __init__(self, server: TestServer, http: aiohttp.ClientSession, sessions: SessionManager):
+        self.server = server
+        self.http = http
+        self.sessions = sessions
+
+    @property
+    def base_url(self) -> str:
+        return str(self.server.make_url("")).rstrip("/")
+
+    async def call(
+        self,
+        token: str | None,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        body: Any = None,
+        raw: bytes | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        url = self.base_url + TOOLS_ROUTE.replace("{name}", name)
+        if raw is not None:
+            kwargs: dict[str, Any] = {"data": raw}
+        else:
+            kwargs = {"json": body if body is not None else {"arguments": arguments or {}}}
+        async with self.http.post(url, headers=headers, **kwargs) as resp:
+            return resp.status, await resp.json()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[tuple[WorkflowPaths, SQLiteDatabase]]:
+    paths = WorkflowPaths(tmp_path / "data")
+    db = open_store(paths)
+    (paths.migrations_dir / "notes.sql").write_text(
+        "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "pair INTEGER NOT NULL, writer TEXT NOT NULL);"
+    )
+    apply_workflow_db_migration(
+        "notes.sql", paths=paths, access=DBAccess.READ_WRITE, applied_by="test", db=db
+    )
+    yield paths, db
+    db.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def api(store: tuple[WorkflowPaths, SQLiteDatabase], clock: FakeClock) -> AsyncIterator[Api]:
+    _, db = store
+    app = web.Application()
+    sessions = register_tool_routes(app, sessions=SessionManager(clock=clock), audit=lambda: db)
+    assert app[SESSIONS] is sessions
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Api(server, http, sessions)
+    finally:
+        await server.close()
+
+
+def notes(db: SQLiteDatabase) -> list[tuple[int, str]]:
+    with db.read() as tx:
+        return [(r["pair"], r["writer"]) for r in tx.all("SELECT pair, writer FROM notes")]
+
+
+# -- the lesson: concurrent sessions never borrow each other's authority --------------------
+
+
+async def test_run_and_unrelated_session_each_write_with_their_own_authority(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    run = s.open_run("run-A", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    chat = s.open_run("chat-1", db_access=DBAccess.READ, tools=run_tools(paths, s))
+    run_token = s.issue_token(run.id, ttl_s=600)
+    chat_token = s.issue_token(chat.id, ttl_s=600)
+
+    async def pair(i: int) -> tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]:
+        by_run, by_chat = await asyncio.gather(
+            api.call(run_token, "mutate_workflow_db", {"sql": INSERT, "params": [i, "run-A"]}),
+            api.call(chat_token, "mutate_workflow_db", {"sql": INSERT, "params": [i, "chat-1"]}),
+        )
+        return by_run, by_chat
+
+    answers = await asyncio.gather(*(pair(i) for i in range(PAIRS)))
+
+    for (run_status, run_body), (chat_status, chat_body) in answers:
+        assert run_status == 200, run_body
+        assert run_body["session"] == "run-A" and run_body["owner"] == "run-A"
+        assert run_body["result"]["rowcount"] == 1
+        assert chat_status == 403, chat_body
+        assert chat_body["error"] == "permission_denied"
+        assert "'chat-1'" in chat_body["detail"]
+        assert "requires read-write DB access" in chat_body["detail"]
+    assert sorted(notes(db)) == [(i, "run-A") for i in range(PAIRS)]
+
+    run_calls = tool_calls(db, session_id="run-A")
+    chat_calls = tool_calls(db, session_id="chat-1")
+    assert len(run_calls) == PAIRS and len(chat_calls) == PAIRS
+    assert {(c.owner_session_id, c.run_id, c.tool, c.outcome) for c in run_calls} == {
+        ("run-A", "run-A", "mutate_workflow_db", "ok")
+    }
+    assert {(c.owner_session_id, c.run_id, c.outcome) for c in chat_calls} == {
+        ("chat-1", "chat-1", "permission_denied")
+    }
+
+
+async def test_two_writers_at_once_are_each_attributed_to_themselves(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    tokens = {}
+    for sid in ("run-B", "chat-2"):
+        s.open_run(sid, db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+        tokens[sid] = s.issue_token(sid, ttl_s=600)
+
+    calls = [
+        (sid, api.call(tokens[sid], "mutate_workflow_db", {"sql": INSERT, "params": [i, sid]}))
+        for i in range(PAIRS)
+        for sid in ("run-B", "chat-2")
+    ]
+    answers = await asyncio.gather(*(c for _, c in calls))
+
+    for (sid, _), (status, body) in zip(calls, answers, strict=True):
+        assert status == 200, body
+        assert (body["session"], body["owner"]) == (sid, sid)
+    rows = notes(db)
+    assert sorted(p for p, w in rows if w == "run-B") == list(range(PAIRS))
+    assert sorted(p for p, w in rows if w == "chat-2") == list(range(PAIRS))
+    for sid in ("run-B", "chat-2"):
+        recorded = tool_calls(db, session_id=sid)
+        assert len(recorded) == PAIRS
+        assert {(c.owner_session_id, c.outcome) for c in recorded} == {(sid, "ok")}
+
+
+async def test_a_session_without_the_tool_never_falls_back_to_another_sessions_registry(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    s.open_run("run-C", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    s.open_run("chat-3", db_access=DBAccess.READ_WRITE)  # registered nothing
+    run_token = s.issue_token("run-C", ttl_s=600)
+    chat_token = s.issue_token("chat-3", ttl_s=600)
+
+    answers = await asyncio.gather(
+        *(
+            api.call(token, "mutate_workflow_db", {"sql": INSERT, "params": [i, sid]})
+            for i in range(PAIRS)
+            for sid, token in (("run-C", run_token), ("chat-3", chat_token))
+        )
+    )
+
+    refused = [body for status, body in answers if status == 403]
+    assert len(refused) == PAIRS
+    for body in refused:
+        assert body["error"] == "not_session_owner"
+        assert body["detail"].startswith(OWNERSHIP)
+        assert "'chat-3'" in body["detail"] and "'mutate_workflow_db'" in body["detail"]
+    assert sorted(notes(db)) == [(i, "run-C") for i in range(PAIRS)]
+
+
+# -- steps of a run ---------------------------------------------------------------------------
+
+
+async def test_a_step_resolves_to_its_run(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    s.open_run("run-D", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    step = s.open_child("run-D", "reviewer-1")
+    token = s.issue_token(step.id, ttl_s=60)
+
+    status, body = await api.call(token, "mutate_workflow_db", {"sql": INSERT, "params": [1, "x"]})
+    assert status == 200, body
+    assert (body["session"], body["owner"]) == ("run-D/reviewer-1", "run-D")
+
+    status, body = await api.call(token, "query_workflow_db", {"sql": "SELECT count(*) FROM notes"})
+    assert status == 200 and body["result"]["rows"] == [[1]]
+
+    finding = {"path": "src/a.py", "line": 4, "message": "shadowed name", "severity": "error"}
+    status, body = await api.call(token, "record_finding", finding)
+    assert status == 200 and body["result"] == {"recorded": True, "run": "run-D", "findings": 1}
+    (recorded,) = s.findings("run-D")
+    assert (recorded.path, recorded.line, recorded.source) == ("src/a.py", 4, "run-D/reviewer-1")
+
+    (call, *_) = tool_calls(db, session_id="run-D/reviewer-1")
+    assert (call.owner_session_id, call.run_id, call.tool) == (
+        "run-D",
+        "run-D",
+        "mutate_workflow_db",
+    )
+
+
+async def test_a_step_with_lower_access_cannot_write_through_its_runs_tools(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    s.open_run("run-E", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    step = s.open_child("run-E", "reviewer-1", db_access=DBAccess.READ)
+    token = s.issue_token(step.id, ttl_s=60)
+
+    status, body = await api.call(token, "mutate_workflow_db", {"sql": INSERT, "params": [1, "x"]})
+    assert status == 403
+    assert body["error"] == "permission_denied"
+    assert "run-E/reviewer-1" in body["detail"] and "read-write" in body["detail"]
+    assert notes(db) == []
+    status, _ = await api.call(token, "query_workflow_db", {"sql": "SELECT 1"})
+    assert status == 200
+
+
+async def test_a_step_of_a_run_without_the_tool_is_refused_naming_both(api: Api) -> None:
+    s = api.sessions
+    s.open_run("run-F", db_access=DBAccess.READ_WRITE)
+    step = s.open_child("run-F", "reviewer-1")
+    token = s.issue_token(step.id, ttl_s=60)
+
+    status, body = await api.call(token, "mutate_workflow_db", {"sql": "SELECT 1"})
+    assert status == 403
+    assert body == {
+        "error": "not_session_owner",
+        "detail": f"{OWNERSHIP}: tool 'mutate_workflow_db' is registered neither for caller "
+        "session 'run-F/reviewer-1' nor for its owner run 'run-F'",
+    }
+
+
+async def test_an_unknown_tool_is_refused_with_the_ownership_error(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, db = store
+    s = api.sessions
+    s.open_run("run-G", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    token = s.issue_token("run-G", ttl_s=60)
+    status, body = await api.call(token, "apply_workflow_db_migration", {"file": "x.sql"})
+    assert status == 403
+    assert body["error"] == "not_session_owner"
+    assert "'run-G'" in body["detail"] and "'apply_workflow_db_migration'" in body["detail"]
+    (call,) = tool_calls(db, session_id="run-G")
+    assert (call.outcome, call.owner_session_id) == ("not_session_owner", None)
+
+
+# -- tokens -----------------------------------------------------------------------------------
+
+
+async def test_tokens_of_an_ended_run_and_its_steps_are_refused(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, _ = store
+    s = api.sessions
+    s.open_run("run-H", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    run_token = s.issue_token("run-H", ttl_s=600)
+    step_token = s.issue_token(s.open_child("run-H", "reviewer-1").id, ttl_s=600)
+    status, _ = await api.call(step_token, "query_workflow_db", {"sql": "SELECT 1"})
+    assert status == 200
+
+    s.end("run-H")
+
+    for token in (run_token, step_token):
+        status, body = await api.call(token, "query_workflow_db", {"sql": "SELECT 1"})
+        assert status == 401
+        assert body["error"] == "invalid_session_token"
+    assert s.live_sessions() == [] and s.tool_names("run-H") == []
+
+
+async def test_an_expired_token_is_refused(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], clock: FakeClock
+) -> None:
+    paths, _ = store
+    s = api.sessions
+    s.open_run("run-I", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    token = s.issue_token("run-I", ttl_s=30)
+    clock.now += 29
+    assert (await api.call(token, "query_workflow_db", {"sql": "SELECT 1"}))[0] == 200
+    clock.now += 1
+    status, body = await api.call(token, "query_workflow_db", {"sql": "SELECT 1"})
+    assert status == 401
+    assert "expired" in body["detail"]
+
+
+@pytest.mark.parametrize("token", [None, "rbt_an_api_token", "rbs_made_up"])
+async def test_calls_without_a_live_session_token_are_refused(api: Api, token: str | None) -> None:
+    status, body = await api.call(token, "query_workflow_db", {"sql": "SELECT 1"})
+    assert status == 401
+    assert body["error"] in ("unauthorized", "invalid_session_token")
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_kw", "status", "code"),
+    [
+        ({"raw": b"{not json"}, 400, "invalid_body"),
+        ({"body": {"args": {}}}, 400, "invalid_body"),
+        ({"body": {"arguments": []}}, 400, "invalid_body"),
+        ({"body": {"arguments": {}}}, 400, "invalid_arguments"),
+        ({"body": {"arguments": {"sql": "SELECT 1", "extra": 1}}}, 400, "invalid_arguments"),
+        ({"body": {"arguments": {"sql": "DROP TABLE notes"}}}, 400, "statement_refused"),
+        ({"body": {"arguments": {"sql": "CREATE TABLE t (a)"}}}, 400, "statement_refused"),
+        (
+            {"body": {"arguments": {"sql": "INSERT INTO nowhere VALUES (1)"}}},
+            422,
+            "statement_failed",
+        ),
+        ({"raw": b'{"arguments": {"sql": "' + b"x" * 1_100_000 + b'"}}'}, 413, "too_large"),
+    ],
+)
+async def test_bad_requests_get_a_clear_error_and_change_nothing(
+    api: Api,
+    store: tuple[WorkflowPaths, SQLiteDatabase],
+    request_kw: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    paths, db = store
+    s = api.sessions
+    s.open_run("run-J", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    token = s.issue_token("run-J", ttl_s=60)
+    got_status, body = await api.call(token, "mutate_workflow_db", **request_kw)
+    assert (got_status, body["error"]) == (status, code), body
+    assert body["detail"]
+    assert notes(db) == []
+    status_after, _ = await api.call(token, "query_workflow_db", {"sql": "SELECT * FROM notes"})
+    assert status_after == 200  # the session is still usable
+
+
+# -- end to end: a reviewer process calls back with its own token ------------------------------
+
+CALLING_REVIEWER = """
+import json, os, urllib.request
+
+def call(name, arguments):
+    req = urllib.request.Request(
+        os.environ["REVIEWBOT_API_URL"] + "/api/v1/tools/" + name,
+        data=json.dumps({"arguments": arguments}).encode(),
+        headers={"Authorization": "Bearer " + os.environ["REVIEWBOT_SESSION_TOKEN"],
+                 "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.load(resp)
+
+wrote = call("mutate_workflow_db", {"sql": "INSERT INTO notes (pair, writer) VALUES (?, ?)",
+                                     "params": [7, os.environ["VAR_NUMBER"]]})
+assert wrote["session"].endswith("/reviewer-1") and wrote["result"]["rowcount"] == 1
+call("record_finding", {"path": "src/x.py", "line": 2, "message": "from the API",
+                        "severity": "error"})
+print(json.dumps([{"path": "src/y.py", "line": 5, "message": "printed", "severity": "warning"}]))
+"""
+
+
+async def test_a_reviewer_process_calls_the_tools_of_its_run(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], tmp_path: Path
+) -> None:
+    paths, db = store
+    script = tmp_path / "calling_reviewer.py"
+    script.write_text(CALLING_REVIEWER)
+
+    outcome = await review_in_run(
+        [shlex.join([sys.executable, str(script)])],
+        paths=paths,
+        sessions=api.sessions,
+        run_id="run-K",
+        delivery={"delivery_id": "d-7"},
+        db_access=DBAccess.READ_WRITE,
+        api_url=api.base_url,
+        variables={"number": "12"},
+    )
+
+    assert outcome.errors == ()
+    assert sorted((f.path, f.severity.value, f.source) for f in outcome.findings) == [
+        ("src/x.py", "error", "run-K/reviewer-1"),
+        ("src/y.py", "warning", "run-K/reviewer-1"),
+    ]
+    assert notes(db) == [(7, "12")]
+    (call, *_) = tool_calls(db, run_id="run-K")
+    assert (call.session_id, call.owner_session_id) == ("run-K/reviewer-1", "run-K")
+    assert api.sessions.live_sessions() == []  # the run ended with the review
+    assert (paths.runs_dir / "run-K" / "delivery.json").is_file()
