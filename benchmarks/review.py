@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import resource
 import statistics
 import sys
 import tempfile
@@ -106,11 +107,20 @@ async def run(prs: int, forge: str, concurrency: int, workers: int) -> dict[str,
             env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers)
             proc, base = await start_bot(env)
             sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
+            sim_cpu = resource.getrusage(resource.RUSAGE_SELF)
             try:
-                return await _measure(sim, forge, prs, concurrency)
+                result = await _measure(sim, forge, prs, concurrency)
             finally:
                 proc.terminate()
                 await proc.wait()
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            child = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # Where the CPU went: the simulator (and this driver) versus the bot process.
+            result["sim_cpu_s"] = round(
+                own.ru_utime + own.ru_stime - sim_cpu.ru_utime - sim_cpu.ru_stime, 1
+            )
+            result["bot_cpu_s"] = round(child.ru_utime + child.ru_stime, 1)
+            return result
 
 
 async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> dict[str, Any]:

@@ -268,7 +268,9 @@ class OutboxDrainer:
             return PostOutcome(row, "skipped", f"already {row.status}", row.forge_review_id)
         if claim is not None:
             return await self._attempt(row, claim)
-        got = self.leases.acquire(row.forge, row.repo, row.number, row.head_sha)
+        got = await asyncio.to_thread(
+            self.leases.acquire, row.forge, row.repo, row.number, row.head_sha
+        )
         if isinstance(got, Refused):
             # Another live worker holds the reviewer role for this PR: try again later.
             self.store.retry_later(row.id, self.clock() + self._delay(row.attempts), got.detail)
@@ -277,12 +279,12 @@ class OutboxDrainer:
             return await self._attempt(row, got)
         finally:
             with contextlib.suppress(Exception):
-                self.leases.release(got)
+                await asyncio.to_thread(self.leases.release, got)
 
     async def _attempt(self, row: OutboxRow, claim: LeaseClaim) -> PostOutcome:
         fence = self.leases.fence(claim)
         try:
-            started = self.store.begin_attempt(row.id, fence=fence)
+            started = await asyncio.to_thread(self.store.begin_attempt, row.id, fence=fence)
         except FenceRefused as exc:
             return PostOutcome(row, "busy", str(exc))
         if started is None:
@@ -294,19 +296,19 @@ class OutboxDrainer:
             pull = await forge.get_pull(row.repo, row.number)
             if pull.state != "open" or pull.merged:
                 detail = f"the pull request is {'merged' if pull.merged else pull.state}"
-                return self._close(
+                return await self._close(
                     row, DROPPED, detail, note("pr_closed", ReasonCode.PR_CLOSED.value, detail)
                 )
             if pull.head_sha != row.head_sha:
                 detail = f"the head moved from {row.head_sha} to {pull.head_sha} before posting"
-                return self._close(
+                return await self._close(
                     row, DROPPED, detail, note(HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
                 )
             if row.attempts > 1:
                 adopted = await self._find_posted(forge, row)
                 if adopted is not None:
                     detail = f"adopted review {adopted} posted by an earlier attempt"
-                    return self._close(
+                    return await self._close(
                         row,
                         POSTED,
                         detail,
@@ -326,7 +328,7 @@ class OutboxDrainer:
             if review.state is ReviewState.PENDING:
                 raise PendingReview("the forge stored the review as pending", operation="submit")
             detail = f"review {review.id} posted at {row.head_sha}"
-            return self._close(
+            return await self._close(
                 row,
                 POSTED,
                 detail,
@@ -338,18 +340,18 @@ class OutboxDrainer:
             return self._retry(row, exc)
         except HeadMoved as exc:
             detail = f"the forge refused the review: {exc}"
-            return self._close(
+            return await self._close(
                 row, DROPPED, detail, note(HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
             )
         except (PermissionDenied, AuthenticationFailed, NotFound, PendingReview) as exc:
             detail = f"{type(exc).__name__}: {exc}"
-            return self._close(
+            return await self._close(
                 row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
             )
         except ForgeError as exc:
             if row.attempts >= self.max_attempts:
                 detail = f"gave up after {row.attempts} attempts: {exc}"
-                return self._close(
+                return await self._close(
                     row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
                 )
             return self._retry(row, exc)
@@ -388,7 +390,7 @@ class OutboxDrainer:
                 return review.id
         return None
 
-    def _close(
+    async def _close(
         self,
         row: OutboxRow,
         status: str,
@@ -397,7 +399,8 @@ class OutboxDrainer:
         review_id: int | None = None,
         fence: Fence | None = None,
     ) -> PostOutcome:
-        done = self.store.finish(
+        done = await asyncio.to_thread(
+            self.store.finish,
             row.id,
             status,
             decision=decision,

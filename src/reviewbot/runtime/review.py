@@ -256,7 +256,7 @@ class ReviewPipeline:
                 outcome.outbox = [self.store.outbox(r.id) or r for r in outcome.outbox]
         finally:
             if outcome.claim is not None:
-                self.leases.release(outcome.claim)
+                await asyncio.to_thread(self.leases.release, outcome.claim)
                 outcome.claim = None
         if self.state_comment:
             outcome.state_comment = await self._sync_state_comment(
@@ -282,33 +282,35 @@ class ReviewPipeline:
                 pull = await forge.get_pull(request.repo, request.number)
             bot = await forge.bot_login()
         except NotFound as exc:
-            return self._note(base, ERROR, ReasonCode.PR_NOT_FOUND.value, str(exc))
+            return await self._note(base, ERROR, ReasonCode.PR_NOT_FOUND.value, str(exc))
         except ForgeError as exc:
-            return self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+            return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
         head = request.head_sha or pull.head_sha
         base = _with(base, head_sha=head)
         if pull.head_sha != head:
             detail = f"the trigger names {head}, the pull request's head is {pull.head_sha}"
-            return self._note(base, HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
+            return await self._note(base, HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
         if pull.state != "open" or pull.merged:
             detail = f"the pull request is {'merged' if pull.merged else pull.state}"
-            return self._note(base, "pr_closed", ReasonCode.PR_CLOSED.value, detail)
+            return await self._note(base, "pr_closed", ReasonCode.PR_CLOSED.value, detail)
         if pull.author.lower() == bot.lower():
-            return self._note(
+            return await self._note(
                 base,
                 AUTHOR_IS_BOT,
                 ReasonCode.AUTHOR_IS_BOT.value,
                 f"{pull.author} is the bot's own login; reviewer and author must differ",
                 blockers=("the author is the bot",),
             )
-        self._supersede_older_heads(request, head)
-        claim = self.leases.acquire(request.forge, request.repo, request.number, head)
+        await asyncio.to_thread(self._supersede_older_heads, request, head)
+        claim = await asyncio.to_thread(
+            self.leases.acquire, request.forge, request.repo, request.number, head
+        )
         if isinstance(claim, Refused):
-            return self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
+            return await self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
         try:
             outcome = await self._decide(request, forge, pull, claim, base)
         except BaseException:
-            self.leases.release(claim)
+            await asyncio.to_thread(self.leases.release, claim)
             raise
         # Posting right away goes on under the same claim; the caller releases it.
         outcome.claim = claim
@@ -353,7 +355,7 @@ class ReviewPipeline:
                 forge.check_results(request.repo, base.head_sha),
             )
         except ForgeError as exc:
-            return self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+            return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
         verdict = policy.evaluate(
             protection,
             rules.required_checks,
@@ -370,7 +372,7 @@ class ReviewPipeline:
                     render_body=lambda marker: policy.render_review_body(verdict, marker),
                 )
             )
-        overdue = self._overdue_missing(base, verdict)
+        overdue = await asyncio.to_thread(self._overdue_missing, base, verdict)
         if overdue and verdict.kind is VerdictKind.WAITING:
             grace = self.settings.missing_check_grace_s
             outboxes.append(
@@ -391,9 +393,11 @@ class ReviewPipeline:
             failed=tuple(c.name for c in verdict.failed),
         )
         try:
-            recorded = self.store.record(decision, outboxes, fence=self.leases.fence(claim))
+            recorded = await asyncio.to_thread(
+                self.store.record, decision, outboxes, fence=self.leases.fence(claim)
+            )
         except FenceRefused as exc:
-            return self._note(base, "superseded", ReasonCode.SUPERSEDED.value, str(exc))
+            return await self._note(base, "superseded", ReasonCode.SUPERSEDED.value, str(exc))
         if recorded.created:
             crash_point(AFTER_OUTBOX)
             self.drainer.wake()
@@ -409,7 +413,7 @@ class ReviewPipeline:
         grace = self.settings.missing_check_grace_s
         return [n for n in verdict.missing if n in seen and now - seen[n] >= grace]
 
-    def _note(
+    async def _note(
         self,
         base: NewDecision,
         decision: str,
@@ -418,14 +422,15 @@ class ReviewPipeline:
         *,
         blockers: tuple[str, ...] = (),
     ) -> ReviewOutcome:
-        recorded = self.store.record_decision(
+        recorded = await asyncio.to_thread(
+            self.store.record_decision,
             _with(
                 base,
                 decision=decision,
                 reason_code=code,
                 detail=detail,
                 blockers=blockers or ((detail,) if decision in (ERROR, HEAD_MOVED) else ()),
-            )
+            ),
         )
         return ReviewOutcome(recorded)
 
@@ -442,7 +447,7 @@ class ReviewPipeline:
     ) -> str:
         forge = self.forges[forge_name]
         try:
-            body = self.render_state(forge_name, repo, number, pull)
+            body = await asyncio.to_thread(self.render_state, forge_name, repo, number, pull)
             if body is None:
                 return "unchanged"
             known = self.store.state_comment(forge_name, repo, number)
@@ -455,16 +460,22 @@ class ReviewPipeline:
                 except NotFound:
                     known = None  # deleted by someone: look for another, else create
                 else:
-                    self.store.save_state_comment(forge_name, repo, number, comment_id, body)
+                    await asyncio.to_thread(
+                        self.store.save_state_comment, forge_name, repo, number, comment_id, body
+                    )
                     return "edited"
             found = await forge.find_comment(repo, number, STATE_MARKER)
             if found is not None:
                 if found.body != body:
                     await forge.edit_comment(repo, found.id, body)
-                self.store.save_state_comment(forge_name, repo, number, found.id, body)
+                await asyncio.to_thread(
+                    self.store.save_state_comment, forge_name, repo, number, found.id, body
+                )
                 return "edited"
             created = await forge.create_comment(repo, number, body)
-            self.store.save_state_comment(forge_name, repo, number, created.id, body)
+            await asyncio.to_thread(
+                self.store.save_state_comment, forge_name, repo, number, created.id, body
+            )
             return "created"
         except ForgeError as exc:
             log.warning("state comment of %s:%s#%s: %s", forge_name, repo, number, exc)
@@ -613,12 +624,15 @@ class ReviewService:
         self.reconcile = reconcile
         self.parts: ReviewParts | None = None
         self.reconciler: Any = None
+        self.automerge: Any = None  # the automerger, when the server has the merge API
         self._ready = asyncio.Event()
 
     async def on_eligible(self, eligible: Any) -> None:
         await self._ready.wait()
         assert self.parts is not None
         await self.parts.pipeline.on_eligible(eligible)
+        if self.automerge is not None:  # a review or a check may have made it mergeable
+            await self.automerge.after_event(eligible.pull)
 
     def attach(self, app: Any) -> None:
         from reviewbot.app import STATE
@@ -640,6 +654,9 @@ class ReviewService:
             clock=self.clock,
             backoff_base_s=self.backoff_base_s,
         )
+        from reviewbot.api.leases import join_review
+
+        self.automerge = join_review(app, self.parts)
         self.parts.drainer.start()
         if self.reconcile and st.journal is not None:
             self.reconciler = Reconciler(
