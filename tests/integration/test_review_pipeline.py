@@ -199,8 +199,14 @@ async def test_missing_check_is_reported_once_after_the_grace_period(tmp_path: P
         await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="labeled")
         await bot.settle()
         reviews = bot.bot_reviews(forge, pr.number)
-        assert [r.state for r in reviews] == [COMMENTED[forge]]
-        assert "ci/test" in reviews[0].body
+        assert [(r.state, r.commit_id) for r in reviews] == [(COMMENTED[forge], pr.head_sha)]
+        assert "`ci/test`" in reviews[0].body
+        # still missing on the next events: reported once, not again
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="unlabeled")
+        await bot.settle()
+        assert len(bot.bot_reviews(forge, pr.number)) == 1
+        latest = bot.store.latest_verdict(forge, REPO, pr.number)
+        assert latest is not None and latest.missing == ("ci/test",)
 
 
 @FORGES
@@ -382,3 +388,30 @@ async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
         assert again.queued == [] and again.reevaluated == []
         await bot.settle()
         assert len(bot.bot_reviews(forge, pr.number)) == 1
+
+
+@FORGES
+async def test_a_new_head_supersedes_the_waiting_decision(tmp_path: Path, forge: str) -> None:
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        old = pr.head_sha
+        bot.sim.set_status(forge, REPO, old, "ci/test", "pending")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        new = bot.sim.push(forge, REPO, pr.number)
+        bot.sim.set_status(forge, REPO, new, "ci/test", "success")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="synchronize")
+        await bot.settle()
+        history = [(d.head_sha, d.decision) for d in reversed(bot.store.decisions(forge, REPO, 1))]
+        assert history == [
+            (old, "waiting"),
+            (old, "superseded"),
+            (new, "approve"),
+            (new, "posted"),
+        ]
+        # a late status for the old head changes nothing
+        late = bot.sim.set_status(forge, REPO, old, "ci/test", "success")
+        await bot.sim.deliver_status(forge, REPO, late.id)
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], new)]
