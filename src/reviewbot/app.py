@@ -42,6 +42,7 @@ from reviewbot.runtime.gate_runner import (
     parse_stored_delivery,
     utc_now,
 )
+from reviewbot.runtime.tools import register_tool_routes
 from reviewbot.runtime.workers import WorkerPool
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
@@ -154,8 +155,12 @@ def create_app(
     app.router.add_get("/api/v1/decisions", api_decisions)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    register_tool_routes(app, audit=lambda: app[STATE].db)  # app[SESSIONS]: run sessions
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
+    from reviewbot.api.leases import register_lease_api  # it imports this module
+
+    register_lease_api(app)  # workers, leases, merges; started after _startup
     return app
 
 

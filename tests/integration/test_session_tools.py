@@ -28,6 +28,7 @@ from reviewbot.store.sessions import tool_calls
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.integration.server_support import make_settings, running_server
 
 PAIRS = 100
 INSERT = "INSERT INTO notes (pair, writer) VALUES (?, ?)"
@@ -431,3 +432,32 @@ async def test_a_reviewer_process_calls_the_tools_of_its_run(
     assert (call.session_id, call.owner_session_id) == ("run-K/reviewer-1", "run-K")
     assert api.sessions.live_sessions() == []  # the run ended with the review
     assert (paths.runs_dir / "run-K" / "delivery.json").is_file()
+
+
+# -- the real server ------------------------------------------------------------------------
+
+
+async def test_the_server_answers_for_the_sessions_of_its_runs(tmp_path: Path) -> None:
+    async with running_server(make_settings(tmp_path / "data"), run_workers=False) as server:
+        sessions = server.app[SESSIONS]
+        paths = WorkflowPaths(tmp_path / "data")
+        sessions.open_run("run-S", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, sessions))
+        token = sessions.issue_token("run-S", ttl_s=60)
+        url = server.base + "/api/v1/tools/query_workflow_db"
+        body = {"arguments": {"sql": "SELECT count(*) FROM session_tool_calls"}}
+
+        async with server.http.post(url, json=body) as resp:
+            assert resp.status == 401
+        async with server.http.post(
+            url, json=body, headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            assert resp.status == 200
+            answer = await resp.json()
+        assert (answer["session"], answer["result"]["rows"]) == ("run-S", [[0]])
+        assert [c.session_id for c in tool_calls(server.db)] == ["run-S"]
+
+        sessions.end("run-S")
+        async with server.http.post(
+            url, json=body, headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            assert resp.status == 401
