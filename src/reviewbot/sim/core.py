@@ -1,0 +1,237 @@
+"""The simulator's state and the helpers every part of it shares."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import TYPE_CHECKING
+
+from reviewbot.sim.clock import Clock, system_clock
+from reviewbot.sim.errors import ScenarioError
+from reviewbot.sim.faults import Faults
+from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.state import (
+    FORGES,
+    SimApp,
+    SimComment,
+    SimCommit,
+    SimInlineComment,
+    SimInstallation,
+    SimInstallationToken,
+    SimPull,
+    SimRepo,
+    SimReview,
+    SimUser,
+    WebhookTarget,
+)
+
+if TYPE_CHECKING:
+    from reviewbot.sim.webhooks import Delivery
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_forge(forge: str) -> str:
+    if forge not in FORGES:
+        raise ScenarioError(f"unknown forge {forge!r} (github or gitea)")
+    return forge
+
+
+class SimCore:
+    """In-memory state for both forges, the request log, fault rules and webhook targets."""
+
+    def __init__(self, clock: Clock | None = None, base_url: str = "http://127.0.0.1") -> None:
+        self.clock: Clock = clock or system_clock
+        self.base_url = base_url.rstrip("/")
+        self.faults = Faults()
+        self.requests: list[RequestRecord] = []
+        self.deliveries: list[Delivery] = []
+        self.webhooks: dict[str, WebhookTarget] = {}
+        self.users: dict[str, dict[str, SimUser]] = {f: {} for f in FORGES}
+        self.repos: dict[str, dict[str, SimRepo]] = {f: {} for f in FORGES}
+        self.apps: dict[int, SimApp] = {}
+        self.installations: dict[int, SimInstallation] = {}
+        self._tokens: dict[str, dict[str, str]] = {f: {} for f in FORGES}  # hash -> login
+        self._installation_tokens: dict[str, SimInstallationToken] = {}
+        self._ids = itertools.count(1001)
+        self._shas = itertools.count(1)
+        self.version = "1.25.4"  # Gitea version answered by /version
+
+    # ------------------------------------------------------------------ helpers
+    def now(self) -> float:
+        return float(self.clock())
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def new_sha(self, forge: str, repo: str) -> str:
+        return hashlib.sha1(f"{forge}:{repo}:{next(self._shas)}".encode()).hexdigest()  # noqa: S324
+
+    @property
+    def github_api_url(self) -> str:
+        return f"{self.base_url}/github"
+
+    @property
+    def gitea_url(self) -> str:
+        return f"{self.base_url}/gitea"
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+
+    def requests_for(self, forge: str, method: str | None = None) -> list[RequestRecord]:
+        return [
+            r
+            for r in self.requests
+            if r.forge == forge and (method is None or r.method == method.upper())
+        ]
+
+    # ------------------------------------------------------------------ users and tokens
+    def add_user(self, forge: str, login: str, token: str | None = None, bot: bool = False) -> str:
+        """Create (or fetch) a user and give it an API token; returns the token."""
+        check_forge(forge)
+        user = self.users[forge].get(login)
+        if user is None:
+            user = SimUser(
+                id=self.next_id(),
+                login=login,
+                bot=bot,
+                created_at=self.now(),
+                email=f"{login}@example.invalid",
+                full_name=login,
+            )
+            self.users[forge][login] = user
+        if token is None:
+            digest = hashlib.sha1(f"{forge}:{login}:{user.id}".encode()).hexdigest()  # noqa: S324
+            token = f"ghp_{digest[:36]}" if forge == "github" else digest
+        self._tokens[forge][token_hash(token)] = login
+        return token
+
+    def user(self, forge: str, login: str) -> SimUser:
+        check_forge(forge)
+        user = self.users[forge].get(login)
+        if user is None:
+            self.add_user(forge, login)
+            user = self.users[forge][login]
+        return user
+
+    def login_for_token(self, forge: str, token: str) -> str | None:
+        return self._tokens[forge].get(token_hash(token))
+
+    def revoke_token(self, forge: str, token: str) -> None:
+        self._tokens[forge].pop(token_hash(token), None)
+
+    # ------------------------------------------------------------------ repositories
+    def create_repo(
+        self, forge: str, repo: str, default_branch: str = "main", private: bool = False
+    ) -> SimRepo:
+        check_forge(forge)
+        owner, _, name = repo.partition("/")
+        if not owner or not name or "/" in name:
+            raise ScenarioError(f"repository must be OWNER/NAME, got {repo!r}")
+        if repo in self.repos[forge]:
+            raise ScenarioError(f"{forge}:{repo} exists")
+        self.user(forge, owner)
+        now = self.now()
+        state = SimRepo(
+            id=self.next_id(),
+            forge=forge,
+            owner=owner,
+            name=name,
+            default_branch=default_branch,
+            created_at=now,
+            private=private,
+        )
+        root = self._commit(state, owner, "Initial commit", [])
+        state.branches[default_branch] = root.sha
+        state.permissions[owner] = "admin"
+        self.repos[forge][repo] = state
+        return state
+
+    def repo(self, forge: str, repo: str) -> SimRepo:
+        check_forge(forge)
+        state = self.repos[forge].get(repo)
+        if state is None:
+            raise ScenarioError(f"no repository {forge}:{repo}")
+        return state
+
+    def find_repo(self, forge: str, owner: str, name: str) -> SimRepo | None:
+        return self.repos[forge].get(f"{owner}/{name}")
+
+    def set_permission(self, forge: str, repo: str, login: str, permission: str) -> None:
+        if permission not in ("admin", "write", "read", "none"):
+            raise ScenarioError(f"unknown permission {permission!r}")
+        self.user(forge, login)
+        self.repo(forge, repo).permissions[login] = permission
+
+    def permission(self, repo: SimRepo, login: str) -> str:
+        """Every known user may write unless told otherwise (a team of collaborators)."""
+        if login in repo.permissions:
+            return repo.permissions[login]
+        return "write" if login in self.users[repo.forge] else "none"
+
+    def _commit(self, repo: SimRepo, author: str, message: str, parents: list[str]) -> SimCommit:
+        sha = self.new_sha(repo.forge, repo.full_name)
+        commit = SimCommit(
+            sha=sha,
+            message=message,
+            parents=parents,
+            author=author,
+            created_at=self.now(),
+            tree_sha=hashlib.sha1(f"tree:{sha}".encode()).hexdigest(),  # noqa: S324
+        )
+        repo.commits[sha] = commit
+        return commit
+
+    def _add_commit(
+        self, repo: SimRepo, sha: str | None, author: str, message: str, parent: str
+    ) -> str:
+        if sha is None:
+            return self._commit(repo, author, message, [parent]).sha
+        if sha not in repo.commits:
+            repo.commits[sha] = SimCommit(
+                sha=sha,
+                message=message,
+                parents=[parent],
+                author=author,
+                created_at=self.now(),
+                tree_sha=hashlib.sha1(f"tree:{sha}".encode()).hexdigest(),  # noqa: S324
+            )
+        return sha
+
+    def pull(self, forge: str, repo: str, number: int) -> SimPull:
+        pull = self.repo(forge, repo).pulls.get(number)
+        if pull is None:
+            raise ScenarioError(f"no pull request {forge}:{repo}#{number}")
+        return pull
+
+    def _store_review(
+        self,
+        pull: SimPull,
+        user: str,
+        state: str,
+        body: str,
+        commit_id: str,
+        comments: list[SimInlineComment],
+    ) -> SimReview:
+        now = self.now()
+        review = SimReview(
+            id=self.next_id(),
+            user=user,
+            state=state,
+            body=body,
+            commit_id=commit_id,
+            submitted_at=None if state == "PENDING" else now,
+            updated_at=now,
+            comments=comments,
+        )
+        pull.reviews.append(review)
+        return review
+
+    def find_comment(self, repo: SimRepo, comment_id: int) -> SimComment | None:
+        for pull in repo.pulls.values():
+            for comment in pull.comments:
+                if comment.id == comment_id:
+                    return comment
+        return None
