@@ -1,0 +1,205 @@
+"""May this pull request be merged at this head, by this lease holder, now? The pure rules.
+
+The caller reads the live state (the PR, its reviews, the required checks of its base branch
+and the check results of its head) and the merger lease row, and asks :func:`decide`. The
+answer is either "merge", "already merged" (an earlier attempt went through: never merge
+twice) or a refusal listing **every** reason, each with a documented code:
+
+- ``lease_not_held`` / ``superseded``: the caller's (worker, epoch) is not the live merger
+  claim on the PR, or its lease is pinned to another head;
+- ``head_moved``: the PR's head is not the pinned SHA;
+- ``not_mergeable``: the PR is closed, merged at another head, a draft, or the forge says it
+  cannot be merged (conflicts);
+- ``not_approved``: nobody other than the author approved at exactly the pinned head (an
+  approval at an older head never counts, nor does the author's own);
+- ``changes_requested``: some reviewer's standing review requests changes;
+- ``checks_not_green``: a required check failed, is pending or was not reported.
+
+A reviewer's *standing* is their latest review that is an approval, a change request or a
+dismissal, in the order the forge lists them (review ids increase); comments do not change
+it, and a dismissed review leaves the reviewer with no standing at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from reviewbot.core import policy
+from reviewbot.core.leases import Lease, LeaseClaim, Role, check_fence
+from reviewbot.core.models import (
+    CheckResult,
+    PullRequestSnapshot,
+    RequiredChecks,
+    Review,
+    ReviewState,
+)
+from reviewbot.core.policy import VerdictKind
+from reviewbot.core.reasons import ReasonCode
+
+# Codes a merge refusal can carry, in the order they are reported.
+REFUSAL_CODES: tuple[ReasonCode, ...] = (
+    ReasonCode.LEASE_NOT_HELD,
+    ReasonCode.SUPERSEDED,
+    ReasonCode.HEAD_MOVED,
+    ReasonCode.NOT_MERGEABLE,
+    ReasonCode.NOT_APPROVED,
+    ReasonCode.CHANGES_REQUESTED,
+    ReasonCode.CHECKS_NOT_GREEN,
+)
+_STANDING_STATES = frozenset(
+    {ReviewState.APPROVED, ReviewState.CHANGES_REQUESTED, ReviewState.DISMISSED}
+)
+
+
+class MergeAction(StrEnum):
+    MERGE = "merge"
+    ALREADY_MERGED = "already_merged"
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: ReasonCode
+    detail: str
+
+
+@dataclass(frozen=True)
+class MergeInputs:
+    """Everything :func:`decide` looks at; all of it read live just before."""
+
+    pull: PullRequestSnapshot
+    pin: str  # the head SHA the caller wants to merge
+    reviews: Sequence[Review]
+    protection: RequiredChecks
+    configured_checks: Sequence[str]
+    results: Sequence[CheckResult]
+    lease: Lease | None  # the merger lease row of the PR as stored now
+    claim: LeaseClaim  # what the caller presents
+    now: float
+
+
+@dataclass(frozen=True)
+class MergeDecision:
+    action: MergeAction
+    refusals: tuple[Refusal, ...] = ()
+    approvers: tuple[str, ...] = ()  # reviewers whose approval at the pin counts
+
+    @property
+    def ok(self) -> bool:
+        return self.action is MergeAction.MERGE
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(r.code.value for r in self.refusals)
+
+    def summary(self) -> str:
+        return "; ".join(f"{r.code.value}: {r.detail}" for r in self.refusals)
+
+
+def same_sha(a: str | None, b: str | None) -> bool:
+    return bool(a) and bool(b) and str(a).lower() == str(b).lower()
+
+
+def standings(reviews: Sequence[Review]) -> dict[str, Review]:
+    """Each reviewer's standing review (see the module docstring); logins compared lowercased."""
+    out: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: r.id):
+        if review.state in _STANDING_STATES:
+            out[review.reviewer.lower()] = review
+    return {login: r for login, r in out.items() if r.state is not ReviewState.DISMISSED}
+
+
+def approvers_at(reviews: Sequence[Review], author: str, head: str) -> tuple[str, ...]:
+    """Reviewers other than ``author`` whose standing is an approval submitted at ``head``."""
+    return tuple(
+        sorted(
+            r.reviewer
+            for login, r in standings(reviews).items()
+            if r.state is ReviewState.APPROVED
+            and login != author.lower()
+            and same_sha(r.commit_sha, head)
+        )
+    )
+
+
+def requesting_changes(reviews: Sequence[Review]) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            r.reviewer
+            for r in standings(reviews).values()
+            if r.state is ReviewState.CHANGES_REQUESTED
+        )
+    )
+
+
+def lease_refusal(lease: Lease | None, claim: LeaseClaim, pin: str, now: float) -> Refusal | None:
+    """Why ``claim`` may not merge at ``pin``; ``None`` when it is the live merger claim there."""
+    if claim.target.role is not Role.MERGER:
+        return Refusal(
+            ReasonCode.LEASE_NOT_HELD,
+            f"a merge needs the merger lease, not the {claim.target.role.value} lease",
+        )
+    refused = check_fence(lease, claim, now)
+    if refused is not None:
+        return Refusal(refused.code, refused.detail)
+    assert lease is not None
+    if not same_sha(lease.head_sha, pin):
+        return Refusal(
+            ReasonCode.LEASE_NOT_HELD,
+            f"epoch {claim.epoch} is pinned to {lease.head_sha}, not {pin}; acquire the merger "
+            "lease at the head to merge",
+        )
+    return None
+
+
+def decide(inputs: MergeInputs) -> MergeDecision:
+    """Merge, already merged, or refuse with every reason. See the module docstring."""
+    pull, pin = inputs.pull, inputs.pin
+    if pull.merged and same_sha(pull.head_sha, pin):
+        # An earlier attempt (maybe answered with an error) went through: never merge twice.
+        return MergeDecision(MergeAction.ALREADY_MERGED)
+    refusals: list[Refusal] = []
+    lease = lease_refusal(inputs.lease, inputs.claim, pin, inputs.now)
+    if lease is not None:
+        refusals.append(lease)
+    if not same_sha(pull.head_sha, pin):
+        refusals.append(
+            Refusal(ReasonCode.HEAD_MOVED, f"the head is {pull.head_sha}, not the pinned {pin}")
+        )
+    if pull.merged:
+        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, "the pull request is already merged"))
+    elif pull.state != "open":
+        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, f"the pull request is {pull.state}"))
+    elif pull.draft:
+        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, "the pull request is a draft"))
+    elif pull.mergeable is False:
+        refusals.append(
+            Refusal(ReasonCode.NOT_MERGEABLE, "the forge reports it cannot be merged (conflicts?)")
+        )
+    approvers = approvers_at(inputs.reviews, pull.author, pin)
+    if not approvers:
+        refusals.append(
+            Refusal(
+                ReasonCode.NOT_APPROVED,
+                f"no approval by anyone other than the author {pull.author} at {pin[:12]}",
+            )
+        )
+    blocking = requesting_changes(inputs.reviews)
+    if blocking:
+        refusals.append(
+            Refusal(ReasonCode.CHANGES_REQUESTED, "changes requested by " + ", ".join(blocking))
+        )
+    verdict = policy.evaluate(inputs.protection, inputs.configured_checks, inputs.results)
+    # Nothing required means nothing to wait for; the approval rule still applies.
+    if verdict.kind not in (VerdictKind.APPROVE, VerdictKind.NO_REQUIRED_CHECKS):
+        items = [f"{c.name} {c.state.value.replace('_', ' ')}" for c in verdict.failed]
+        items += [f"{c.name} pending" for c in verdict.pending]
+        items += [f"{name} not reported" for name in verdict.missing]
+        refusals.append(Refusal(ReasonCode.CHECKS_NOT_GREEN, ", ".join(items)))
+    if refusals:
+        order = {code: i for i, code in enumerate(REFUSAL_CODES)}
+        refusals.sort(key=lambda r: order.get(r.code, len(order)))
+        return MergeDecision(MergeAction.REFUSE, tuple(refusals), approvers)
+    return MergeDecision(MergeAction.MERGE, (), approvers)

@@ -1,0 +1,228 @@
+"""Merges and merge attempts in the workflow database, each write fenced by the merger lease.
+
+Every write goes through :meth:`LeaseStore.under`, which checks (holder, epoch) in the same
+``BEGIN IMMEDIATE`` transaction and aborts it when the claim is not the live one, so a holder
+that was superseded while it waited for the forge records nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from reviewbot.core.leases import LeaseClaim, iso
+from reviewbot.store.database import Database, Row
+from reviewbot.store.leases import LeaseStore
+
+SENDING = "sending"
+MERGED = "merged"
+REFUSED = "refused"
+HEAD_MOVED = "head_moved"
+NOT_MERGEABLE = "not_mergeable"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class MergeRecord:
+    forge: str
+    repo: str
+    number: int
+    head_sha: str
+    merge_commit_sha: str | None
+    method: str
+    holder: str
+    epoch: int
+    merged_at: float
+
+    @classmethod
+    def from_row(cls, row: Row) -> MergeRecord:
+        return cls(
+            forge=row["forge"],
+            repo=row["repo"],
+            number=int(row["number"]),
+            head_sha=row["head_sha"],
+            merge_commit_sha=row["merge_commit_sha"],
+            method=row["method"],
+            holder=row["holder"],
+            epoch=int(row["epoch"]),
+            merged_at=float(row["merged_at"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "forge": self.forge,
+            "repo": self.repo,
+            "number": self.number,
+            "head_sha": self.head_sha,
+            "merge_commit_sha": self.merge_commit_sha,
+            "method": self.method,
+            "holder": self.holder,
+            "epoch": self.epoch,
+            "merged_at": iso(self.merged_at),
+        }
+
+
+@dataclass(frozen=True)
+class MergeAttempt:
+    id: int
+    forge: str
+    repo: str
+    number: int
+    head_sha: str
+    holder: str
+    epoch: int
+    method: str
+    status: str
+    codes: tuple[str, ...]
+    detail: str
+    started_at: float
+    finished_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> MergeAttempt:
+        return cls(
+            id=int(row["id"]),
+            forge=row["forge"],
+            repo=row["repo"],
+            number=int(row["number"]),
+            head_sha=row["head_sha"],
+            holder=row["holder"],
+            epoch=int(row["epoch"]),
+            method=row["method"],
+            status=row["status"],
+            codes=tuple(c for c in str(row["codes"]).split(",") if c),
+            detail=row["detail"],
+            started_at=float(row["started_at"]),
+            finished_at=None if row["finished_at"] is None else float(row["finished_at"]),
+        )
+
+
+class MergeStore:
+    def __init__(self, db: Database, leases: LeaseStore, clock: Callable[[], float]) -> None:
+        self.db = db
+        self.leases = leases
+        self.clock = clock
+
+    # -- fenced writes -----------------------------------------------------------------------
+
+    def begin(self, claim: LeaseClaim, head_sha: str, method: str) -> int:
+        """Record that a merge call is about to be sent; raises ``LeaseRefused`` if not held."""
+        t = claim.target
+        with self.leases.under(claim) as tx:
+            cur = tx.execute(
+                "INSERT INTO merge_attempts (forge, repo, number, head_sha, holder, epoch,"
+                " method, status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t.forge,
+                    t.repo,
+                    t.number,
+                    head_sha,
+                    claim.worker,
+                    claim.epoch,
+                    method,
+                    SENDING,
+                    self.clock(),
+                ),
+            )
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def refused(
+        self, claim: LeaseClaim, head_sha: str, method: str, codes: tuple[str, ...], detail: str
+    ) -> int:
+        """Record a refusal found before anything was sent (fenced like every write)."""
+        t = claim.target
+        now = self.clock()
+        with self.leases.under(claim) as tx:
+            cur = tx.execute(
+                "INSERT INTO merge_attempts (forge, repo, number, head_sha, holder, epoch,"
+                " method, status, codes, detail, started_at, finished_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t.forge,
+                    t.repo,
+                    t.number,
+                    head_sha,
+                    claim.worker,
+                    claim.epoch,
+                    method,
+                    REFUSED,
+                    ",".join(codes),
+                    detail[:2000],
+                    now,
+                    now,
+                ),
+            )
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def finish(
+        self,
+        claim: LeaseClaim,
+        attempt_id: int,
+        status: str,
+        *,
+        codes: tuple[str, ...] = (),
+        detail: str = "",
+        merge_commit_sha: str | None = None,
+    ) -> None:
+        """Close an attempt; a ``merged`` one also records the merge, in one transaction."""
+        with self.leases.under(claim) as tx:
+            self._finish(tx, claim, attempt_id, status, codes, detail, merge_commit_sha)
+
+    def _finish(
+        self,
+        tx: Any,
+        claim: LeaseClaim,
+        attempt_id: int,
+        status: str,
+        codes: tuple[str, ...],
+        detail: str,
+        merge_commit_sha: str | None,
+    ) -> None:
+        now = self.clock()
+        row = tx.one(
+            "UPDATE merge_attempts SET status = ?, codes = ?, detail = ?, finished_at = ?"
+            " WHERE id = ? AND holder = ? AND epoch = ? RETURNING *",
+            (status, ",".join(codes), detail[:2000], now, attempt_id, claim.worker, claim.epoch),
+        )
+        if row is None:
+            raise KeyError(f"no merge attempt {attempt_id} of epoch {claim.epoch}")
+        if status == MERGED:
+            tx.execute(
+                "INSERT INTO merged_pulls (forge, repo, number, head_sha, merge_commit_sha, method,"
+                " holder, epoch, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (forge, repo, number) DO NOTHING",
+                (
+                    row["forge"],
+                    row["repo"],
+                    row["number"],
+                    row["head_sha"],
+                    merge_commit_sha,
+                    row["method"],
+                    claim.worker,
+                    claim.epoch,
+                    now,
+                ),
+            )
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def merge_of(self, forge: str, repo: str, number: int) -> MergeRecord | None:
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT * FROM merged_pulls WHERE forge = ? AND repo = ? AND number = ?",
+                (forge, repo, number),
+            )
+        return None if row is None else MergeRecord.from_row(row)
+
+    def attempts(self, forge: str, repo: str, number: int) -> list[MergeAttempt]:
+        """Oldest first."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT * FROM merge_attempts WHERE forge = ? AND repo = ? AND number = ?"
+                " ORDER BY id",
+                (forge, repo, number),
+            )
+        return [MergeAttempt.from_row(r) for r in rows]
