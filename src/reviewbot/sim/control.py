@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -365,6 +364,3 @@ def add_control_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/deliveries", _get_deliveries)
     app.router.add_get("/_sim/pulls/{forge}/{owner}/{name}/{number}", _get_pull)
     app.router.add_post("/_sim/{action}", _post)
-
-
-__all__ = ["add_control_routes", "dataclasses"]

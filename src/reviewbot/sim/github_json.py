@@ -5,7 +5,13 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.sim.checks import github_combined_state, latest_check_runs, latest_statuses
+from reviewbot.sim.checks import (
+    github_blocking_check,
+    github_combined_state,
+    latest_check_runs,
+    latest_statuses,
+    protection_for,
+)
 from reviewbot.sim.clock import iso
 from reviewbot.sim.state import (
     SimApp,
@@ -226,8 +232,6 @@ class GitHubJson:
         return "COLLABORATOR" if login in repo.permissions else "CONTRIBUTOR"
 
     def mergeable_state(self, repo: SimRepo, pull: SimPull) -> str:
-        from reviewbot.sim.checks import github_blocking_check, protection_for
-
         if pull.merged:
             return "unknown"
         if not pull.mergeable:

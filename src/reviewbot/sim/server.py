@@ -25,6 +25,7 @@ MAX_BODY = 5 * 1024 * 1024
 
 SIM_KEY = web.AppKey("sim", Simulator)
 RELEASE_KEY = web.AppKey("release", asyncio.Event)
+_ROUTES_KEY = web.AppKey("routes", dict)
 
 Serve = Callable[[Route, web.Request, Any], Awaitable[web.Response]]
 
@@ -89,9 +90,6 @@ def build_app(sim: Simulator) -> web.Application:
 
 async def _placeholder(request: web.Request) -> web.StreamResponse:  # pragma: no cover
     raise web.HTTPInternalServerError  # the middleware answers every forge route
-
-
-_ROUTES_KEY = web.AppKey("routes", dict)
 
 
 async def _hold(app: web.Application, seconds: float) -> None:
