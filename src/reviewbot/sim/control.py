@@ -1,4 +1,35 @@
-"""The ``/_sim`` control API: the scenario API as JSON over HTTP, for demos and other processes."""
+"""The ``/_sim`` control API: the scenario API as JSON over HTTP, for demos and other processes.
+
+Every ``POST /_sim/ACTION`` takes a JSON object and answers 201 (``deliver``: 200) with JSON;
+a missing or ill-typed field is a 400 ``{"error": "bad_request", "detail": ...}``.
+
+=====================  ====================================================================
+action                 fields (``?`` optional)
+=====================  ====================================================================
+``users``              forge, login, token?, bot? -> ``{token}``
+``repos``              forge, repo (OWNER/NAME), default_branch?, private?
+``pulls``              forge, repo, author, base?, head_ref?, title?, body?, draft?, labels?,
+                       head_sha? -> the pull request
+``push``               forge, repo, number, sha? -> ``{sha}`` (the new head)
+``statuses``           forge, repo, sha, context, state, target_url?, description?
+``check-runs``         repo, sha, name, status?, conclusion?, details_url? (GitHub)
+``required-checks``    forge, repo, branch, contexts (Gitea: glob patterns)
+``reviews``            forge, repo, number, reviewer, state, commit_sha?, body?
+``comments``           forge, repo, number, user, body
+``mergeable``          forge, repo, number, mergeable
+``webhooks``           forge, url, secret?
+``apps``               bot_login? -> ``{app_id, private_key_pem}`` (GitHub App)
+``installations``      app_id, repo -> ``{installation_id}``
+``faults``             forge?, method?, path?, status?, times?, retry_after?, delay?,
+                       timeout?, secondary_rate_limit?, apply_then_fail?
+``deliver``            kind (pull_request, pull_request_review, status, check_run,
+                       check_suite, issue_comment, raw), forge?, and the kind's fields
+=====================  ====================================================================
+
+Reads: ``GET /_sim`` (health and repositories), ``GET /_sim/pulls/FORGE/OWNER/NAME/NUMBER``,
+``GET /_sim/requests[?forge=]`` (the request log), ``GET /_sim/deliveries``; resets:
+``DELETE /_sim/requests``, ``DELETE /_sim/faults``.
+"""
 
 from __future__ import annotations
 
