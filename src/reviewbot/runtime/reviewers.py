@@ -224,6 +224,20 @@ def variable_env_name(name: str) -> str:
     return full
 
 
+def pull_variables(
+    *, forge: str, owner: str, name: str, number: int, head_sha: str
+) -> dict[str, str]:
+    """The variables every reviewer gets: ``VAR_FORGE``, ``VAR_OWNER``, ``VAR_REPO``,
+    ``VAR_NUMBER`` and ``VAR_HEAD_SHA`` (the same names a delivery file's step reads)."""
+    return {
+        "forge": forge,
+        "owner": owner,
+        "repo": name,
+        "number": str(number),
+        "head_sha": head_sha,
+    }
+
+
 def reviewer_environment(
     parent: Mapping[str, str],
     *,
