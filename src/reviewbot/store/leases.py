@@ -289,7 +289,7 @@ class LeaseStore:
                 raise UnknownWorker(
                     f"no worker {worker} is registered (unproven); register it first"
                 )
-            current = self._current(tx, target)
+            current = self.lease_in(tx, target)
             table_mark = tx.one(
                 f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
             )
@@ -339,7 +339,7 @@ class LeaseStore:
     def get(self, target: LeaseTarget) -> Lease | None:
         """The target's lease as a reader sees it now (a lapsed claim shows ``expired``)."""
         with self.db.read() as tx:
-            lease = self._current(tx, target)
+            lease = self.lease_in(tx, target)
         return None if lease is None else self._as_seen(lease)
 
     def list_leases(
@@ -394,7 +394,7 @@ class LeaseStore:
         )
         if cur.rowcount == 1:
             return
-        refusal = core.check_fence(self._current(tx, claim.target), claim, now)
+        refusal = core.check_fence(self.lease_in(tx, claim.target), claim, now)
         raise LeaseRefused(
             refusal
             or Refused(ReasonCode.LEASE_NOT_HELD, f"{claim.worker} does not hold {claim.target}")
@@ -441,7 +441,7 @@ class LeaseStore:
     ) -> Lease:
         with self.db.write() as tx:
             now = self.clock()
-            result = step(self._current(tx, claim.target), claim, now)
+            result = step(self.lease_in(tx, claim.target), claim, now)
             if isinstance(result, Refused):
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
@@ -452,7 +452,8 @@ class LeaseStore:
         return result.lease
 
     @staticmethod
-    def _current(tx: Tx, target: LeaseTarget) -> Lease | None:
+    def lease_in(tx: Tx, target: LeaseTarget) -> Lease | None:
+        """The stored row of ``target`` inside an open transaction (phase as stored)."""
         row = tx.one(f"SELECT * FROM leases WHERE {_TARGET_WHERE}", _key(target))
         return None if row is None else _lease(row)
 
