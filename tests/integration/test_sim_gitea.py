@@ -189,6 +189,27 @@ async def test_empty_head_commit_id_is_not_checked(sim: Simulator, gitea: Gitea)
     assert sim.pull("gitea", REPO, pr.number).merged
 
 
+async def test_scheduled_auto_merge_ignores_the_pin_when_it_runs(
+    sim: Simulator, gitea: Gitea
+) -> None:
+    """merge_when_checks_succeed checks head_commit_id now, but merges whatever head is there
+    when the checks pass later: why a pinned merge never asks for it."""
+    pr = sim.open_pr("gitea", REPO, author="alice")
+    pinned = pr.head_sha
+    sim.require_checks("gitea", REPO, "main", ["ci/*"])
+    status, _, raw = await gitea.call(
+        "POST",
+        f"/repos/{REPO}/pulls/{pr.number}/merge",
+        json={"Do": "merge", "head_commit_id": pinned, "merge_when_checks_succeed": True},
+    )
+    assert (status, raw) == (201, b"")
+    assert not sim.pull("gitea", REPO, pr.number).merged
+    moved = sim.push("gitea", REPO, pr.number)
+    sim.set_status("gitea", REPO, moved, "ci/unit", "success")
+    pull = sim.pull("gitea", REPO, pr.number)
+    assert pull.merged and pull.head_sha == moved != pinned
+
+
 async def test_unmerged_pull_is_merged_check_is_404(sim: Simulator, gitea: Gitea) -> None:
     pr = sim.open_pr("gitea", REPO, author="alice")
     status, _, _ = await gitea.call("GET", f"/repos/{REPO}/pulls/{pr.number}/merge")
