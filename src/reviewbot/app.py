@@ -158,6 +158,9 @@ def create_app(
     register_tool_routes(app, audit=lambda: app[STATE].db)  # app[SESSIONS]: run sessions
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
+    from reviewbot.api.leases import register_lease_api  # it imports this module
+
+    register_lease_api(app)  # workers, leases, merges; started after _startup
     return app
 
 

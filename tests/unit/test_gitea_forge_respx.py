@@ -21,6 +21,7 @@ from reviewbot.forges.errors import (
     RateLimited,
 )
 from reviewbot.forges.gitea import GiteaForge, glob_match, matching_protection
+from reviewbot.forges.http import RetryPolicy
 
 BASE = "https://gitea.example.test"
 API = f"{BASE}/api/v1"
@@ -375,3 +376,24 @@ async def test_edit_comment_with_empty_answer(forge: GiteaForge) -> None:
     respx.patch(f"{API}/repos/acme/api/issues/comments/12").respond(204)
     comment = await forge.edit_comment("acme/api", 12, "new")
     assert (comment.id, comment.author, comment.body) == (12, "reviewbot", "new")
+
+
+@respx.mock
+async def test_maintenance_longer_than_the_cap_is_not_slept(
+    forge: GiteaForge, fake_time: FakeTime
+) -> None:
+    respx.get(PULL).respond(503, headers={"retry-after": "7200"})
+    with pytest.raises(ForgeUnavailable):
+        await forge.get_pull("acme/api", 7)
+    assert fake_time.sleeps == []
+
+
+@respx.mock
+async def test_oversized_answer_is_refused(fake_time: FakeTime, client: httpx.AsyncClient) -> None:
+    small = GiteaForge(
+        url=BASE, token="t", client=client, policy=RetryPolicy(max_body_bytes=1000), clock=fake_time
+    )
+    respx.get(PULL).respond(200, json={"title": "x" * 2000})
+    with pytest.raises(ForgeError, match="exceeds 1000") as info:
+        await small.get_pull("acme/api", 7)
+    assert info.value.operation == "get_pull"

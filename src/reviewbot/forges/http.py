@@ -185,11 +185,16 @@ class ForgeHttp:
 
             if status >= 500:
                 failures += 1
-                if not idempotent or failures >= self.policy.attempts:
+                wait = _retry_after(resp_headers, self.clock) or self._backoff(failures)
+                if (
+                    not idempotent
+                    or failures >= self.policy.attempts
+                    or wait > self.policy.max_rate_limit_wait_s
+                ):
                     raise ForgeUnavailable(
                         _message(content) or "server error", status=status, operation=operation
                     )
-                await self.sleep(_retry_after(resp_headers, self.clock) or self._backoff(failures))
+                await self.sleep(wait)
                 continue
 
             if 200 <= status < 300:
