@@ -1,0 +1,1 @@
+"""HTTP API modules registered on the server by :func:`reviewbot.app.create_app`."""

@@ -1,0 +1,168 @@
+"""The whole bot (server, review pipeline, lease and merge API) against the forge simulator.
+
+Both run on loopback over real HTTP; the store is a real SQLite file in the test's folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from reviewbot.api.leases import LEASE_API, LeaseApi
+from reviewbot.app import STATE, create_app
+from reviewbot.config import Settings
+from reviewbot.runtime.review import ReviewService
+from reviewbot.sim import SimServer, Simulator
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.tokens import create_token
+
+REPO = "acme/api"
+SECRET = "s3cret"
+BOT = "reviewbot"
+FORGES = ("github", "gitea")
+APPROVED = "APPROVED"
+CHANGES = {"github": "CHANGES_REQUESTED", "gitea": "REQUEST_CHANGES"}
+WAIT_S = 30.0  # a bound for waits that normally end in milliseconds, never a speed check
+
+
+def prepare_sim(sim: Simulator, required: tuple[str, ...]) -> dict[str, str]:
+    tokens = {}
+    for forge in FORGES:
+        tokens[forge] = sim.add_user(forge, BOT, bot=True)
+        for user in ("alice", "bob", "carol"):
+            sim.add_user(forge, user)
+        sim.create_repo(forge, REPO, default_branch="main")
+        if required:
+            sim.require_checks(forge, REPO, "main", list(required))
+    return tokens
+
+
+def bot_settings(
+    data_dir: Path, sim_server: SimServer, tokens: dict[str, str], **kw: Any
+) -> Settings:
+    rules = kw.pop("rules", {})
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "github": {
+            "api_url": sim_server.github_api_url,
+            "token": tokens["github"],
+            "webhook_secret": SECRET,
+            "bot_login": BOT,
+        },
+        "gitea": {
+            "url": sim_server.gitea_url,
+            "token": tokens["gitea"],
+            "webhook_secret": SECRET,
+            "bot_login": BOT,
+        },
+        "repos": {f"github:{REPO}": dict(rules), f"gitea:{REPO}": dict(rules)},
+        "reconcile_interval_s": 3600.0,
+        "workers": 2,
+    }
+    values.update(kw)
+    return Settings(**values)
+
+
+@dataclass
+class World:
+    sim: Simulator
+    sim_server: SimServer
+    settings: Settings
+    app: web.Application
+    service: ReviewService
+    base: str
+    http: aiohttp.ClientSession
+
+    @property
+    def db(self) -> SQLiteDatabase:
+        db = self.app[STATE].db
+        assert db is not None
+        return db
+
+    @property
+    def api(self) -> LeaseApi:
+        return self.app[LEASE_API]
+
+    def token(self, scopes: str, *, repo: str | None = None) -> str:
+        plain, _ = create_token(
+            self.db,
+            name=f"t-{uuid.uuid4().hex[:8]}",
+            scopes=scopes,
+            repo=repo,
+            now="2026-01-01T00:00:00Z",
+        )
+        return plain
+
+    async def call(
+        self, method: str, path: str, token: str | None, body: Any = None
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.http.request(method, self.base + path, json=body, headers=headers) as r:
+            return r.status, await r.json()
+
+    async def settle(self) -> None:
+        """Until every delivery is handled, every outbox row finished and no merge runs."""
+        st = self.app[STATE]
+        assert st.pool is not None
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            await asyncio.wait_for(st.pool.wait_idle(), WAIT_S)
+            await asyncio.wait_for(self.api.automerge.idle(), WAIT_S)
+            with self.db.read() as tx:
+                pending = tx.one("SELECT COUNT(*) AS n FROM review_outbox WHERE status = 'pending'")
+                queued = tx.one(
+                    "SELECT COUNT(*) AS n FROM deliveries WHERE status IN ('queued', 'processing')"
+                )
+            if pending is not None and queued is not None and pending["n"] == queued["n"] == 0:
+                await asyncio.wait_for(st.pool.wait_idle(), WAIT_S)
+                if not self.api.automerge._tasks:
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError("the bot did not settle")
+            await asyncio.sleep(0.02)
+
+    def bot_reviews(self, forge: str, number: int) -> list[Any]:
+        return [r for r in self.sim.pull(forge, REPO, number).reviews if r.user == BOT]
+
+    def merge_requests(self, forge: str, number: int) -> list[Any]:
+        method = "PUT" if forge == "github" else "POST"
+        path = f"/repos/{REPO}/pulls/{number}/merge"
+        return [r for r in self.sim.requests if r.method == method and r.path.endswith(path)]
+
+
+@contextlib.asynccontextmanager
+async def bot_world(
+    tmp_path: Path,
+    sim: Simulator,
+    sim_server: SimServer,
+    *,
+    required: tuple[str, ...] = ("ci/test",),
+    **kw: Any,
+) -> AsyncIterator[World]:
+    tokens = prepare_sim(sim, required)
+    settings = bot_settings(tmp_path / "data", sim_server, tokens, **kw)
+    service = ReviewService(settings, backoff_base_s=0.05, reconcile=False)
+    app = create_app(settings, on_eligible=service.on_eligible, shutdown_grace_s=2.0)
+    service.attach(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    base = f"http://{host}:{port}"
+    for forge in FORGES:
+        sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield World(sim, sim_server, settings, app, service, base, http)
+    finally:
+        await runner.cleanup()
