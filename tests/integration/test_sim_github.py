@@ -425,6 +425,18 @@ async def test_delay_slows_the_answer_but_keeps_it(sim: Simulator, gh: GitHub) -
     assert sim.faults.rules[0].hits == 2
 
 
+@pytest.mark.sim_invalid_requests
+async def test_a_body_that_is_not_json_is_400_and_changes_nothing(
+    sim: Simulator, gh: GitHub
+) -> None:
+    pr = sim.open_pr("github", REPO, author="alice")
+    status, body, _ = await gh.call(
+        "PUT", f"/repos/{REPO}/pulls/{pr.number}/merge", data=b'{"sha": ', headers={}
+    )
+    assert (status, body["message"]) == (400, "Problems parsing JSON")
+    assert not sim.pull("github", REPO, pr.number).merged
+
+
 async def test_unknown_path_is_a_404_in_githubs_shape(gh: GitHub, sim: Simulator) -> None:
     status, body, _ = await gh.call("GET", "/nope")
     assert (status, body["message"]) == (404, "Not Found")

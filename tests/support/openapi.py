@@ -10,7 +10,8 @@ Schema document each (draft 7) and checked with ``jsonschema``:
   (``merged_at``, ``milestone``, ``merged_by``...) serialise as ``null``. So in Gitea's document
   every object property also accepts ``null``; a non-null value must still have the right type.
 * Statuses an API may answer on any operation but that the descriptions do not list per
-  operation (401, 403, 404, 422 on Gitea, 429, 5xx, and GitHub's 304 to a conditional GET)
+  operation (GitHub's 400 to a body that is not JSON, 401, 403, 404, 422 on Gitea, 429, 5xx,
+  and GitHub's 304 to a conditional GET)
   are accepted, with GitHub's ``basic-error`` body where the answer has one.
 """
 
@@ -32,7 +33,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
 GENERIC_STATUSES = {
-    "github": {304, 401, 403, 404, 429, 500, 502, 503, 504},
+    "github": {304, 400, 401, 403, 404, 429, 500, 502, 503, 504},
     "gitea": {401, 403, 404, 422, 429, 500, 502, 503, 504},
 }
 

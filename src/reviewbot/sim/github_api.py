@@ -412,6 +412,8 @@ class GitHubApi:
             runs = [r for r in runs if r["name"] == call.query("check_name")]
         if call.query("status"):
             runs = [r for r in runs if r["status"] == call.query("status")]
+        if call.query("app_id"):
+            runs = [r for r in runs if str(r["app"]["id"]) == call.query("app_id")]
         page = self._page(call, runs)
         return Reply(200, {"total_count": len(runs), "check_runs": page})
 

@@ -59,12 +59,21 @@ def _fault_response(forge: str, rule: FaultRule, status: int) -> web.Response:
     return web.json_response(body, status=status, headers=headers)
 
 
+def _unparsable(forge: str) -> web.Response:
+    """A body that is not JSON: GitHub's 400, Gitea's binding error (422)."""
+    if forge == "github":
+        return web.json_response(
+            {"message": "Problems parsing JSON", "documentation_url": DOCS}, status=400
+        )
+    return web.json_response({"message": "invalid JSON body", "url": ""}, status=422)
+
+
 def _parse_json(raw: bytes) -> Any:
     if not raw:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except ValueError:  # UnicodeDecodeError included
         return None
 
 
@@ -129,6 +138,8 @@ async def _forge_middleware(
             response = web.json_response(error_body(404, "Not Found"), status=404)
         else:
             response = web.json_response({"message": "Not Found", "url": ""}, status=404)
+    elif raw.strip() and body is None:
+        response = _unparsable(forge)
     elif rule is not None and status is not None and not rule.apply_then_fail:
         await _hold(app, rule.hold_seconds)
         response = _fault_response(forge, rule, status)
