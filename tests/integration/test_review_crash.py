@@ -169,7 +169,7 @@ async def test_review_command_posts_once_and_reports_it(tmp_path: Path) -> None:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
-            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
             assert proc.returncode is not None
             return proc.returncode, out.decode() + err.decode()
 
@@ -188,6 +188,15 @@ async def test_review_command_posts_once_and_reports_it(tmp_path: Path) -> None:
         reviews = [r for r in sim.pull("gitea", REPO, pr.number).reviews if r.user == BOT]
         assert len(reviews) == 1
         assert len([c for c in sim.pull("gitea", REPO, pr.number).comments if c.user == BOT]) == 1
+
+        mine = sim.open_pr("gitea", REPO, author=BOT, head_ref="bot-change")
+        sim.set_status("gitea", REPO, mine.head_sha, "ci/test", "success")
+        code, out = await review(f"gitea:{REPO}#{mine.number}", "--json")
+        assert code == 0, out
+        result = json.loads(out)
+        assert result["decision"]["decision"] == "author_is_bot"
+        assert result["outbox"] == []
+        assert sim.pull("gitea", REPO, mine.number).reviews == []
 
         code, out = await review(f"gitea:{REPO}")
         assert code == 1

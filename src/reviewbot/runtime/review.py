@@ -192,10 +192,14 @@ class ReviewPipeline:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
         if latest is None or latest.head_sha != head:
             return True  # nothing decided at this head yet, or a new head
+        if latest.decision == "approve":
+            return False  # final at this head, unless a human dismisses the review
         if request.event in CHECK_EVENTS or request.source == "sweep":
+            # A check result can only move a head that is waiting or failing.
             return latest.decision in REEVALUATE
-        # Any other event at a head already decided: only a waiting / failed state can change.
-        return latest.decision in REEVALUATE
+        # Any other eligible event (reopened, ready for review, labels, an explicit request)
+        # may change what the gate and the policy see: evaluate again.
+        return True
 
     async def _reopen_if_dismissed(self, request: ReviewRequest, head: str) -> bool:
         """A human dismissed the bot's review at ``head``: the head may be reviewed again."""
