@@ -67,10 +67,6 @@ async def review(
         )
 
 
-def green_verdict() -> VerdictKind:
-    return evaluate(RequiredChecks(("ci",)), [], [CheckResult("ci", CheckState.SUCCESS)]).kind
-
-
 FINDINGS_SCRIPT = """
 import json, os, pathlib
 delivery = json.loads(pathlib.Path(os.environ["REVIEWBOT_TRIGGER_FILE"]).read_text())
@@ -345,3 +341,10 @@ def test_folder_grants(tmp_path: Path) -> None:
     with pytest.raises(RunFolderError, match="not a folder"):
         grant_folder(tmp_path / "file", writable=True)
     assert grant_folder(tmp_path / "file", writable=False) is None
+
+
+async def test_an_outcome_with_a_failed_reviewer_is_marked_failed(tmp_path: Path) -> None:
+    crash = script(tmp_path, "crash.py", "raise SystemExit(3)")
+    lint = script(tmp_path, "lint.py", FINDINGS_SCRIPT)
+    assert (await review(tmp_path, [py(crash), py(lint)])).failed
+    assert not (await review(tmp_path, [py(lint)])).failed

@@ -110,6 +110,12 @@ class ReviewersOutcome:
         return tuple(e for r in self.results if (e := r.describe_error()) is not None)
 
     @property
+    def failed(self) -> bool:
+        """A reviewer failed: the head gets no review (reason ``reviewer_error``), because
+        an approval must not stand on a review that did not happen."""
+        return any(not r.ok for r in self.results)
+
+    @property
     def comments(self) -> tuple[InlineComment, ...]:
         return inline_comments(self.findings)
 
