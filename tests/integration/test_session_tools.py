@@ -379,6 +379,19 @@ async def test_bad_requests_get_a_clear_error_and_change_nothing(
     assert status_after == 200  # the session is still usable
 
 
+async def test_a_large_body_arriving_in_pieces_is_read_whole(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+) -> None:
+    paths, _ = store
+    s = api.sessions
+    s.open_run("run-L", db_access=DBAccess.READ, tools=run_tools(paths, s))
+    token = s.issue_token("run-L", ttl_s=60)
+    big = "x" * 900_000  # under the 1 MiB limit, far over one network read
+    status, body = await api.call(token, "query_workflow_db", {"sql": "SELECT ?", "params": [big]})
+    assert status == 200, body
+    assert body["result"]["rows"] == [[big]]
+
+
 # -- end to end: a reviewer process calls back with its own token ------------------------------
 
 CALLING_REVIEWER = """

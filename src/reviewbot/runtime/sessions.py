@@ -30,8 +30,6 @@ from reviewbot.store.tokens import hash_token
 from reviewbot.workflowdb.access import DBAccess
 
 SESSION_TOKEN_PREFIX = "rbs_"  # noqa: S105 - a prefix, not a secret
-DEFAULT_RUN_TOKEN_TTL_S = 3600.0
-DEFAULT_CHILD_TOKEN_TTL_S = 900.0
 MAX_FINDINGS_PER_RUN = 5000
 
 

@@ -268,14 +268,19 @@ def tool_handler(
             return _error(404, "unknown_tool", f"{name[:80]!r} is not a tool name")
         if request.content_length is not None and request.content_length > max_body_bytes:
             return _error(413, "too_large", f"the body is larger than {max_body_bytes} bytes")
+        raw = bytearray()
         try:
-            raw = await request.content.read(max_body_bytes + 1)
+            # read() returns what has arrived so far, not the whole body: read to the end.
+            while chunk := await request.content.read(64 * 1024):
+                raw.extend(chunk)
+                if len(raw) > max_body_bytes:
+                    return _error(
+                        413, "too_large", f"the body is larger than {max_body_bytes} bytes"
+                    )
         except (ValueError, ConnectionError) as exc:
             return _error(400, "bad_body", f"cannot read the body: {exc}")
-        if len(raw) > max_body_bytes:
-            return _error(413, "too_large", f"the body is larger than {max_body_bytes} bytes")
         try:
-            body = ToolRequest.model_validate(json.loads(raw or b"{}"))
+            body = ToolRequest.model_validate(json.loads(bytes(raw) or b"{}"))
         except (ValueError, ValidationError) as exc:
             text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             return _error(400, "invalid_body", f'expected {{"arguments": {{...}}}}: {text}')
