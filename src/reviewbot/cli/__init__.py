@@ -18,6 +18,7 @@ from reviewbot.workflowdb.access import AccessDenied
 
 # Command modules, in the order ``reviewbot --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
     "serve",
     "db",
     "review",
