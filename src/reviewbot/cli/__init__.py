@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reviewbot",
         description="Review-and-merge bot for GitHub and Gitea/Forgejo.",
-        epilog="Example: reviewbot db log --json",
+        epilog="Examples:\n  reviewbot demo          see the bot review and merge, nothing to set up\n"
+        "  reviewbot serve         run it for real (configure a forge first)\n"
+        "  reviewbot COMMAND --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"reviewbot {__version__}")
