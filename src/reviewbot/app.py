@@ -42,7 +42,7 @@ from reviewbot.runtime.gate_runner import (
     parse_stored_delivery,
     utc_now,
 )
-from reviewbot.runtime.tools import register_tool_routes
+from reviewbot.runtime.tools import api_token_callers, register_tool_routes
 from reviewbot.runtime.workers import WorkerPool
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
@@ -155,7 +155,11 @@ def create_app(
     app.router.add_get("/api/v1/decisions", api_decisions)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
-    register_tool_routes(app, audit=lambda: app[STATE].db)  # app[SESSIONS]: run sessions
+    register_tool_routes(  # app[SESSIONS]: the sessions of runs
+        app,
+        audit=lambda: app[STATE].db,
+        api_tokens=api_token_callers(settings, lambda: app[STATE].db),
+    )
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
     from reviewbot.api.leases import register_lease_api  # it imports this module

@@ -25,6 +25,7 @@ from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes,
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.sessions import tool_calls
+from reviewbot.store.tokens import revoke_token
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -74,10 +75,8 @@ class Api:
             return resp.status, await resp.json()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[WorkflowPaths, SQLiteDatabase]]:
-    paths = WorkflowPaths(tmp_path / "data")
-    db = open_store(paths)
+def add_notes_table(paths: WorkflowPaths, db: SQLiteDatabase) -> None:
+    """A table of the users' own, added through the managed migration route."""
     (paths.migrations_dir / "notes.sql").write_text(
         "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY AUTOINCREMENT, "
         "pair INTEGER NOT NULL, writer TEXT NOT NULL);"
@@ -85,6 +84,13 @@ def store(tmp_path: Path) -> Iterator[tuple[WorkflowPaths, SQLiteDatabase]]:
     apply_workflow_db_migration(
         "notes.sql", paths=paths, access=DBAccess.READ_WRITE, applied_by="test", db=db
     )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[tuple[WorkflowPaths, SQLiteDatabase]]:
+    paths = WorkflowPaths(tmp_path / "data")
+    db = open_store(paths)
+    add_notes_table(paths, db)
     yield paths, db
     db.close()
 
@@ -474,3 +480,55 @@ async def test_the_server_answers_for_the_sessions_of_its_runs(tmp_path: Path) -
             url, json=body, headers={"Authorization": f"Bearer {token}"}
         ) as resp:
             assert resp.status == 401
+
+
+async def test_api_tokens_call_the_db_tools_as_sessions_of_their_own(tmp_path: Path) -> None:
+    async with running_server(make_settings(tmp_path / "data"), run_workers=False) as server:
+        sessions = server.app[SESSIONS]
+        paths = WorkflowPaths(tmp_path / "data")
+        sessions.open_run("run-T", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, sessions))
+        writer = server.token("db:write", name="writer")
+        reader = server.token("db:read", name="reader")
+        plain = server.token("read", name="plain")
+        gone = server.token("db:write", name="gone")
+        revoke_token(server.db, "gone", now="2026-01-01T00:00:01Z")
+        add_notes_table(paths, server.db)
+
+        async def call(token: str, name: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            async with server.http.post(
+                f"{server.base}/api/v1/tools/{name}",
+                json={"arguments": args},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp:
+                return resp.status, await resp.json()
+
+        insert = {"sql": INSERT, "params": [1, "writer"]}
+        count = {"sql": "SELECT count(*) FROM notes"}
+
+        status, body = await call(writer, "mutate_workflow_db", insert)
+        assert status == 200, body
+        assert body["session"].startswith("token:writer:") and body["owner"] == body["session"]
+        assert (await call(reader, "query_workflow_db", count))[1]["result"]["rows"] == [[1]]
+
+        status, body = await call(reader, "mutate_workflow_db", insert)
+        assert (status, body["error"]) == (403, "permission_denied")
+        assert "requires read-write DB access" in body["detail"]
+        status, body = await call(plain, "query_workflow_db", count)
+        assert (status, body["error"]) == (403, "permission_denied")
+        status, body = await call(writer, "record_finding", {})  # a run's tool, not theirs
+        assert (status, body["error"]) == (403, "not_session_owner")
+        assert "'token:writer:" in body["detail"]
+        status, body = await call(gone, "query_workflow_db", count)
+        assert (status, body["detail"]) == (401, "token 'gone' was revoked")
+        assert (await call("rbt_unknown", "query_workflow_db", count))[0] == 401
+
+        # Each call was a session of its own, ended with the call; the run is untouched.
+        assert sessions.live_sessions() == ["run-T"]
+        outcomes = [(c.session_id.split(":")[1], c.outcome) for c in tool_calls(server.db)]
+        assert outcomes == [
+            ("writer", "ok"),
+            ("reader", "ok"),
+            ("reader", "permission_denied"),
+            ("plain", "permission_denied"),
+            ("writer", "not_session_owner"),
+        ]

@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reviewbot.config import Settings
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.runtime.reviewers import FindingModel
 from reviewbot.runtime.sessions import (
@@ -37,7 +39,8 @@ from reviewbot.runtime.sessions import (
 )
 from reviewbot.store.database import Database
 from reviewbot.store.sessions import record_tool_call
-from reviewbot.workflowdb.access import AccessDenied
+from reviewbot.store.tokens import TokenInfo, lookup_token
+from reviewbot.workflowdb.access import AccessDenied, DBAccess, parse_access
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import (
     DEFAULT_MAX_ROWS,
@@ -51,6 +54,7 @@ from reviewbot.workflowdb.query import (
 log = logging.getLogger(__name__)
 
 TOOLS_ROUTE = "/api/v1/tools/{name}"
+DB_TOOLS = frozenset({"query_workflow_db", "mutate_workflow_db"})
 MAX_TOOL_BODY_BYTES = 1024 * 1024
 _TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -240,29 +244,76 @@ def _error(status: int, code: str, detail: str) -> web.Response:
     return web.json_response({"error": code, "detail": detail}, status=status)
 
 
-def _session_token(request: web.Request) -> str | None:
+@dataclass(frozen=True)
+class ApiTokenCallers:
+    """Bearer API tokens as callers of the workflow-DB tools.
+
+    A call made with an API token is a session of its own, opened for that one call with
+    ``query_workflow_db`` and ``mutate_workflow_db`` registered for it and ended right after:
+    it never reaches a run's registry. Its DB access comes from the token's scopes
+    (``db:read`` -> read, ``db:write`` -> read-write), bounded by the server's own access.
+    """
+
+    lookup: Callable[[str], TokenInfo | None]
+    paths: WorkflowPaths
+    process_access: DBAccess
+
+    def access_of(self, info: TokenInfo) -> DBAccess:
+        if "db:write" in info.scopes:
+            scoped = DBAccess.READ_WRITE
+        elif "db:read" in info.scopes:
+            scoped = DBAccess.READ
+        else:
+            scoped = DBAccess.NONE
+        return min(scoped, self.process_access)
+
+
+def api_token_callers(settings: Settings, db: Callable[[], Database | None]) -> ApiTokenCallers:
+    """API-token callers for a server with these settings and this (lazily opened) store."""
+
+    def lookup(token: str) -> TokenInfo | None:
+        store = db()
+        return None if store is None else lookup_token(store, token)
+
+    return ApiTokenCallers(
+        lookup, WorkflowPaths.from_settings(settings), parse_access(settings.db_access)
+    )
+
+
+def _bearer(request: web.Request) -> str | None:
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     token = value.strip()
-    if scheme.lower() != "bearer" or not token.startswith(SESSION_TOKEN_PREFIX):
-        return None
-    return token
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def tool_handler(
-    dispatcher: ToolDispatcher, *, max_body_bytes: int = MAX_TOOL_BODY_BYTES
+    dispatcher: ToolDispatcher,
+    *,
+    api_tokens: ApiTokenCallers | None = None,
+    max_body_bytes: int = MAX_TOOL_BODY_BYTES,
 ) -> Callable[[web.Request], Any]:
     async def handle(request: web.Request) -> web.Response:
-        token = _session_token(request)
-        if token is None:
+        token = _bearer(request)
+        api_token: TokenInfo | None = None
+        caller: Session | None = None
+        if token is not None and token.startswith(SESSION_TOKEN_PREFIX):
+            try:
+                caller = dispatcher.authenticate(token)
+            except ToolRefused as refusal:
+                return _error(refusal.status, refusal.code, refusal.detail)
+        elif token is not None and api_tokens is not None:
+            api_token = api_tokens.lookup(token)
+            if api_token is None:
+                return _error(401, "unauthorized", "unknown token")
+            if not api_token.active:
+                return _error(401, "unauthorized", f"token {api_token.name!r} was revoked")
+        else:
             return _error(
                 401,
                 "unauthorized",
-                "send Authorization: Bearer <session token> (REVIEWBOT_SESSION_TOKEN)",
+                "send Authorization: Bearer <session token> (REVIEWBOT_SESSION_TOKEN)"
+                + (" or an API token with db:read / db:write" if api_tokens else ""),
             )
-        try:
-            caller = dispatcher.authenticate(token)
-        except ToolRefused as refusal:
-            return _error(refusal.status, refusal.code, refusal.detail)
         name = request.match_info["name"]
         if not _TOOL_NAME.match(name):
             return _error(404, "unknown_tool", f"{name[:80]!r} is not a tool name")
@@ -284,10 +335,22 @@ def tool_handler(
         except (ValueError, ValidationError) as exc:
             text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             return _error(400, "invalid_body", f'expected {{"arguments": {{...}}}}: {text}')
+        if api_token is not None:
+            assert api_tokens is not None
+            sessions = dispatcher.sessions
+            caller = sessions.open_run(
+                f"token:{api_token.name}:{uuid.uuid4().hex[:12]}",
+                db_access=api_tokens.access_of(api_token),
+                tools=[t for t in run_tools(api_tokens.paths, sessions) if t.name in DB_TOOLS],
+            )
+        assert caller is not None
         try:
             outcome = await dispatcher.call(caller, name, body.arguments)
         except ToolRefused as refusal:
             return _error(refusal.status, refusal.code, refusal.detail)
+        finally:
+            if api_token is not None:
+                dispatcher.sessions.end(caller.id)
         return web.json_response(outcome.to_json())
 
     return handle
@@ -301,16 +364,19 @@ def register_tool_routes(
     *,
     sessions: SessionManager | None = None,
     audit: Callable[[], Database | None] | None = None,
+    api_tokens: ApiTokenCallers | None = None,
     max_body_bytes: int = MAX_TOOL_BODY_BYTES,
 ) -> SessionManager:
     """Add ``POST /api/v1/tools/{name}`` to ``app``, answering for ``sessions``.
 
     The manager (a new one when not given) is also stored as ``app[SESSIONS]``: the code
     that starts runs in this server must open them in that same manager, or their tokens
-    would be unknown here.
+    would be unknown here. With ``api_tokens``, bearer API tokens may call the workflow-DB
+    tools too (see :class:`ApiTokenCallers`).
     """
     manager = sessions if sessions is not None else SessionManager()
     app[SESSIONS] = manager
     dispatcher = ToolDispatcher(manager, audit=audit)
-    app.router.add_post(TOOLS_ROUTE, tool_handler(dispatcher, max_body_bytes=max_body_bytes))
+    handler = tool_handler(dispatcher, api_tokens=api_tokens, max_body_bytes=max_body_bytes)
+    app.router.add_post(TOOLS_ROUTE, handler)
     return manager
