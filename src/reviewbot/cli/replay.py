@@ -1,8 +1,9 @@
-"""``reviewbot replay DELIVERY_ID``: run the gate again on a stored delivery.
+"""``reviewbot replay DELIVERY_ID...``: run the gate again on stored deliveries.
 
 The delivery's stored bytes and headers are parsed again and gated against the live PR;
 the new decisions are recorded beside the earlier ones (``explain`` shows both). A delivery
-that replays another one (same semantic key) stays ``duplicate_delivery``.
+that replays another one (same semantic key) stays ``duplicate_delivery``. With several
+ids, a progress line per delivery goes to stderr.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from typing import Any
 
 from reviewbot.cli import CommandError
+from reviewbot.cli.progress import Progress
 from reviewbot.config import Settings, load_settings
 from reviewbot.runtime.gate_runner import GateRunner
 from reviewbot.store import journal
@@ -24,12 +26,13 @@ from reviewbot.workflowdb.access import DBAccess, effective_access, require
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "replay",
-        help="run the gate again on a stored delivery",
+        help="run the gate again on stored deliveries",
         description=__doc__,
-        epilog="Example:\n  reviewbot replay 72d3162e-cc78-11e3-81ab-4c9367dc0958 --json",
+        epilog="Examples:\n  reviewbot replay 72d3162e-cc78-11e3-81ab-4c9367dc0958 --json\n"
+        "  reviewbot replay $(cat failed-ids.txt)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("delivery_id", metavar="DELIVERY_ID")
+    parser.add_argument("delivery_ids", metavar="DELIVERY_ID", nargs="+")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.set_defaults(func=run)
 
@@ -37,31 +40,51 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     require(effective_access(settings.db_access), DBAccess.READ_WRITE)
-    rows = asyncio.run(replay(settings, args.delivery_id))
+    ids: list[str] = list(dict.fromkeys(args.delivery_ids))
+    progress = Progress("replay", len(ids)) if len(ids) > 1 else None
+    replayed = asyncio.run(replay_many(settings, ids, progress))
     if args.json:
-        print(
-            json.dumps({"delivery_id": args.delivery_id, "decisions": [r.to_json() for r in rows]})
-        )
+        docs = [
+            {"delivery_id": did, "decisions": [r.to_json() for r in rows]} for did, rows in replayed
+        ]
+        print(json.dumps(docs[0] if len(docs) == 1 else {"replayed": docs}))
     else:
         from reviewbot.cli.explain import explain_decision
 
-        print(f"Replayed delivery {args.delivery_id}:")
-        for row in rows:
-            print(explain_decision(row, indent="  "))
+        for did, rows in replayed:
+            print(f"Replayed delivery {did}:")
+            for row in rows:
+                print(explain_decision(row, indent="  "))
     return 0
 
 
 async def replay(settings: Settings, delivery_id: str) -> list[DecisionRecord]:
+    return (await replay_many(settings, [delivery_id]))[0][1]
+
+
+async def replay_many(
+    settings: Settings, delivery_ids: list[str], progress: Progress | None = None
+) -> list[tuple[str, list[DecisionRecord]]]:
+    """Gate each stored delivery again, in order (all ids must be in the journal)."""
     from reviewbot.app import configured_forges
 
     db = await asyncio.to_thread(open_store, settings)
     forges = configured_forges(settings)
+    out: list[tuple[str, list[DecisionRecord]]] = []
     try:
-        stored = await asyncio.to_thread(journal.get_delivery, db, delivery_id)
-        if stored is None:
-            raise CommandError(f"no delivery {delivery_id!r} in the journal")
-        recorded = await GateRunner(db, settings, forges).process(stored)
-        return list(recorded.records)
+        stored = [await asyncio.to_thread(journal.get_delivery, db, d) for d in delivery_ids]
+        missing = [d for d, s in zip(delivery_ids, stored, strict=True) if s is None]
+        if missing:
+            raise CommandError(f"no delivery {missing[0]!r} in the journal")
+        runner = GateRunner(db, settings, forges)
+        for delivery in stored:
+            assert delivery is not None
+            recorded = await runner.process(delivery)
+            out.append((delivery.delivery_id, list(recorded.records)))
+            if progress is not None:
+                outcomes = ", ".join(r.decision for r in recorded.records) or "no decision"
+                progress.advance(f"{delivery.delivery_id}: {outcomes}")
+        return out
     finally:
         for forge in forges.values():
             await forge.aclose()
