@@ -20,8 +20,10 @@ from reviewbot.core.leases import (
     heartbeat,
     iso,
     lease_term,
+    lease_view,
     mint_worker_identity,
     parse_worker_identity,
+    refusal_view,
     release,
     supersede_head,
     worker_status,
@@ -325,3 +327,30 @@ def test_worker_liveness_is_heartbeat_freshness() -> None:
 
 def test_iso_is_utc_with_milliseconds() -> None:
     assert iso(0.25) == "1970-01-01T00:00:00.250Z"
+
+
+def test_views_have_the_api_shape() -> None:
+    held = grant(None).lease
+    assert lease_view(held, NOW + 5) == {
+        "target": {"forge": "gitea", "repo": "acme/api", "number": 12, "role": "merger"},
+        "holder": "w1",
+        "epoch": 1,
+        "head_sha": HEAD,
+        "phase": "claimed",
+        "expires_at": iso(NOW + 15),
+        "expires_in_s": 10.0,
+    }
+    assert lease_view(held, NOW + 20)["phase"] == "expired"
+    assert lease_view(held, NOW + 20)["expires_in_s"] == 0.0
+    r = refused(acquire(held, 1, AcquireRequest(TARGET, "w2", HEAD), NOW, T))
+    assert refusal_view(r) == {
+        "error": "lease_held",
+        "detail": r.detail,
+        "holder": "w1",
+        "expires_at": iso(NOW + 15),
+        "epoch": 1,
+    }
+    assert refusal_view(refused(heartbeat(None, held.claim, NOW))) == {
+        "error": "lease_not_held",
+        "detail": f"{TARGET} has no lease",
+    }

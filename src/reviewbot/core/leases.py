@@ -360,6 +360,32 @@ def worker_status(record: WorkerRecord | None, now: float, timing: LeaseTiming) 
     return WorkerStatus.LIVE if now - record.heartbeat_at < timing.lease_s else WorkerStatus.STALE
 
 
+def lease_view(lease: Lease, now: float) -> dict[str, object]:
+    """The lease as the API and ``reviewbot lease list --json`` show it."""
+    t = lease.target
+    return {
+        "target": {"forge": t.forge, "repo": t.repo, "number": t.number, "role": t.role.value},
+        "holder": lease.holder,
+        "epoch": lease.epoch,
+        "head_sha": lease.head_sha,
+        "phase": lease.phase_at(now).value,
+        "expires_at": iso(lease.expires_at),
+        "expires_in_s": round(max(0.0, lease.expires_at - now), 3),
+    }
+
+
+def refusal_view(refused: Refused) -> dict[str, object]:
+    """A refusal as an API error body: ``error`` and ``detail``, plus the holder if any."""
+    body: dict[str, object] = {"error": refused.code.value, "detail": refused.detail}
+    if refused.holder is not None:
+        body["holder"] = refused.holder
+    if refused.expires_at is not None:
+        body["expires_at"] = iso(refused.expires_at)
+    if refused.epoch is not None:
+        body["epoch"] = refused.epoch
+    return body
+
+
 def iso(ts: float) -> str:
     """A UNIX time as ISO 8601 UTC with milliseconds (what the API shows)."""
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
