@@ -46,6 +46,14 @@ def prepare_sim(sim: Simulator, required: tuple[str, ...]) -> dict[str, str]:
     return tokens
 
 
+def set_check(w: Any, forge: str, sha: str, state: str, context: str = "ci/test") -> Any:
+    """A commit status of the required check (with a link, as CI systems send)."""
+    sim = w.sim if hasattr(w, "sim") else w
+    return sim.set_status(
+        forge, REPO, sha, context, state, target_url=f"https://ci.example/{sha[:8]}"
+    )
+
+
 def bot_settings(
     data_dir: Path, sim_server: SimServer, tokens: dict[str, str], **kw: Any
 ) -> Settings:

@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "explain",
     "replay",
     "token",
+    "lease",
+    "merge",
     "sim",
 )
 

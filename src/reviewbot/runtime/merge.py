@@ -476,3 +476,20 @@ def standalone_pipeline(
     reviewer = StoreReviewerLeases(leases, worker)
     drainer = OutboxDrainer(store, forges, reviewer, clock=clock)
     return ReviewPipeline(settings, store, forges, reviewer, drainer, clock=clock)
+
+
+class ReviewRequestHook:
+    """A :data:`ReReviewHook` that reviews the new head in this process, through ``pipeline``
+    (where no server queues it through the gate: the command line)."""
+
+    def __init__(self, pipeline: Any, *, source: str) -> None:
+        self.pipeline = pipeline
+        self.source = source
+
+    async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
+        from reviewbot.runtime.review import ReviewRequest
+
+        request = ReviewRequest(
+            forge, repo, number, head_sha=head, source=self.source, event="head_moved"
+        )
+        return await self.pipeline.review(request)

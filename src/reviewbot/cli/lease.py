@@ -1,0 +1,241 @@
+"""``reviewbot lease``: worker identities and leases on the local store.
+
+The same store as ``reviewbot serve`` (settings, data dir). ``register`` mints a worker
+identity; ``acquire`` claims the reviewer or merger lease of a pull request at a head SHA and
+prints its epoch (the fencing token every later call carries); ``heartbeat`` keeps it alive;
+``release`` ends it; ``list`` shows holder, epoch, head, phase and time left. A refusal
+(``lease_held``, ``superseded``, ``lease_not_held``, ``worker_unproven``) is one line on stderr
+and exit status 1; with ``--json`` its JSON also goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from reviewbot.cli import CommandError
+from reviewbot.config import load_settings
+from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Role, iso
+from reviewbot.core.models import PullRef
+from reviewbot.store.bootstrap import open_store
+from reviewbot.store.leases import LeaseStore, LeaseStoreError
+from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "lease",
+        help="worker identities and leases: register, acquire, heartbeat, release, list",
+        description=__doc__,
+        epilog="Example: reviewbot lease list --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="lease_command", metavar="LEASE_COMMAND", required=True)
+
+    reg = _sub(
+        commands,
+        "register",
+        "mint and register a worker identity",
+        "Register a new worker identity NAME-YYYYMMDDTHHMMSSZ-SHA and print it.",
+        "reviewbot lease register --name agent7 --client my-script --session-id run-42",
+    )
+    reg.add_argument("--name", required=True, help="1-40 letters, digits, '.' or '_'")
+    reg.add_argument("--client", default="reviewbot-cli", help="the program acting")
+    reg.add_argument("--session-id", default="cli", help="the session it acts in")
+    reg.add_argument("--role", default="merger", help="what it does (free text)")
+    reg.set_defaults(func=_register)
+
+    acq = _sub(
+        commands,
+        "acquire",
+        "claim a lease at a head SHA",
+        "Claim the lease of a PR and role at a head; the same worker at the same head renews.",
+        "reviewbot lease acquire gitea:acme/api#12 --role merger --worker ID --head SHA",
+    )
+    _target_args(acq)
+    acq.add_argument("--head", required=True, metavar="SHA", help="the head SHA to pin")
+    acq.add_argument("--ttl", type=float, metavar="SECONDS", help="lease term (default: settings)")
+    acq.set_defaults(func=_acquire)
+
+    for name, text, func in (
+        ("heartbeat", "push the lease's expiry one term ahead", _heartbeat),
+        ("release", "end the lease now", _release),
+    ):
+        p = _sub(
+            commands,
+            name,
+            text,
+            f"{text[0].upper()}{text[1:]}; refused unless (worker, epoch) is the live claim.",
+            f"reviewbot lease {name} gitea:acme/api#12 --role merger --worker ID --epoch 3",
+        )
+        _target_args(p)
+        p.add_argument("--epoch", type=int, required=True, help="the epoch acquire printed")
+        p.set_defaults(func=func)
+
+    lst = _sub(
+        commands,
+        "list",
+        "list leases (holder, epoch, head, phase, expires in)",
+        "List leases, optionally of one PR (FORGE:OWNER/REPO#N) or one repository.",
+        "reviewbot lease list gitea:acme/api#12\n  reviewbot lease list --live --json",
+    )
+    lst.add_argument("pr", nargs="?", metavar="FORGE:OWNER/REPO#N", help="only this PR")
+    lst.add_argument("--forge", choices=("github", "gitea"))
+    lst.add_argument("--repo", metavar="OWNER/NAME")
+    lst.add_argument("--role", choices=("reviewer", "merger"))
+    lst.add_argument("--live", action="store_true", help="only live claims")
+    lst.set_defaults(func=_list)
+
+
+def _sub(commands: Any, name: str, text: str, desc: str, example: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=text,
+        description=desc,
+        epilog=f"Example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    return parser
+
+
+def _target_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pr", metavar="FORGE:OWNER/REPO#N", help="the pull request")
+    parser.add_argument("--role", choices=("reviewer", "merger"), default="merger")
+    parser.add_argument("--worker", required=True, metavar="ID", help="the worker identity")
+
+
+def parse_pr(text: str) -> PullRef:
+    try:
+        return PullRef.parse(text)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def target_of(args: argparse.Namespace) -> LeaseTarget:
+    ref = parse_pr(args.pr)
+    return LeaseTarget(ref.forge, ref.full_name, ref.number, Role(args.role))
+
+
+@contextmanager
+def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
+    settings = load_settings()
+    require(effective_access(settings.db_access), need)
+    db = open_store(settings)
+    store = LeaseStore(db, settings.leases)
+    try:
+        yield store
+    finally:
+        store.close()
+        db.close()
+
+
+def lease_json(lease: Lease, now: float) -> dict[str, Any]:
+    from reviewbot.api.leases import lease_json as shape
+
+    return shape(lease, now)
+
+
+def refuse(args: argparse.Namespace, exc: LeaseStoreError | ValueError) -> CommandError:
+    """One line on stderr (and the API's error JSON on stdout with ``--json``)."""
+    code = getattr(exc, "code", "invalid_request")
+    if getattr(args, "json", False):
+        body: dict[str, Any] = {"error": code, "detail": str(exc)}
+        refusal = getattr(exc, "refusal", None)
+        if refusal is not None:
+            if refusal.holder is not None:
+                body["holder"] = refusal.holder
+            if refusal.expires_at is not None:
+                body["expires_at"] = iso(refusal.expires_at)
+            if refusal.epoch is not None:
+                body["epoch"] = refusal.epoch
+        print(json.dumps(body, indent=2, sort_keys=True))
+    return CommandError(f"{code}: {exc}")
+
+
+def _run(args: argparse.Namespace, step: Callable[[LeaseStore], Lease]) -> int:
+    with lease_store() as store:
+        try:
+            lease = step(store)
+        except (LeaseStoreError, ValueError) as exc:
+            raise refuse(args, exc) from None
+        now = store.clock()
+    data = lease_json(lease, now)
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print(
+            f"{lease.target} {data['phase']}: holder {lease.holder}, epoch {lease.epoch}, "
+            f"head {lease.head_sha[:12]}, expires {data['expires_at']} "
+            f"(in {data['expires_in_s']:g}s)"
+        )
+    return 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    with lease_store() as store:
+        try:
+            record = store.register_worker(
+                args.name, client=args.client, session_id=args.session_id, role=args.role
+            )
+        except (LeaseStoreError, ValueError) as exc:
+            raise refuse(args, exc) from None
+    if args.json:
+        print(json.dumps({"worker_identity": record.identity, "name": record.name}, indent=2))
+    else:
+        print(record.identity)
+    return 0
+
+
+def _acquire(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    return _run(args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl))
+
+
+def _heartbeat(args: argparse.Namespace) -> int:
+    claim = LeaseClaim(target_of(args), args.worker, args.epoch)
+    return _run(args, lambda s: s.heartbeat(claim))
+
+
+def _release(args: argparse.Namespace) -> int:
+    claim = LeaseClaim(target_of(args), args.worker, args.epoch)
+    return _run(args, lambda s: s.release(claim))
+
+
+def _list(args: argparse.Namespace) -> int:
+    forge, repo, number = args.forge, args.repo, None
+    if args.pr:
+        ref = parse_pr(args.pr)
+        forge, repo, number = ref.forge, ref.full_name, ref.number
+    with lease_store(DBAccess.READ) as store:
+        leases = store.list_leases(
+            forge=forge,
+            repo=repo,
+            number=number,
+            role=Role(args.role) if args.role else None,
+            live_only=args.live,
+        )
+        now = store.clock()
+    rows = [lease_json(lease, now) for lease in leases]
+    if args.json:
+        print(json.dumps({"leases": rows}, indent=2, sort_keys=True))
+        return 0
+    if not rows:
+        print("no leases")
+        return 0
+    table = [("TARGET", "HOLDER", "EPOCH", "HEAD", "PHASE", "EXPIRES IN")]
+    for lease, row in zip(leases, rows, strict=True):
+        left = f"{row['expires_in_s']:.1f}s" if row["phase"] == "claimed" else "-"
+        table.append(
+            (str(lease.target), lease.holder, str(lease.epoch), lease.head_sha[:12],
+             row["phase"], left)
+        )  # fmt: skip
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    sys.stdout.flush()
+    return 0
