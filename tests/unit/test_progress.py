@@ -25,9 +25,23 @@ def test_an_interval_throttles_but_the_last_line_always_shows() -> None:
         now[0] = n * 1.0  # one item per second
         progress.advance(f"item {n}")
     assert lines == [
-        "sweep [ 1/12] item 0",
         "sweep [ 6/12] item 5",
         "sweep [11/12] item 10",
         "sweep [12/12] item 11",
     ]
-    assert progress.done == 12 and progress.lines == 4
+    assert progress.done == 12 and progress.lines == 3
+
+
+def test_a_fast_operation_prints_only_its_last_line_or_nothing_when_asked() -> None:
+    lines: list[str] = []
+    progress = Progress("sweep", 3, write=lines.append, min_interval_s=5.0, clock=lambda: 0.0)
+    for n in range(3):
+        progress.advance(f"item {n}")
+    assert lines == ["sweep [3/3] item 2"]
+    quiet: list[str] = []
+    progress = Progress(
+        "sweep", 3, write=quiet.append, min_interval_s=5.0, clock=lambda: 0.0, only_if_slow=True
+    )
+    for n in range(3):
+        progress.advance(f"item {n}")
+    assert quiet == []

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from reviewbot.cli.progress import Progress, Write
 from reviewbot.config import Settings
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_SOURCE = "sweep"
 SWEEP_EVENT = "review_request"
+PROGRESS_INTERVAL_S = 10.0  # a sweep that takes longer logs where it is
 
 Enqueue = Callable[[NewDelivery], Awaitable[bool]]
 
@@ -91,15 +93,34 @@ class Reconciler:
             found |= self.store.journal_repos()
         return sorted(r for r in found if r[0] in self.forges)
 
-    async def sweep(self) -> SweepReport:
+    async def sweep(self, progress: Write | None = None) -> SweepReport:
+        """One pass over the repositories; ``progress`` gets a line now and then when the
+        pass takes long (see :class:`Progress`)."""
         report = SweepReport()
-        for forge_name, repo in self.repositories():
+        repos = self.repositories()
+        shown = (
+            Progress(
+                "reconcile sweep",
+                len(repos),
+                write=progress,
+                min_interval_s=PROGRESS_INTERVAL_S,
+                only_if_slow=True,
+            )
+            if progress is not None
+            else None
+        )
+        for forge_name, repo in repos:
             report.repos.append(f"{forge_name}:{repo}")
             try:
                 await self._sweep_repo(forge_name, repo, report)
             except ForgeError as exc:
                 report.errors.append(f"{forge_name}:{repo}: {exc}")
                 log.warning("reconcile sweep of %s:%s failed: %s", forge_name, repo, exc)
+            if shown is not None:
+                shown.advance(
+                    f"{forge_name}:{repo}; so far {report.open_pulls} open pull requests, "
+                    f"{len(report.queued)} queued, {len(report.reevaluated)} re-evaluated"
+                )
         self.sweeps += 1
         return report
 
@@ -151,7 +172,7 @@ class Reconciler:
     async def _run(self) -> None:
         while True:
             try:
-                report = await self.sweep()
+                report = await self.sweep(progress=log.info)
                 if report.queued or report.reevaluated:
                     log.info(
                         "reconcile sweep: %d queued, %d re-evaluated",
