@@ -45,7 +45,7 @@ def summary_rows(world: DemoWorld, story: Story) -> list[SummaryRow]:
             posted = [r.state for r in reviews if r.commit_id == head]
             review = ", ".join(posted) or "none"
             if posted and head != pull.head_sha:
-                review += " (not for the head)"
+                review += " (old head)"
             merge = "-"
             if pull.merged and head == pull.head_sha:
                 merge = f"merged as {short(pull.merge_commit_sha)}"

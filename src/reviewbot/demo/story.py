@@ -152,7 +152,8 @@ class Story:
     def _decisions_text(self, forge: str, repo: str, number: int) -> str:
         rows = self.world.decisions(forge, repo, number)
         listed = ", ".join(f"{d.decision} at {short(d.head_sha)}" for d in rows) or "none"
-        return f"decisions recorded: {listed}"
+        last = f" (the last: {rows[-1].detail})" if rows and rows[-1].detail else ""
+        return f"decisions recorded: {listed}{last}"
 
     def _reviews_text(self, forge: str, repo: str, number: int) -> str:
         rows = self.world.bot_reviews(forge, repo, number)
