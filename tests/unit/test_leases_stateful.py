@@ -8,6 +8,7 @@ one changes nothing at all.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ def template_db() -> Path:
     global _template
     if _template is None:
         folder = Path(tempfile.mkdtemp(prefix="lease-template-"))
+        atexit.register(shutil.rmtree, folder, True)
         open_store(WorkflowPaths(folder)).close()
         _template = folder / "db" / "db.sqlite"
     return _template

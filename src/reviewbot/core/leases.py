@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
+from reviewbot.core.models import FORGES
 from reviewbot.core.reasons import ReasonCode
 
 MAX_TTL_S = 3600.0
@@ -86,7 +87,7 @@ class LeaseTarget:
     role: Role
 
     def __post_init__(self) -> None:
-        if self.forge not in ("github", "gitea"):
+        if self.forge not in FORGES:
             raise ValueError(f"unknown forge {self.forge!r}")
         owner, slash, name = self.repo.partition("/")
         if not slash or not owner or not name or "/" in name or any(c.isspace() for c in self.repo):
