@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,10 +67,24 @@ def render_table(rows: list[SummaryRow]) -> str:
     return "\n".join(lines)
 
 
+def reviewbot_command() -> str:
+    """How to run this very reviewbot from a shell: ``reviewbot`` when that is the one on
+    ``PATH``, else the script beside this interpreter (``./dev`` does not add it to
+    ``PATH``), else ``python -m reviewbot``."""
+    script = Path(sys.executable).parent / "reviewbot"
+    found = shutil.which("reviewbot")
+    if script.is_file():
+        if found is not None and Path(found).resolve() == script.resolve():
+            return "reviewbot"
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m reviewbot"
+
+
 def explain_commands(data_dir: Path, rows: list[SummaryRow]) -> list[str]:
     prs = list(dict.fromkeys(row.pr for row in rows))
     env = f"REVIEWBOT_DATA_DIR={shlex.quote(str(data_dir))}"
-    return [f"{env} reviewbot explain {shlex.quote(pr)}" for pr in prs]
+    program = reviewbot_command()
+    return [f"{env} {program} explain {shlex.quote(pr)}" for pr in prs]
 
 
 @dataclass
