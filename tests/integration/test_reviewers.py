@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from reviewbot.config import Settings
 from reviewbot.core.findings import Severity, merge_findings
-from reviewbot.core.models import CheckResult, CheckState, InlineComment, RequiredChecks
+from reviewbot.core.models import (
+    CheckResult,
+    CheckState,
+    InlineComment,
+    PullRequestSnapshot,
+    RequiredChecks,
+)
 from reviewbot.core.policy import VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.reviewers import (
     ReviewerErrorKind,
     ReviewerLimits,
     ReviewersOutcome,
+    review_pull,
     run_external_reviewers,
 )
 from reviewbot.runtime.runs import (
@@ -348,3 +356,53 @@ async def test_an_outcome_with_a_failed_reviewer_is_marked_failed(tmp_path: Path
     lint = script(tmp_path, "lint.py", FINDINGS_SCRIPT)
     assert (await review(tmp_path, [py(crash), py(lint)])).failed
     assert not (await review(tmp_path, [py(lint)])).failed
+
+
+async def test_review_pull_derives_the_run_from_the_pull_request(tmp_path: Path) -> None:
+    reviewer = script(
+        tmp_path,
+        "vars.py",
+        "import json, os\n"
+        "d = json.load(open(os.environ['REVIEWBOT_TRIGGER_FILE']))\n"
+        "v = d['variables']\n"
+        "assert (v['forge'], v['owner'], v['repo'], v['number']) == "
+        "(os.environ['VAR_FORGE'], os.environ['VAR_OWNER'], os.environ['VAR_REPO'], "
+        "int(os.environ['VAR_NUMBER']))\n"
+        "assert os.environ['REVIEWBOT_DB_ACCESS'] == 'read'\n"
+        "print(json.dumps([{'path': 'f.py', 'line': 1, 'severity': 'info', "
+        "'message': d['delivery_id'] + ' ' + v['head_sha'] + ' ' + d['payload']['action']}]))\n",
+    )
+    settings = Settings(data_dir=tmp_path / "data", db_access="read")
+    pull = PullRequestSnapshot(
+        forge="github",
+        owner="acme",
+        name="api",
+        number=12,
+        state="open",
+        merged=False,
+        draft=False,
+        head_sha="c" * 40,
+        base_ref="main",
+        head_ref="feature",
+        author="alice",
+    )
+    sessions = SessionManager()
+    outcome = await review_pull(
+        [py(reviewer)],
+        settings=settings,
+        sessions=sessions,
+        pull=pull,
+        delivery_id="gh-1",
+        source="github",
+        event="pull_request",
+        action="opened",
+        payload={"action": "opened"},
+    )
+    assert outcome.errors == ()
+    assert [f.message for f in outcome.findings] == [f"gh-1 {'c' * 40} opened"]
+    (run_dir,) = (tmp_path / "data" / "runs").iterdir()
+    assert run_dir.name.startswith("github-acme-api-12-cccccccccccc-")
+    assert sessions.live_sessions() == []
+    assert await review_pull(
+        [], settings=settings, sessions=sessions, pull=pull, delivery_id="x", source="api"
+    ) == ReviewersOutcome((), ())

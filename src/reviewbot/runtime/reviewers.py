@@ -29,12 +29,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from reviewbot.config import Settings
 from reviewbot.core.findings import Finding, Severity, inline_comments, merge_findings
-from reviewbot.core.models import InlineComment
+from reviewbot.core.models import InlineComment, PullRequestSnapshot
 from reviewbot.core.policy import Verdict
-from reviewbot.runtime.runs import RunFolder, start_run
+from reviewbot.runtime.runs import RunFolder, delivery_document, run_id_for, start_run
 from reviewbot.runtime.sessions import SessionExists, SessionManager
-from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.access import DBAccess, parse_access
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 # Exactly these names, plus the prefixes below, may reach a reviewer. PATH, HOME and LANG
@@ -498,3 +499,65 @@ async def review_in_run(
         )
     finally:
         sessions.end(session.id)
+
+
+async def review_pull(
+    commands: Sequence[str],
+    *,
+    settings: Settings,
+    sessions: SessionManager,
+    pull: PullRequestSnapshot,
+    delivery_id: str,
+    source: str,
+    api_url: str | None = None,
+    event: str | None = None,
+    action: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    limits: ReviewerLimits = ReviewerLimits(),
+) -> ReviewersOutcome:
+    """:func:`review_in_run` for one pull-request head, everything derived from it.
+
+    The run id comes from the delivery and the head (:func:`run_id_for`), ``delivery.json``
+    is the delivery envelope (:func:`delivery_document`), the reviewers get ``VAR_FORGE``,
+    ``VAR_OWNER``, ``VAR_REPO``, ``VAR_NUMBER`` and ``VAR_HEAD_SHA``, and the run's DB access
+    is the server's own (``REVIEWBOT_DB_ACCESS``).
+    """
+    delivery = delivery_document(
+        delivery_id=delivery_id,
+        source=source,
+        forge=pull.forge,
+        owner=pull.owner,
+        name=pull.name,
+        number=pull.number,
+        head_sha=pull.head_sha,
+        event=event,
+        action=action,
+        payload=payload,
+        headers=headers,
+    )
+    run_id = run_id_for(
+        forge=pull.forge,
+        owner=pull.owner,
+        name=pull.name,
+        number=pull.number,
+        head_sha=pull.head_sha,
+        delivery_id=delivery_id,
+    )
+    return await review_in_run(
+        commands,
+        paths=WorkflowPaths.from_settings(settings),
+        sessions=sessions,
+        run_id=run_id,
+        delivery=delivery,
+        db_access=parse_access(settings.db_access),
+        api_url=api_url,
+        variables=pull_variables(
+            forge=pull.forge,
+            owner=pull.owner,
+            name=pull.name,
+            number=pull.number,
+            head_sha=pull.head_sha,
+        ),
+        limits=limits,
+    )

@@ -83,6 +83,43 @@ def run_id_for(
     return check_run_id(f"{readable.lstrip('.')[:150]}-{digest}")
 
 
+def delivery_document(
+    *,
+    delivery_id: str,
+    source: str,
+    forge: str,
+    owner: str,
+    name: str,
+    number: int,
+    head_sha: str,
+    event: str | None = None,
+    action: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The content of ``delivery.json``: the delivery envelope a step reads.
+
+    ``variables`` name the pull request (``forge``, ``owner``, ``repo``, ``number``,
+    ``head_sha``); ``payload`` is the forge's event (or the API / Crew body) and ``headers``
+    the forge headers that were kept, when there are any.
+    """
+    return {
+        "delivery_id": delivery_id,
+        "source": source,
+        "event": event,
+        "action": action,
+        "variables": {
+            "forge": forge,
+            "owner": owner,
+            "repo": name,
+            "number": number,
+            "head_sha": head_sha,
+        },
+        "payload": dict(payload or {}),
+        "headers": dict(headers or {}),
+    }
+
+
 def run_folder(paths: WorkflowPaths, run_id: str) -> RunFolder:
     """The folder of ``run_id`` (not created)."""
     return RunFolder(check_run_id(run_id), paths.runs_dir / run_id)
