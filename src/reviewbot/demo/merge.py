@@ -120,14 +120,32 @@ async def merge_through_lease(story: Story, number: int, head: str) -> None:
         f"{short(pull.head_sha)}",
     )
     expect(
+        merged.get("recorded") is True,
+        "the merge recorded in the bot's store",
+        f"the bot answered {merged}",
+    )
+    expect(
         merged.get("merge_commit_sha") == pull.merge_commit_sha,
         f"the recorded merge commit to be the forge's ({short(pull.merge_commit_sha)})",
         f"the bot recorded {merged.get('merge_commit_sha')}",
     )
+    sent = [
+        r.body
+        for r in world.sim.requests
+        if r.forge == "gitea"
+        and r.method == "POST"
+        and r.path == f"/repos/{GITEA_REPO}/pulls/{number}/merge"
+    ]
+    pins = [b.get("head_commit_id") if isinstance(b, dict) else None for b in sent]
+    expect(
+        pins == [head],
+        f"one merge request to the forge pinned to head_commit_id {short(head)}",
+        f"merge requests pinned to {pins}",
+    )
     approvers = ", ".join(merged.get("approvers") or []) or "nobody"
     story.note(
-        f"the bot merges at {short(head)} (approved there by {approvers}): merge commit "
-        f"{short(pull.merge_commit_sha)}"
+        f"the bot merges pinned to head_commit_id {short(head)} (approved there by "
+        f"{approvers}): merge commit {short(pull.merge_commit_sha)}"
     )
     leases = await _get(story, token, "/api/v1/leases", {**target, "role": "merger"})
     phases = [str(item.get("phase")) for item in leases.get("leases", [])]
