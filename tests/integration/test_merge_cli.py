@@ -1,0 +1,180 @@
+"""``reviewbot merge`` and ``reviewbot lease`` as real processes against the forge simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import reviewbot
+from reviewbot.sim import SimServer, Simulator
+from tests.integration.merge_support import BOT, REPO, prepare_sim, set_check
+
+WAIT_S = 60.0
+
+
+class Cli:
+    def __init__(self, tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> None:
+        config = tmp_path / "reviewbot.toml"
+        config.write_text(
+            f'[repos."github:{REPO}"]\nrequired_checks = []\n\n[repos."gitea:{REPO}"]\n'
+        )
+        self.data = tmp_path / "data"
+        package_root = Path(reviewbot.__file__).resolve().parent.parent
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(package_root),
+            "REVIEWBOT_CONFIG": str(config),
+            "REVIEWBOT_DATA_DIR": str(self.data),
+            "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
+            "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
+            "REVIEWBOT_GITHUB__BOT_LOGIN": BOT,
+            "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
+            "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
+            "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
+        }
+
+    async def run(self, *args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "reviewbot",
+            *args,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), WAIT_S)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    async def json(self, *args: str) -> tuple[int, Any]:
+        code, out, err = await self.run(*args, "--json")
+        return code, json.loads(out) if out.strip() else {"stderr": err}
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.data / "db" / "db.sqlite") as conn:
+            return list(conn.execute(sql))
+
+
+@pytest.fixture
+def cli(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> Cli:
+    return Cli(tmp_path, sim_server, prepare_sim(sim, ("ci/test",)))
+
+
+def merge_calls(sim: Simulator, forge: str, number: int) -> list[Any]:
+    return [r for r in sim.requests if r.path == f"/repos/{REPO}/pulls/{number}/merge"]
+
+
+async def test_merge_registers_acquires_merges_and_releases(cli: Cli, sim: Simulator) -> None:
+    forge = "github"
+    pr = sim.open_pr(forge, REPO, author="alice")
+    set_check(sim, forge, pr.head_sha, "success")
+    sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
+    code, result = await cli.json("merge", f"{forge}:{REPO}#{pr.number}", "--head", pr.head_sha)
+    assert code == 0, result
+    live = sim.pull(forge, REPO, pr.number)
+    assert live.merged
+    assert result["merged"] is True and result["merge_commit_sha"] == live.merge_commit_sha
+    assert len(merge_calls(sim, forge, pr.number)) == 1
+    assert merge_calls(sim, forge, pr.number)[0].body["sha"] == pr.head_sha
+    assert cli.rows("SELECT number, head_sha, merge_commit_sha, holder FROM merged_pulls") == [
+        (pr.number, pr.head_sha, live.merge_commit_sha, result["worker"])
+    ]
+    code, listed = await cli.json("lease", "list", f"{forge}:{REPO}#{pr.number}")
+    assert code == 0
+    assert [(x["holder"], x["phase"]) for x in listed["leases"]] == [(result["worker"], "released")]
+    # a second run sees the merge and sends nothing
+    code, again = await cli.json("merge", f"{forge}:{REPO}#{pr.number}", "--head", pr.head_sha)
+    assert code == 0 and again["already_merged"] is True
+    assert len(merge_calls(sim, forge, pr.number)) == 1
+
+
+async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -> None:
+    forge = "gitea"
+    pr = sim.open_pr(forge, REPO, author="alice")
+    ref = f"{forge}:{REPO}#{pr.number}"
+    set_check(sim, forge, pr.head_sha, "success")
+    code, out, _ = await cli.run("lease", "register", "--name", "agent7")
+    assert code == 0
+    worker = out.strip()
+    code, lease = await cli.json(
+        "lease", "acquire", ref, "--role", "merger", "--worker", worker, "--head", pr.head_sha
+    )
+    assert code == 0 and lease["epoch"] == 1 and lease["holder"] == worker
+
+    # nobody approved yet: refused with the code, one line on stderr, nothing sent
+    code, out, err = await cli.run(
+        "merge", ref, "--head", pr.head_sha, "--worker", worker, "--epoch", "1"
+    )
+    assert code == 1
+    assert err.strip().splitlines() == [err.strip()]
+    assert err.startswith("reviewbot: not_approved:")
+    assert merge_calls(sim, forge, pr.number) == []
+
+    # another worker cannot take the lease meanwhile; an unregistered one is unproven
+    code, out, _ = await cli.run("lease", "register", "--name", "other")
+    other = out.strip()
+    code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12")
+    assert code == 1 and held["error"] == "lease_held"
+    assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
+    ghost = other.replace("other", "ghost")
+    code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
+    assert code == 1 and unproven["error"] == "worker_unproven"
+
+    sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
+    code, beat = await cli.json("lease", "heartbeat", ref, "--worker", worker, "--epoch", "1")
+    assert code == 0 and beat["phase"] == "claimed"
+    code, result = await cli.json(
+        "merge", ref, "--head", pr.head_sha, "--worker", worker, "--epoch", "1", "--method",
+        "squash",
+    )  # fmt: skip
+    assert code == 0, result
+    (call,) = merge_calls(sim, forge, pr.number)
+    assert call.body == {"Do": "squash", "head_commit_id": pr.head_sha}
+    # merged and released: the epoch is spent
+    code, out, err = await cli.run("lease", "release", ref, "--worker", worker, "--epoch", "1")
+    assert code == 1 and "lease_not_held" in err
+
+
+async def test_a_head_pushed_before_the_merge_is_reviewed_again(cli: Cli, sim: Simulator) -> None:
+    forge = "gitea"
+    pr = sim.open_pr(forge, REPO, author="alice")
+    old = pr.head_sha
+    set_check(sim, forge, old, "success")
+    sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
+    pushed: list[str] = []
+
+    def push() -> None:
+        pushed.append(sim.push(forge, REPO, pr.number))
+        set_check(sim, forge, pushed[0], "success")
+
+    sim.faults.add(forge=forge, method="POST", path=f"/repos/{REPO}/pulls/{pr.number}/merge",
+                   before=push)  # fmt: skip
+    code, result = await cli.json("merge", f"{forge}:{REPO}#{pr.number}", "--head", old)
+    assert code == 1
+    assert result["error"] == "head_moved" and result["new_head"] == pushed[0]
+    assert not sim.pull(forge, REPO, pr.number).merged
+    bot = [
+        (r.state, r.commit_id) for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT
+    ]
+    assert bot == [("APPROVED", pushed[0])]
+    assert cli.rows("SELECT status, head_sha FROM merge_attempts") == [("head_moved", old)]
+
+
+async def test_bad_arguments_are_one_line_refusals(cli: Cli) -> None:
+    code, _, err = await cli.run("merge", "github:acme/api", "--head", "ab12")
+    assert code == 1 and "FORGE:OWNER/REPO#NUMBER" in err
+    code, _, err = await cli.run("merge", "github:acme/api#1", "--head", "ab12", "--epoch", "2")
+    assert code == 1 and "--worker and --epoch" in err
+    code, out, _ = await cli.run("merge", "--help")
+    assert "Example" in out and "--head" in out
+    for sub in ("register", "acquire", "heartbeat", "release", "list"):
+        code, out, _ = await cli.run("lease", sub, "--help")
+        assert code == 0 and "Example" in out
