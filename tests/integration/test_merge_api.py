@@ -343,3 +343,37 @@ async def test_merge_needs_the_merge_scope_and_the_repository(world: World) -> N
     )
     assert status == 400
     assert world.merge_requests("gitea", pr.number) == []
+
+
+@FORGES
+async def test_the_state_comment_shows_the_merger_lease_then_the_merge(
+    world: World, forge: str
+) -> None:
+    pr = world.sim.open_pr(forge, REPO, author="alice")
+    set_check(world, forge, pr.head_sha, "success")
+    await world.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+    await world.settle()
+    m = Merger(world)
+    await m.register()
+    epoch = await m.acquire(forge, pr.number, pr.head_sha)
+    # any event the bot handles refreshes the comment
+    status_id = set_check(world, forge, pr.head_sha, "success").id
+    await world.sim.deliver_status(forge, REPO, status_id)
+    await world.settle()
+
+    def state_comment() -> str:
+        comments = [
+            c.body
+            for c in world.sim.pull(forge, REPO, pr.number).comments
+            if "<!-- reviewbot:pr-state -->" in c.body
+        ]
+        assert len(comments) == 1
+        return comments[0]
+
+    assert f"merger: `{m.identity}`, epoch {epoch}, head `{pr.head_sha[:12]}`" in state_comment()
+    # the bot's own approval at the head permits the merge; the comment follows it
+    status, body = await m.merge(forge, pr.number, pr.head_sha, epoch)
+    assert status == 200, body
+    text = state_comment()
+    assert "| State | merged |" in text
+    assert m.identity not in text

@@ -214,9 +214,7 @@ def test_a_reviewer_lease_does_not_permit_a_merge() -> None:
 def test_every_code_is_reported_and_in_the_documented_order() -> None:
     pull = replace(PULL, head_sha=OLD, mergeable=False)
     reviews = (Review(1, "carol", ReviewState.CHANGES_REQUESTED, OLD),)
-    decision = decide(
-        inputs(pull=pull, reviews=reviews, results=(), lease=replace(LEASE, epoch=9))
-    )
+    decision = decide(inputs(pull=pull, reviews=reviews, results=(), lease=replace(LEASE, epoch=9)))
     assert decision.codes == (
         "superseded",
         "head_moved",
@@ -226,3 +224,11 @@ def test_every_code_is_reported_and_in_the_documented_order() -> None:
         "checks_not_green",
     )
     assert set(decision.codes) <= {c.value for c in REFUSAL_CODES}
+
+
+def test_every_refusal_code_is_documented() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "leases.md").read_text()
+    for code in (*REFUSAL_CODES, "lease_held", "forge_unavailable", "worker_unproven"):
+        assert f"| `{code}` |" in text, code
