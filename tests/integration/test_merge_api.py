@@ -377,3 +377,17 @@ async def test_the_state_comment_shows_the_merger_lease_then_the_merge(
     text = state_comment()
     assert "| State | merged |" in text
     assert m.identity not in text
+
+
+async def test_two_concurrent_merge_calls_send_one_merge(world: World) -> None:
+    import asyncio
+
+    forge = "github"
+    pr = green_approved_pr(world, forge)
+    m = Merger(world)
+    await m.register()
+    epoch = await m.acquire(forge, pr.number, pr.head_sha)
+    answers = await asyncio.gather(*(m.merge(forge, pr.number, pr.head_sha, epoch) for _ in "ab"))
+    assert sorted(status for status, _ in answers) == [200, 200]
+    assert sorted(body["already_merged"] for _, body in answers) == [False, True]
+    assert len(world.merge_requests(forge, pr.number)) == 1

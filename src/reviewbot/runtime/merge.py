@@ -154,6 +154,8 @@ class Merger:
         self.clock = clock
         self.state_comment = state_comment
         self.re_review = re_review
+        # One merge of a PR at a time in this process, even for one (worker, epoch).
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     def method_for(self, request: MergeRequest) -> str:
         rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
@@ -165,6 +167,12 @@ class Merger:
     async def merge(self, request: MergeRequest) -> MergeOutcome:
         """Merge at the pin or refuse (every reason). Raises :class:`MergeError` when the
         forge failed so that nothing could be decided, or ``ValueError`` for a bad request."""
+        key = (request.forge, request.repo, request.number)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            return await self._merge_locked(request)
+
+    async def _merge_locked(self, request: MergeRequest) -> MergeOutcome:
         forge = self.forges.get(request.forge)
         if forge is None:
             raise MergeError(
