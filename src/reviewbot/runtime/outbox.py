@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
@@ -64,6 +64,9 @@ def crash_point(name: str) -> None:
 
 
 Fence = Callable[[Tx], None]
+
+# Outcomes of a drain attempt that closed the row.
+FINISHED = frozenset({"posted", "adopted", "dropped", "failed"})
 
 
 class FenceRefused(Exception):
@@ -191,6 +194,7 @@ class OutboxDrainer:
         max_attempts: int = 20,
         idle_poll_s: float = 1.0,
         on_finished: Callable[[OutboxRow], object] | None = None,
+        after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self.forges = forges
@@ -202,6 +206,8 @@ class OutboxDrainer:
         self.max_attempts = max_attempts
         self.idle_poll_s = idle_poll_s
         self.on_finished = on_finished
+        # Run (outside the PR lock) after the loop finished a row: the state comment.
+        self.after_drain = after_drain
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -247,7 +253,13 @@ class OutboxDrainer:
         outcomes = []
         for row in self.store.due(self.clock()):
             async with self.locks.hold(row.forge, row.repo, row.number):
-                outcomes.append(await self.post_locked(row.id))
+                outcome = await self.post_locked(row.id)
+            outcomes.append(outcome)
+            if outcome.status in FINISHED and self.after_drain is not None:
+                try:
+                    await self.after_drain(row.forge, row.repo, row.number)
+                except Exception:  # the state comment is informative; the post stands
+                    log.exception("after-drain hook failed for outbox row %s", row.id)
         return outcomes
 
     # -- one row ---------------------------------------------------------------------

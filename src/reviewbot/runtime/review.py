@@ -24,6 +24,7 @@ from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import policy
+from reviewbot.core.gate import same_login
 from reviewbot.core.leases import LeaseClaim, Refused
 from reviewbot.core.leases import iso as lease_iso
 from reviewbot.core.models import PullRequestSnapshot, ReviewEvent, ReviewState
@@ -94,6 +95,7 @@ class ReviewOutcome:
     posts: list[PostOutcome] = field(default_factory=list)
     state_comment: str | None = None  # created / edited / unchanged / failed
     claim: LeaseClaim | None = None  # the reviewer lease still held for posting
+    pull: PullRequestSnapshot | None = None  # the live PR the evaluation read
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -264,7 +266,7 @@ class ReviewPipeline:
                 outcome.claim = None
         if self.state_comment:
             outcome.state_comment = await self._sync_state_comment(
-                request.forge, request.repo, request.number, request.pull
+                request.forge, request.repo, request.number, outcome.pull or request.pull
             )
         return outcome
 
@@ -289,6 +291,18 @@ class ReviewPipeline:
             return await self._note(base, ERROR, ReasonCode.PR_NOT_FOUND.value, str(exc))
         except ForgeError as exc:
             return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        outcome = await self._evaluate_pull(request, forge, pull, bot, base)
+        outcome.pull = pull
+        return outcome
+
+    async def _evaluate_pull(
+        self,
+        request: ReviewRequest,
+        forge: Forge,
+        pull: PullRequestSnapshot,
+        bot: str,
+        base: NewDecision,
+    ) -> ReviewOutcome:
         head = request.head_sha or pull.head_sha
         base = _with(base, head_sha=head)
         if pull.head_sha != head:
@@ -297,7 +311,7 @@ class ReviewPipeline:
         if pull.state != "open" or pull.merged:
             detail = f"the pull request is {'merged' if pull.merged else pull.state}"
             return await self._note(base, "pr_closed", ReasonCode.PR_CLOSED.value, detail)
-        if pull.author.lower() == bot.lower():
+        if same_login(pull.author, bot):
             return await self._note(
                 base,
                 AUTHOR_IS_BOT,
@@ -451,6 +465,8 @@ class ReviewPipeline:
     ) -> str:
         forge = self.forges[forge_name]
         try:
+            if pull is None:
+                pull = await forge.get_pull(repo, number)
             body = await asyncio.to_thread(self.render_state, forge_name, repo, number, pull)
             if body is None:
                 return "unchanged"
@@ -604,6 +620,7 @@ def build_review(
     store = ReviewStore(db, clock)
     drainer = OutboxDrainer(store, forges, leases, clock=clock, backoff_base_s=backoff_base_s)
     pipeline = ReviewPipeline(settings, store, forges, leases, drainer, clock=clock)
+    drainer.after_drain = pipeline.sync_state_comment
     return ReviewParts(pipeline, drainer, store, lease_store, record.identity)
 
 
