@@ -95,7 +95,9 @@ async def _drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-async def run(prs: int, forge: str, concurrency: int, workers: int) -> dict[str, Any]:
+async def run(
+    prs: int, forge: str, concurrency: int, workers: int, rate: float = 0.0
+) -> dict[str, Any]:
     """The simulator runs here; the bot is a real ``reviewbot serve`` process."""
     sim = Simulator()
     async with SimServer(sim) as sim_server:
@@ -109,7 +111,7 @@ async def run(prs: int, forge: str, concurrency: int, workers: int) -> dict[str,
             sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
             sim_cpu = resource.getrusage(resource.RUSAGE_SELF)
             try:
-                result = await _measure(sim, forge, prs, concurrency)
+                result = await _measure(sim, forge, prs, concurrency, rate)
             finally:
                 proc.terminate()
                 await proc.wait()
@@ -123,7 +125,9 @@ async def run(prs: int, forge: str, concurrency: int, workers: int) -> dict[str,
             return result
 
 
-async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> dict[str, Any]:
+async def _measure(
+    sim: Simulator, forge: str, prs: int, concurrency: int, rate: float
+) -> dict[str, Any]:
     # The reconcile sweep lists the open PRs once at start; let it finish first so that it
     # does not race the webhooks being measured.
     deadline = time.monotonic() + 30
@@ -141,7 +145,9 @@ async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> di
     sent_at: dict[int, float] = {}
     gate = asyncio.Semaphore(concurrency)
 
-    async def deliver(number: int) -> None:
+    async def deliver(index: int, number: int) -> None:
+        if rate > 0:  # paced: the n-th webhook leaves n / rate seconds after the first
+            await asyncio.sleep(max(0.0, started + index / rate - time.perf_counter()))
         async with gate:
             sent_at[number] = sim.now()
             delivery = await sim.deliver_pull_request(forge, REPO, number, action="opened")
@@ -154,7 +160,7 @@ async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> di
         )
 
     started = time.perf_counter()
-    await asyncio.gather(*(deliver(pr.number) for pr in pulls))
+    await asyncio.gather(*(deliver(i, pr.number) for i, pr in enumerate(pulls)))
     deadline = time.monotonic() + max(120.0, prs * 0.5)
     while time.monotonic() < deadline:
         if state_comments() >= len(pulls):  # the state comment is the last write of a PR
@@ -187,6 +193,7 @@ async def _measure(sim: Simulator, forge: str, prs: int, concurrency: int) -> di
     return {
         "forge": forge,
         "prs": prs,
+        "webhook_rate_per_s": rate or "unpaced",
         "reviewed": reviewed,
         "duplicate_reviews": duplicates,
         "state_comments": state_comments(),
@@ -207,10 +214,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--forge", choices=("github", "gitea"), default="github")
     parser.add_argument("--concurrency", type=int, default=32, help="webhooks in flight")
     parser.add_argument("--workers", type=int, default=8, help="gate workers")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="webhooks per second (default: all at once, which measures the backlog)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    result = asyncio.run(run(args.prs, args.forge, args.concurrency, args.workers))
+    result = asyncio.run(run(args.prs, args.forge, args.concurrency, args.workers, args.rate))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
