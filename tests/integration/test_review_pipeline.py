@@ -293,6 +293,12 @@ async def test_review_post_errors_are_retried_into_one_review(
         # Refused twice then accepted; or applied-then-failed once, then adopted by marker.
         expected = 1 if fault.get("apply_then_fail") else 3
         assert len([r for r in posts if r.path == path]) == expected
+        # the state comment catches up with the post made by the drainer's loop
+        deadline = time.monotonic() + 20
+        while "approved at" not in "".join(c.body for c in bot.bot_comments(forge, pr.number)):
+            assert time.monotonic() < deadline, "the state comment was not updated"
+            await asyncio.sleep(0.05)
+        assert len(bot.bot_comments(forge, pr.number)) == 1
 
 
 @FORGES
