@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import jwt
@@ -68,6 +69,7 @@ class FakeInstallations:
         self, installation_id: int, app_jwt: str
     ) -> tuple[str, str]:
         self._verify(app_jwt)
+        await asyncio.sleep(0)  # a real request yields to other tasks
         self.minted.append(installation_id)
         return f"ghs_{installation_id}_{len(self.minted)}", iso(self.clock() + 3600)
 
@@ -154,3 +156,13 @@ def test_parse_timestamp() -> None:
     assert parse_timestamp("2026-01-01T00:00:00Z") == NOW
     with pytest.raises(ValueError):
         parse_timestamp("2026-01-01T00:00:00")
+
+
+async def test_concurrent_callers_share_one_new_token(key_pair: tuple[bytes, bytes]) -> None:
+    private, public = key_pair
+    clock = Clock()
+    api = FakeInstallations(clock, public)
+    auth = GitHubAppAuth(42, private, clock=clock)
+    await auth.installation_id("acme/api", api)
+    tokens = await asyncio.gather(*(auth.token_for_repo("acme/api", api) for _ in range(5)))
+    assert len(set(tokens)) == 1 and api.minted == [1]
