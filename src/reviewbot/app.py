@@ -212,7 +212,7 @@ async def _startup(app: web.Application) -> None:
     )
     st.journal = GroupCommitJournal(WorkflowPaths.from_settings(st.settings).db_file).start()
     if st.run_workers:
-        st.pool = WorkerPool(st.db, st.runner.process, size=st.settings.workers)
+        st.pool = WorkerPool(st.db, st.runner.process_batch, size=st.settings.workers)
         st.journal.on_commit = st.pool.submit
         await st.pool.start()
 

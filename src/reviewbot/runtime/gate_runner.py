@@ -62,6 +62,23 @@ class EligiblePull:
 
 EligibleHook = Callable[[EligiblePull], Awaitable[None]]
 
+
+@dataclass(frozen=True)
+class Pending:
+    """A delivery's decisions, decided but not yet recorded."""
+
+    delivery: StoredDelivery
+    rows: tuple[DecisionRecord, ...]
+    semantic_key: str | None
+    gated: tuple[tuple[Trigger, PullRequestSnapshot], ...] = ()
+
+    def to_record(self) -> decisions.ToRecord:
+        errors = [r for r in self.rows if r.decision == Outcome.ERROR.value]
+        return decisions.ToRecord(
+            self.rows, self.semantic_key, (not errors, errors[0].detail if errors else None)
+        )
+
+
 # Turns a stored delivery into a trigger (given the configured forges); raises
 # TriggerError with the exact reason.
 ParseFn = Callable[[StoredDelivery, Sequence[str]], Trigger]
@@ -91,31 +108,51 @@ class GateRunner:
         self._bot_logins: dict[str, str] = {}
 
     async def process(self, delivery: StoredDelivery) -> Recorded:
-        """Gate one claimed delivery, record its decisions and finish it (one transaction)."""
+        """Gate one delivery, record its decisions and finish it (one transaction)."""
+        return (await self.process_batch([delivery]))[0]
+
+    async def process_batch(self, batch: Sequence[StoredDelivery]) -> list[Recorded]:
+        """Gate deliveries one after the other, then record them all in one transaction.
+
+        Replays inside one batch are told apart in that transaction: the first claims the
+        semantic key, the next becomes ``duplicate_delivery``. The eligible hook hears of
+        each eligible decision after the commit.
+        """
+        pending = [await self.evaluate(delivery) for delivery in batch]
+        recorded = await asyncio.to_thread(
+            decisions.record_many, self.db, [p.to_record() for p in pending]
+        )
+        for item, result in zip(pending, recorded, strict=True):
+            if result.duplicate_of is None:
+                await self._notify(item.delivery, result, item.gated)
+        return recorded
+
+    async def evaluate(self, delivery: StoredDelivery) -> Pending:
+        """The decisions of one delivery, not yet recorded (reads the forge, writes nothing)."""
         try:
-            return await self._process(delivery)
+            return await self._evaluate(delivery)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never leave a delivery without a decision
             log.exception("gate failed for delivery %s", delivery.delivery_id)
             detail = f"{type(exc).__name__}: {exc}"
             decision = Decision(Outcome.ERROR, (Reason(ReasonCode.INTERNAL_ERROR, detail),))
-            return await self._record(delivery, None, [decision], None)
+            return self._pending(delivery, None, [decision], None)
 
-    async def _process(self, delivery: StoredDelivery) -> Recorded:
+    async def _evaluate(self, delivery: StoredDelivery) -> Pending:
         try:
             trigger = self._parse(delivery, tuple(self.forges))
         except TriggerError as exc:
-            return await self._record(delivery, None, [unresolved_decision(exc.detail)], None)
+            return self._pending(delivery, None, [unresolved_decision(exc.detail)], None)
 
         if trigger.kind in ("ignored", "recorded"):
-            return await self._record(delivery, trigger, [decision_without_gate(trigger)], None)
+            return self._pending(delivery, trigger, [decision_without_gate(trigger)], None)
 
         forge = self.forges.get(trigger.forge or "")
         if forge is None:
             detail = f"no {trigger.forge or 'forge'} connection is configured"
             decision = error_decision(ReasonCode.FORGE_NOT_CONFIGURED, detail, trigger=trigger)
-            return await self._record(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision], None)
 
         # A trigger without a SHA (an API call, a comment command) is about the live head:
         # its key is known only after the read, and the claim at record time decides.
@@ -124,7 +161,7 @@ class GateRunner:
             first = await asyncio.to_thread(decisions.semantic_owner, self.db, key)
             if first is not None and first != delivery.delivery_id:
                 decision = duplicate_decision(trigger, first)
-                return await self._record(delivery, trigger, [decision], None)
+                return self._pending(delivery, trigger, [decision], None)
 
         try:
             pulls = await self._live_pulls(forge, trigger)
@@ -132,17 +169,17 @@ class GateRunner:
             permission = await self._commenter_permission(forge, trigger)
         except TriggerError as exc:
             decision = unresolved_decision(exc.detail, trigger=trigger)
-            return await self._record(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision], None)
         except NotFound as exc:
             decision = error_decision(ReasonCode.PR_NOT_FOUND, str(exc), trigger=trigger)
-            return await self._record(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision], None)
         except ForgeError as exc:
             decision = error_decision(ReasonCode.FORGE_ERROR, str(exc), trigger=trigger)
-            return await self._record(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision], None)
 
         if not pulls:
             decision = no_open_pulls_decision(trigger)
-            return await self._record(delivery, trigger, [decision], key)
+            return self._pending(delivery, trigger, [decision], key)
 
         if key is None and trigger.kind == "pull":
             key = replace(trigger, head_sha=pulls[0].head_sha).semantic_key()
@@ -157,10 +194,7 @@ class GateRunner:
                 self._gate(per_pr, pull, rules, bot_login=bot, commenter_permission=permission)
             )
             gated.append((per_pr, pull))
-        recorded = await self._record(delivery, trigger, found, key)
-        if recorded.duplicate_of is None:
-            await self._notify(delivery, recorded, gated)
-        return recorded
+        return self._pending(delivery, trigger, found, key, gated)
 
     async def _live_pulls(self, forge: Forge, trigger: Trigger) -> list[PullRequestSnapshot]:
         repo = trigger.repo_full_name
@@ -196,7 +230,7 @@ class GateRunner:
         self,
         delivery: StoredDelivery,
         recorded: Recorded,
-        gated: list[tuple[Trigger, PullRequestSnapshot]],
+        gated: Sequence[tuple[Trigger, PullRequestSnapshot]],
     ) -> None:
         if self.on_eligible is None:
             return
@@ -210,19 +244,16 @@ class GateRunner:
             except Exception:
                 log.exception("eligible hook failed for %s", delivery.delivery_id)
 
-    async def _record(
+    def _pending(
         self,
         delivery: StoredDelivery,
         trigger: Trigger | None,
         found: list[Decision],
         semantic_key: str | None,
-    ) -> Recorded:
-        rows = [self._row(delivery, trigger, d) for d in found]
-        errors = [r for r in rows if r.decision == Outcome.ERROR.value]
-        finish = (not errors, errors[0].detail if errors else None)
-        return await asyncio.to_thread(
-            decisions.record, self.db, rows, semantic_key=semantic_key, finish_delivery=finish
-        )
+        gated: list[tuple[Trigger, PullRequestSnapshot]] | None = None,
+    ) -> Pending:
+        rows = tuple(self._row(delivery, trigger, d) for d in found)
+        return Pending(delivery, rows, semantic_key, tuple(gated or ()))
 
     def _row(
         self, delivery: StoredDelivery, trigger: Trigger | None, decision: Decision
@@ -235,7 +266,7 @@ class GateRunner:
             decided_at=iso(self.clock()),
             forge=decision.forge or (trigger.forge if trigger else None) or delivery.forge,
             repo=decision.repo or (trigger.repo_full_name if trigger else None),
-            number=decision.number if decision.number is not None else None,
+            number=decision.number,
             head_sha=decision.head_sha,
             event=(trigger.event if trigger else None) or delivery.event,
             action=trigger.action if trigger else None,

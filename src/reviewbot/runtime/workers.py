@@ -1,10 +1,12 @@
 """The worker pool that drains the delivery journal.
 
-Each worker takes a delivery id, claims it (``queued -> processing``) and hands it to the
-processing function, which records its decisions and finishes it in one transaction. At
-start, deliveries a crash left ``queued`` or ``processing`` are queued again. On stop, work
-in flight gets a grace period; what does not finish in it is put back to ``queued`` for the
-next start.
+Each worker claims a batch of the oldest queued deliveries (``queued -> processing``, one
+transaction), gates them one after the other, and records all their decisions and finishes
+them in one transaction. Batches keep the store's write lock, which the acknowledgement path
+needs for its journal commits, free most of the time. The journal wakes the workers when it
+commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
+taken up again. On stop, a batch in flight gets a grace period; what does not finish in it
+goes back to ``queued`` for the next start.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from reviewbot.store import journal
@@ -21,56 +23,57 @@ from reviewbot.store.journal import StoredDelivery
 
 log = logging.getLogger(__name__)
 
-ProcessFn = Callable[[StoredDelivery], Coroutine[Any, Any, object]]
+BatchFn = Callable[[Sequence[StoredDelivery]], Coroutine[Any, Any, object]]
+RETRY_AFTER_FAILURE_S = 1.0
 
 
 class WorkerPool:
-    def __init__(self, db: Database, process: ProcessFn, *, size: int = 4) -> None:
+    def __init__(self, db: Database, process_batch: BatchFn, *, size: int = 4, batch: int = 16):
         self.db = db
-        self.process = process
+        self.process_batch = process_batch
         self.size = size
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._in_flight: dict[str, asyncio.Task[object]] = {}
+        self.batch = batch
+        self._wake = asyncio.Event()
+        self._generation = 0  # bumped by every wake-up, so none is lost
         self._idle = asyncio.Event()
-        self._idle.set()
-        self._pending = 0  # ids queued or in flight
+        self._busy = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: dict[asyncio.Task[object], list[str]] = {}
         self.processed = 0
 
     async def start(self) -> int:
-        """Resume unfinished deliveries and start the workers; returns how many were resumed."""
+        """Take up unfinished deliveries and start the workers; returns how many were found."""
         resumed = await asyncio.to_thread(journal.resume_unfinished, self.db)
-        self.submit(resumed)
+        if resumed:
+            log.info("resuming %d unfinished deliveries", len(resumed))
         for n in range(self.size):
             self._tasks.append(asyncio.create_task(self._work(), name=f"gate-worker-{n}"))
-        if resumed:
-            log.info("resumed %d unfinished deliveries", len(resumed))
+        self.submit(resumed or ["start"])
         return len(resumed)
 
-    def submit(self, delivery_ids: Iterable[str]) -> None:
-        for delivery_id in delivery_ids:
-            self._pending += 1
-            self._idle.clear()
-            self._queue.put_nowait(delivery_id)
+    def submit(self, delivery_ids: Iterable[str] = ()) -> None:
+        """New deliveries are in the journal: wake the workers (the ids are not needed)."""
+        self._generation += 1
+        self._idle.clear()
+        self._wake.set()
 
     async def wait_idle(self) -> None:
-        """Until every submitted delivery has been handled (tests and one-shot commands)."""
+        """Until the journal has nothing queued for this pool (tests, one-shot commands)."""
         await self._idle.wait()
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop taking work; let work in flight finish for ``grace_s``, then re-queue it."""
+        """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
         for task in self._tasks:
             task.cancel()  # idle workers stop at once; busy ones are shielded below
-        in_flight = list(self._in_flight.items())
+        in_flight = dict(self._in_flight)
         if in_flight:
-            _, still = await asyncio.wait([t for _, t in in_flight], timeout=grace_s)
-            for delivery_id, busy in in_flight:
-                if busy in still:
-                    busy.cancel()
-                    with contextlib.suppress(BaseException):
-                        await busy
-                    await asyncio.to_thread(journal.requeue, self.db, delivery_id)
-                    log.info("re-queued delivery %s at shutdown", delivery_id)
+            _, unfinished = await asyncio.wait(list(in_flight), timeout=grace_s)
+            for busy in unfinished:
+                busy.cancel()
+                with contextlib.suppress(BaseException):
+                    await busy
+                await asyncio.to_thread(journal.requeue, self.db, in_flight[busy])
+                log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
@@ -78,31 +81,47 @@ class WorkerPool:
 
     async def _work(self) -> None:
         while True:
-            delivery_id = await self._queue.get()
-            try:
-                delivery = await asyncio.to_thread(journal.claim, self.db, delivery_id)
-                if delivery is None:
-                    continue  # finished already, or another process has it
-                task: asyncio.Task[object] = asyncio.create_task(self.process(delivery))
-                self._in_flight[delivery_id] = task
+            await self._wake.wait()
+            while True:  # claim until the journal has nothing queued
+                generation = self._generation
+                self._busy += 1
                 try:
-                    # Shielded: stopping the pool must not cut a delivery in half; stop()
-                    # decides whether it finishes or goes back to the queue.
-                    await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    if not task.done():
-                        raise
-                except Exception:
-                    log.exception("delivery %s failed unexpectedly", delivery_id)
+                    claimed = await self._claim()
+                    if claimed:
+                        await self._run(claimed)
                 finally:
-                    if task.done():
-                        self._in_flight.pop(delivery_id, None)
-                self.processed += 1
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("could not claim delivery %s", delivery_id)
-            finally:
-                self._pending -= 1
-                if self._pending == 0:
+                    self._busy -= 1
+                if not claimed:
+                    break
+            if generation == self._generation:
+                self._wake.clear()  # nothing new arrived while this worker looked
+                if self._busy == 0:
                     self._idle.set()
+
+    async def _claim(self) -> list[StoredDelivery]:
+        try:
+            return await asyncio.to_thread(journal.claim_batch, self.db, self.batch)
+        except Exception:
+            log.exception("could not claim deliveries; retrying")
+            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            return []
+
+    async def _run(self, claimed: list[StoredDelivery]) -> None:
+        ids = [d.delivery_id for d in claimed]
+        task: asyncio.Task[object] = asyncio.create_task(self.process_batch(claimed))
+        self._in_flight[task] = ids
+        try:
+            # Shielded: stopping the pool must not cut a batch in half; stop() decides
+            # whether it finishes or goes back to the queue.
+            await asyncio.shield(task)
+            self.processed += len(ids)
+        except asyncio.CancelledError:
+            if not task.done():
+                raise
+        except Exception:
+            log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
+            await asyncio.to_thread(journal.requeue, self.db, ids)
+            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+        finally:
+            if task.done():
+                self._in_flight.pop(task, None)

@@ -116,6 +116,15 @@ def duplicate_of(record: DecisionRecord, first: str) -> DecisionRecord:
     )
 
 
+@dataclass(frozen=True)
+class ToRecord:
+    """One delivery's decisions, its semantic key, and (ok, error) to finish it with."""
+
+    records: Sequence[DecisionRecord]
+    semantic_key: str | None = None
+    finish_delivery: tuple[bool, str | None] | None = None
+
+
 def record(
     db: Database,
     records: Sequence[DecisionRecord],
@@ -130,35 +139,41 @@ def record(
     only by decisions that are not errors, so a failed attempt does not block a retry.
     ``finish_delivery`` = (ok, error) marks the delivery done/failed in the same transaction.
     """
-    if not records:
-        raise ValueError("a delivery must end in at least one decision")
-    delivery_id = records[0].delivery_id
-    first: str | None = None
+    return record_many(db, [ToRecord(records, semantic_key, finish_delivery)])[0]
+
+
+def record_many(db: Database, items: Sequence[ToRecord]) -> list[Recorded]:
+    """:func:`record` for several deliveries in one transaction (in order)."""
     with db.write() as tx:
-        rows = list(records)
-        claims = semantic_key is not None and any(r.decision != Outcome.ERROR.value for r in rows)
-        if claims:
-            assert semantic_key is not None
-            tx.execute(
-                "INSERT OR IGNORE INTO delivery_semantic_keys "
-                "(semantic_key, delivery_id, claimed_at) VALUES (?, ?, ?)",
-                (semantic_key, delivery_id, rows[0].decided_at),
-            )
-            owner = tx.one(
-                "SELECT delivery_id FROM delivery_semantic_keys WHERE semantic_key = ?",
-                (semantic_key,),
-            )
-            if owner is not None and owner["delivery_id"] != delivery_id:
-                first = str(owner["delivery_id"])
-                rows = [duplicate_of(r, first) for r in rows]
-        written = tuple(_insert(tx, r) for r in rows)
-        if finish_delivery is not None:
-            ok, error = finish_delivery
-            tx.execute(
-                "UPDATE deliveries SET status = ?, error = ?, finished_at = ? "
-                "WHERE delivery_id = ?",
-                ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
-            )
+        return [_record_one(tx, item) for item in items]
+
+
+def _record_one(tx: Tx, item: ToRecord) -> Recorded:
+    if not item.records:
+        raise ValueError("a delivery must end in at least one decision")
+    rows = list(item.records)
+    delivery_id = rows[0].delivery_id
+    first: str | None = None
+    key = item.semantic_key
+    if key is not None and any(r.decision != Outcome.ERROR.value for r in rows):
+        tx.execute(
+            "INSERT OR IGNORE INTO delivery_semantic_keys "
+            "(semantic_key, delivery_id, claimed_at) VALUES (?, ?, ?)",
+            (key, delivery_id, rows[0].decided_at),
+        )
+        owner = tx.one(
+            "SELECT delivery_id FROM delivery_semantic_keys WHERE semantic_key = ?", (key,)
+        )
+        if owner is not None and owner["delivery_id"] != delivery_id:
+            first = str(owner["delivery_id"])
+            rows = [duplicate_of(r, first) for r in rows]
+    written = tuple(_insert(tx, r) for r in rows)
+    if item.finish_delivery is not None:
+        ok, error = item.finish_delivery
+        tx.execute(
+            "UPDATE deliveries SET status = ?, error = ?, finished_at = ? WHERE delivery_id = ?",
+            ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
+        )
     return Recorded(written, first)
 
 

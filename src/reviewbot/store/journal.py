@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reviewbot.store.database import Database, Row, connect_sqlite
+from reviewbot.store.database import Database, Row, Tx, connect_sqlite
 
 QUEUED = "queued"
 PROCESSING = "processing"
@@ -33,8 +33,13 @@ STATUSES = (QUEUED, PROCESSING, DONE, FAILED)
 
 _INSERT = (
     "INSERT OR IGNORE INTO deliveries "
-    "(delivery_id, source, forge, event, headers, body, received_at, status) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued')"
+    "(delivery_id, source, forge, event, headers, received_at, status) "
+    "VALUES (?, ?, ?, ?, ?, ?, 'queued')"
+)
+_INSERT_BODY = "INSERT OR REPLACE INTO delivery_bodies (delivery_id, body) VALUES (?, ?)"
+_SELECT = (
+    "SELECT d.*, b.body FROM deliveries d "
+    "LEFT JOIN delivery_bodies b ON b.delivery_id = d.delivery_id"
 )
 
 
@@ -57,9 +62,16 @@ class NewDelivery:
             self.forge,
             self.event,
             json.dumps(dict(self.headers), sort_keys=True),
-            self.body,
             self.received_at,
         )
+
+
+def _insert(conn: sqlite3.Connection | Tx, delivery: NewDelivery) -> bool:
+    """Insert one delivery; ``False`` (and nothing written) when its id is stored already."""
+    if conn.execute(_INSERT, delivery.params()).rowcount != 1:
+        return False
+    conn.execute(_INSERT_BODY, (delivery.delivery_id, delivery.body))
+    return True
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,7 @@ class StoredDelivery:
             forge=row["forge"],
             event=row["event"],
             headers=json.loads(row["headers"] or "{}"),
-            body=bytes(row["body"]),
+            body=bytes(row["body"] or b""),
             received_at=row["received_at"],
             status=row["status"],
             attempts=int(row["attempts"]),
@@ -183,7 +195,7 @@ class GroupCommitJournal:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                results = [conn.execute(_INSERT, d.params()).rowcount == 1 for d, *_ in batch]
+                results = [_insert(conn, d) for d, *_ in batch]
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -222,14 +234,14 @@ class GroupCommitJournal:
 
 def get_delivery(db: Database, delivery_id: str) -> StoredDelivery | None:
     with db.read() as tx:
-        row = tx.one("SELECT * FROM deliveries WHERE delivery_id = ?", (delivery_id,))
+        row = tx.one(f"{_SELECT} WHERE d.delivery_id = ?", (delivery_id,))
     return None if row is None else StoredDelivery.from_row(row)
 
 
 def insert_delivery(db: Database, delivery: NewDelivery) -> bool:
     """One durable insert outside the group-commit writer (command-line use)."""
     with db.write(durable=True) as tx:
-        return bool(tx.execute(_INSERT, delivery.params()).rowcount == 1)
+        return _insert(tx, delivery)
 
 
 def resume_unfinished(db: Database) -> list[str]:
@@ -253,17 +265,38 @@ def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
         )
         if cur.rowcount != 1:
             return None
-        row = tx.one("SELECT * FROM deliveries WHERE delivery_id = ?", (delivery_id,))
+        row = tx.one(f"{_SELECT} WHERE d.delivery_id = ?", (delivery_id,))
     return None if row is None else StoredDelivery.from_row(row)
 
 
-def requeue(db: Database, delivery_id: str) -> None:
+def claim_batch(db: Database, limit: int) -> list[StoredDelivery]:
+    """The oldest ``limit`` queued deliveries, moved to ``processing`` in one transaction."""
     with db.write() as tx:
-        tx.execute(
-            "UPDATE deliveries SET status = 'queued' "
-            "WHERE delivery_id = ? AND status = 'processing'",
-            (delivery_id,),
+        ids = tx.all(
+            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
+            "WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'queued' "
+            "ORDER BY received_at, delivery_id LIMIT ?) RETURNING delivery_id",
+            (limit,),
         )
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        rows = tx.all(
+            f"{_SELECT} WHERE d.delivery_id IN ({marks}) ORDER BY d.received_at, d.delivery_id",
+            [r["delivery_id"] for r in ids],
+        )
+    return [StoredDelivery.from_row(r) for r in rows]
+
+
+def requeue(db: Database, delivery_ids: Sequence[str]) -> None:
+    """Work that was claimed but not finished goes back to ``queued``."""
+    with db.write() as tx:
+        for delivery_id in delivery_ids:
+            tx.execute(
+                "UPDATE deliveries SET status = 'queued' "
+                "WHERE delivery_id = ? AND status = 'processing'",
+                (delivery_id,),
+            )
 
 
 def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: str) -> None:

@@ -1,6 +1,6 @@
 -- The delivery journal, the gate's decisions, semantic-replay claims and API tokens.
 
--- Every accepted delivery, stored before it is acknowledged. The body is kept as received.
+-- Every accepted delivery, stored before it is acknowledged.
 -- status: queued -> processing -> done | failed
 CREATE TABLE IF NOT EXISTS deliveries (
     delivery_id TEXT PRIMARY KEY,
@@ -8,12 +8,18 @@ CREATE TABLE IF NOT EXISTS deliveries (
     forge TEXT,
     event TEXT,
     headers TEXT NOT NULL DEFAULT '{}',
-    body BLOB NOT NULL,
     received_at TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'queued',
     attempts INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     finished_at TEXT
+);
+
+-- The body exactly as received, apart from the row whose status changes (so a status
+-- change does not rewrite the body).
+CREATE TABLE IF NOT EXISTS delivery_bodies (
+    delivery_id TEXT PRIMARY KEY,
+    body BLOB NOT NULL
 );
 
 CREATE INDEX IF NOT EXISTS deliveries_by_status ON deliveries (status, received_at);
