@@ -54,6 +54,7 @@ ALLOWED_ENV_PREFIXES = ("VAR_", "STEP_")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ACCESS_VALUE = {DBAccess.NONE: "none", DBAccess.READ: "read", DBAccess.READ_WRITE: "read-write"}
 _READ_CHUNK = 64 * 1024
+REAP_TIMEOUT_S = 5.0  # after the kill: how long the pipes may take to drain
 
 
 @dataclass(frozen=True)
@@ -331,9 +332,7 @@ async def run_reviewer(
     except TimeoutError:
         timed_out = True
     finally:
-        _kill_group(proc)
-        with contextlib.suppress(ProcessLookupError):
-            await proc.wait()
+        await _reap(proc)
     stderr = bytes(out.stderr).decode("utf-8", errors="replace")
     code = proc.returncode
     if timed_out:
@@ -395,6 +394,33 @@ async def _drain(stream: asyncio.StreamReader, keep: bytearray, limit: int) -> N
         room = limit - len(keep)
         if room > 0:
             keep.extend(chunk[:room])
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill the reviewer's process group and collect its exit status.
+
+    ``Process.wait()`` returns only once both pipes are closed, and a pipe whose reader
+    stopped early (too much output, a timeout) is paused with data in it and never sees its
+    end: so what is left is read and dropped first (little: the writers are dead). A pipe
+    still held open by something that escaped the group is closed by force.
+    """
+    _kill_group(proc)
+    try:
+        async with asyncio.timeout(REAP_TIMEOUT_S):
+            await asyncio.gather(*(_discard(s) for s in (proc.stdout, proc.stderr) if s))
+            await proc.wait()
+    except TimeoutError:
+        transport = getattr(proc, "_transport", None)  # no public way to close the pipes
+        if transport is not None:
+            transport.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REAP_TIMEOUT_S):
+                await proc.wait()
+
+
+async def _discard(stream: asyncio.StreamReader) -> None:
+    while await stream.read(_READ_CHUNK):
+        pass
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
