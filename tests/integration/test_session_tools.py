@@ -532,3 +532,16 @@ async def test_api_tokens_call_the_db_tools_as_sessions_of_their_own(tmp_path: P
             ("plain", "permission_denied"),
             ("writer", "not_session_owner"),
         ]
+
+
+@pytest.mark.parametrize("name", ["Drop-Table", "x" * 300, "%C3%A9t%C3%A9"])
+async def test_odd_tool_names_are_refused_as_not_owned(
+    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], name: str
+) -> None:
+    paths, _ = store
+    s = api.sessions
+    s.open_run("run-N", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
+    token = s.issue_token("run-N", ttl_s=60)
+    status, body = await api.call(token, name, {})
+    assert (status, body["error"]) == (403, "not_session_owner")
+    assert "'run-N'" in body["detail"]
