@@ -124,10 +124,25 @@ def _parse(model: type[_Args] | type[FindingModel], arguments: Mapping[str, Any]
 # -- the standard tools --------------------------------------------------------------------
 
 
+def _require_access(call: ToolCall, need: DBAccess, tool: str) -> None:
+    """Refuse, naming the missing capability and whose it is (the route checks again)."""
+    have = call.db_access
+    if have >= need:
+        return
+    detail = (
+        f"{tool} requires {need.label} DB access; "
+        f"session {call.caller.id!r} has {have.label} DB access"
+    )
+    if call.owner.db_access < call.caller.db_access:
+        detail += f" (bounded by its run {call.owner.id!r})"
+    raise AccessDenied(detail)
+
+
 def run_tools(paths: WorkflowPaths, sessions: SessionManager) -> list[Tool]:
     """The tools a run registers for itself (and its steps)."""
 
     async def query(call: ToolCall) -> Any:
+        _require_access(call, DBAccess.READ, "query_workflow_db")
         args: QueryArgs = _parse(QueryArgs, call.arguments)
         result = await asyncio.to_thread(
             query_workflow_db,
@@ -140,6 +155,7 @@ def run_tools(paths: WorkflowPaths, sessions: SessionManager) -> list[Tool]:
         return result.as_dict()
 
     async def mutate(call: ToolCall) -> Any:
+        _require_access(call, DBAccess.READ_WRITE, "mutate_workflow_db")
         args: MutateArgs = _parse(MutateArgs, call.arguments)
         result = await asyncio.to_thread(
             mutate_workflow_db, args.sql, args.params, paths=paths, access=call.db_access
@@ -201,9 +217,7 @@ class ToolDispatcher:
                 raise ToolRefused(exc.code, exc.status, str(exc)) from None
             except AccessDenied as exc:
                 # Terminal and named: the detail says which access is missing.
-                raise ToolRefused(
-                    "permission_denied", 403, f"session {caller.id!r}: {exc}"
-                ) from None
+                raise ToolRefused("permission_denied", 403, str(exc)) from None
             except QueryRefused as exc:
                 raise ToolRefused("statement_refused", 400, str(exc)) from None
             except QueryFailed as exc:
