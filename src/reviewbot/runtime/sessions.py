@@ -315,8 +315,8 @@ class SessionManager:
             if caller.parent_id is None:
                 raise NotSessionOwner(
                     f"caller does not own this tool session: tool {name!r} is not registered "
-                    f"for caller session {caller.id!r}, the only owner looked for (it is a "
-                    "run, with no parent)"
+                    f"for caller session {caller.id!r}, the only owner looked for (it has no "
+                    "parent run)"
                 )
             parent = self._sessions.get(caller.parent_id)
             if parent is not None:
