@@ -12,7 +12,7 @@ from reviewbot.core.findings import (
     summary_lines,
 )
 from reviewbot.core.models import CheckResult, CheckState, InlineComment, RequiredChecks
-from reviewbot.core.policy import VerdictKind, evaluate
+from reviewbot.core.policy import Verdict, VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.reviewers import MalformedFindings, parse_findings
 
@@ -26,16 +26,16 @@ NOTHING = evaluate(RequiredChecks(), [], [])
 
 
 @pytest.mark.parametrize("verdict", [APPROVE, WAITING, NOTHING])
-def test_an_error_finding_requests_changes(verdict: object) -> None:
-    merged = merge_findings(verdict, [WARNING, ERROR])  # type: ignore[arg-type]
+def test_an_error_finding_requests_changes(verdict: Verdict) -> None:
+    merged = merge_findings(verdict, [WARNING, ERROR])
     assert merged.kind is VerdictKind.REQUEST_CHANGES
     assert merged.reason is ReasonCode.REVIEWER_FINDINGS
 
 
 @pytest.mark.parametrize("verdict", [APPROVE, WAITING, NOTHING, FAILED])
-def test_warnings_change_nothing(verdict: object) -> None:
-    assert merge_findings(verdict, [WARNING]) is verdict  # type: ignore[arg-type]
-    assert merge_findings(verdict, []) is verdict  # type: ignore[arg-type]
+def test_warnings_change_nothing(verdict: Verdict) -> None:
+    assert merge_findings(verdict, [WARNING]) is verdict
+    assert merge_findings(verdict, []) is verdict
 
 
 def test_failed_checks_keep_their_reason() -> None:
