@@ -228,6 +228,15 @@ async def _first_sweep(service: ReviewService, wait_s: float) -> None:
         await asyncio.sleep(0.01)
 
 
+async def _quiesce(app: web.Application, wait_s: float) -> None:
+    """Let the workers finish what they hold before the server stops: the story may end
+    (a failed step) while a delivery is still being reviewed."""
+    pool = app[STATE].pool
+    if pool is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(pool.wait_idle(), wait_s)
+
+
 @contextlib.asynccontextmanager
 async def demo_world(data_dir: Path, *, wait_s: float = WAIT_S) -> AsyncIterator[DemoWorld]:
     """Start the simulator and the bot; stop both (work in flight finishes) on exit."""
@@ -257,6 +266,7 @@ async def demo_world(data_dir: Path, *, wait_s: float = WAIT_S) -> AsyncIterator
             async with aiohttp.ClientSession() as http:
                 yield DemoWorld(sim, sim_server, settings, app, service, base, http, wait_s)
         finally:
+            await _quiesce(app, wait_s)
             await runner.cleanup()
 
 
