@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reviewbot",
         description="Review-and-merge bot for GitHub and Gitea/Forgejo.",
-        epilog="Examples:\n  reviewbot demo          see the bot review and merge, nothing to set up\n"
+        epilog="Examples:\n"
+        "  reviewbot demo          see the bot review and merge, nothing to set up\n"
         "  reviewbot serve         run it for real (configure a forge first)\n"
         "  reviewbot COMMAND --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
