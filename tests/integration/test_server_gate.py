@@ -191,3 +191,18 @@ async def test_explain_api_shows_the_decisions(h: Harness) -> None:
     )
     assert status == 200
     assert [d["delivery_id"] for d in body["decisions"]] == [delivery.id]
+
+
+async def test_mixed_deliveries_with_the_hook_never_fail_a_batch(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    pr = h.sim.open_pr("github", "acme/api", author="alice")
+    ping = json.dumps({"zen": "z", "hook_id": 1}).encode()
+    await h.server.github("ping", ping, delivery_id="mixed-ping")
+    await h.server.github("pull_request", b'{"action": "opened"}', delivery_id="mixed-bad")
+    delivery = await h.sim.deliver_pull_request("github", "acme/api", pr.number)
+    for delivery_id in ("mixed-ping", "mixed-bad", delivery.id):
+        stored = await h.server.wait_done(delivery_id)
+        assert stored.attempts == 1
+    assert [e.delivery_id for e in h.eligible] == [delivery.id]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

@@ -232,8 +232,8 @@ class GateRunner:
         recorded: Recorded,
         gated: Sequence[tuple[Trigger, PullRequestSnapshot]],
     ) -> None:
-        if self.on_eligible is None:
-            return
+        if self.on_eligible is None or not gated:
+            return  # only gated decisions (one per PR read) can be eligible
         for row, (trigger, pull) in zip(recorded.records, gated, strict=True):
             if row.decision != Outcome.ELIGIBLE.value:
                 continue
