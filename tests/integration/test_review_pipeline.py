@@ -421,3 +421,25 @@ async def test_a_new_head_supersedes_the_waiting_decision(tmp_path: Path, forge:
         await bot.settle()
         reviews = bot.bot_reviews(forge, pr.number)
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], new)]
+
+
+async def test_the_echo_of_the_bots_own_review_changes_nothing(tmp_path: Path) -> None:
+    forge = "github"
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        (review,) = bot.bot_reviews(forge, pr.number)
+        bot.sim.clear_requests()
+        await bot.sim.deliver_pull_request_review(forge, REPO, pr.number, review.id)
+        await bot.settle()
+        with bot.store.db.read() as tx:
+            gated = tx.one(
+                "SELECT decision FROM pr_gate_decisions WHERE event = 'pull_request_review'"
+            )
+        assert gated is not None and gated["decision"] == "eligible"
+        writes = [r for r in bot.sim.requests if r.forge == forge and r.method != "GET"]
+        assert writes == []
+        assert len(bot.bot_reviews(forge, pr.number)) == 1
+        assert bot.decisions(forge, pr.number) == ["approve", "posted"]

@@ -86,6 +86,7 @@ class ReviewRequest:
     event: str | None = None
     action: str | None = None
     pull: PullRequestSnapshot | None = None  # the live PR when the caller just read it
+    sender: str | None = None  # who caused the event, when the forge says
 
 
 @dataclass
@@ -167,6 +168,7 @@ class ReviewPipeline:
             event=trigger.event,
             action=trigger.action,
             pull=pull,
+            sender=trigger.sender,
         )
         return await self.handle(request)
 
@@ -177,6 +179,14 @@ class ReviewPipeline:
         (a webhook and a sweep) evaluate it once.
         """
         head = request.head_sha or (request.pull.head_sha if request.pull else None)
+        if request.event == "pull_request_review" and request.sender:
+            # The echo of the bot's own review changes nothing: no reads, no edits.
+            try:
+                bot = await self.forges[request.forge].bot_login()
+            except ForgeError:
+                bot = ""
+            if bot and same_login(request.sender, bot):
+                return None
         async with self.locks.hold(request.forge, request.repo, request.number):
             if request.event == "pull_request_review" and request.action == "dismissed" and head:
                 evaluate = await self._reopen_if_dismissed(request, head)
