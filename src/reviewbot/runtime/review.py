@@ -179,7 +179,8 @@ class ReviewPipeline:
         (a webhook and a sweep) evaluate it once.
         """
         head = request.head_sha or (request.pull.head_sha if request.pull else None)
-        if request.event == "pull_request_review" and request.sender:
+        dismissed = request.event == "pull_request_review" and request.action == "dismissed"
+        if request.event == "pull_request_review" and not dismissed and request.sender:
             # The echo of the bot's own review changes nothing: no reads, no edits.
             try:
                 bot = await self.forges[request.forge].bot_login()
@@ -188,7 +189,7 @@ class ReviewPipeline:
             if bot and same_login(request.sender, bot):
                 return None
         async with self.locks.hold(request.forge, request.repo, request.number):
-            if request.event == "pull_request_review" and request.action == "dismissed" and head:
+            if dismissed and head:
                 evaluate = await self._reopen_if_dismissed(request, head)
             else:
                 evaluate = head is None or self._needs_evaluation(request, head)
