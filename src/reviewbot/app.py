@@ -29,8 +29,8 @@ from reviewbot.ingress.headers import (
     GITEA_EVENT_HEADERS,
     GITEA_EVENT_TYPE_HEADERS,
     GITHUB_EVENT,
+    KEPT_HEADERS,
     first_header,
-    kept_headers,
 )
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form, verify_delivery
@@ -212,7 +212,12 @@ async def _startup(app: web.Application) -> None:
     )
     st.journal = GroupCommitJournal(WorkflowPaths.from_settings(st.settings).db_file).start()
     if st.run_workers:
-        st.pool = WorkerPool(st.db, st.runner.process_batch, size=st.settings.workers)
+        st.pool = WorkerPool(
+            st.db,
+            st.runner.process_batch,
+            size=st.settings.workers,
+            ingress_busy=st.journal.busy,
+        )
         st.journal.on_commit = st.pool.submit
         await st.pool.start()
 
@@ -221,6 +226,8 @@ async def _cleanup(app: web.Application) -> None:
     st = app[STATE]
     if st.pool is not None:
         await st.pool.stop(st.shutdown_grace_s)
+    if st.runner is not None:
+        await st.runner.aclose()
     if st.journal is not None:
         await asyncio.to_thread(st.journal.close)
     if st.owns_forges:
@@ -303,6 +310,11 @@ async def _read_body(request: web.Request) -> bytes:
     return await request.read()  # client_max_size bounds a body without a length too
 
 
+def _kept(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers a journal keeps; aiohttp's headers are already case-insensitive."""
+    return {name: value for name in KEPT_HEADERS if (value := headers.get(name)) is not None}
+
+
 def event_of(forge: str, headers: Mapping[str, str]) -> str:
     """The event name the forge put in its headers (Gitea: the fine one)."""
     if forge == "github":
@@ -351,7 +363,7 @@ async def _forge_webhook(request: web.Request, forge: str) -> web.Response:
             received_at=iso(st.clock()),
             forge=forge,
             event=event or None,
-            headers=kept_headers(headers),
+            headers=_kept(headers),
         )
     )
     if not new:

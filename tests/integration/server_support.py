@@ -134,8 +134,15 @@ class Running:
                 raise AssertionError(f"delivery {delivery_id} not finished: {stored}")
             await asyncio.sleep(0.02)
 
+    async def settle(self) -> None:
+        """Until the workers are idle: every batch recorded and its eligible hooks called."""
+        pool = self.app[STATE].pool
+        if pool is not None:
+            await asyncio.wait_for(pool.wait_idle(), WAIT_S)
+
     async def decisions_of(self, delivery_id: str) -> list[DecisionRecord]:
         await self.wait_done(delivery_id)
+        await self.settle()
         return decisions.for_delivery(self.db, delivery_id)
 
     def stored_ids(self) -> list[str]:

@@ -204,5 +204,6 @@ async def test_mixed_deliveries_with_the_hook_never_fail_a_batch(
     for delivery_id in ("mixed-ping", "mixed-bad", delivery.id):
         stored = await h.server.wait_done(delivery_id)
         assert stored.attempts == 1
+    await h.server.settle()
     assert [e.delivery_id for e in h.eligible] == [delivery.id]
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

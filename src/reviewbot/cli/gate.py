@@ -135,10 +135,11 @@ async def _gate_file(
     from reviewbot.app import configured_forges
 
     forges = configured_forges(settings)
+    runner = GateRunner(db, settings, forges)
     try:
-        runner = GateRunner(db, settings, forges)
         recorded = await runner.process(stored)
     finally:
+        await runner.aclose()
         for forge in forges.values():
             await forge.aclose()
     return route_of(delivery_id, list(recorded.records))

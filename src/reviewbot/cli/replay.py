@@ -71,6 +71,7 @@ async def replay_many(
     db = await asyncio.to_thread(open_store, settings)
     forges = configured_forges(settings)
     out: list[tuple[str, list[DecisionRecord]]] = []
+    runner: GateRunner | None = None
     try:
         stored = [await asyncio.to_thread(journal.get_delivery, db, d) for d in delivery_ids]
         missing = [d for d, s in zip(delivery_ids, stored, strict=True) if s is None]
@@ -86,6 +87,8 @@ async def replay_many(
                 progress.advance(f"{delivery.delivery_id}: {outcomes}")
         return out
     finally:
+        if runner is not None:
+            await runner.aclose()
         for forge in forges.values():
             await forge.aclose()
         db.close()

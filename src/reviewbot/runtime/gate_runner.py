@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from reviewbot.config import Settings
 from reviewbot.core.gate import (
@@ -38,6 +40,7 @@ from reviewbot.store.decisions import DecisionRecord, Recorded
 from reviewbot.store.journal import StoredDelivery
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Clock = Callable[[], datetime]
 
@@ -106,6 +109,15 @@ class GateRunner:
         self.clock = clock
         self.on_eligible = on_eligible
         self._bot_logins: dict[str, str] = {}
+        # Store calls run on threads of our own: close() waits until none is running.
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-record")
+
+    async def _store(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    async def aclose(self) -> None:
+        """Wait for store calls still running (a cancelled batch's), so the store can close."""
+        await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
 
     async def process(self, delivery: StoredDelivery) -> Recorded:
         """Gate one delivery, record its decisions and finish it (one transaction)."""
@@ -118,8 +130,11 @@ class GateRunner:
         semantic key, the next becomes ``duplicate_delivery``. The eligible hook hears of
         each eligible decision after the commit.
         """
-        pending = [await self.evaluate(delivery) for delivery in batch]
-        recorded = await asyncio.to_thread(
+        pending = []
+        for delivery in batch:
+            pending.append(await self.evaluate(delivery))
+            await asyncio.sleep(0)  # let waiting acknowledgements run between deliveries
+        recorded = await self._store(
             decisions.record_many, self.db, [p.to_record() for p in pending]
         )
         for item, result in zip(pending, recorded, strict=True):
@@ -158,7 +173,7 @@ class GateRunner:
         # its key is known only after the read, and the claim at record time decides.
         key = trigger.semantic_key() if (trigger.head_sha or trigger.commit_sha) else None
         if key is not None:
-            first = await asyncio.to_thread(decisions.semantic_owner, self.db, key)
+            first = await self._store(decisions.semantic_owner, self.db, key)
             if first is not None and first != delivery.delivery_id:
                 decision = duplicate_decision(trigger, first)
                 return self._pending(delivery, trigger, [decision], None)

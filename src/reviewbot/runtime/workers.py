@@ -15,35 +15,56 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from reviewbot.store import journal
 from reviewbot.store.database import Database
 from reviewbot.store.journal import StoredDelivery
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BatchFn = Callable[[Sequence[StoredDelivery]], Coroutine[Any, Any, object]]
 RETRY_AFTER_FAILURE_S = 1.0
+# While acknowledgements are being written, a worker waits for a quiet moment (checking
+# every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s: a burst
+# is acknowledged first and gated right after, and sustained load still gets gated.
+DEFER_STEP_S = 0.005
 
 
 class WorkerPool:
-    def __init__(self, db: Database, process_batch: BatchFn, *, size: int = 4, batch: int = 16):
+    def __init__(
+        self,
+        db: Database,
+        process_batch: BatchFn,
+        *,
+        size: int = 4,
+        batch: int = 16,
+        ingress_busy: Callable[[], bool] | None = None,
+        max_defer_s: float = 1.0,
+    ):
         self.db = db
         self.process_batch = process_batch
         self.size = size
         self.batch = batch
+        self.ingress_busy = ingress_busy
+        self.max_defer_s = max_defer_s
         self._wake = asyncio.Event()
         self._generation = 0  # bumped by every wake-up, so none is lost
         self._idle = asyncio.Event()
         self._busy = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._in_flight: dict[asyncio.Task[object], list[str]] = {}
+        self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
+        # Store calls run on threads of our own, so stop() can wait until none touches the
+        # store any more (the store may be closed right after).
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-store")
         self.processed = 0
 
     async def start(self) -> int:
         """Take up unfinished deliveries and start the workers; returns how many were found."""
-        resumed = await asyncio.to_thread(journal.resume_unfinished, self.db)
+        resumed = await self._store(journal.resume_unfinished, self.db)
         if resumed:
             log.info("resuming %d unfinished deliveries", len(resumed))
         for n in range(self.size):
@@ -72,12 +93,21 @@ class WorkerPool:
                 busy.cancel()
                 with contextlib.suppress(BaseException):
                     await busy
-                await asyncio.to_thread(journal.requeue, self.db, in_flight[busy])
+                await self._store(journal.requeue, self.db, in_flight[busy])
                 log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks.clear()
+        # A claim cut short by the stop still completes on its thread: wait for it, and put
+        # what it took (and anything else left claimed here) back in the queue.
+        if self._claims:
+            await asyncio.wait(list(self._claims))
+        await self._store(journal.resume_unfinished, self.db)
+        await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
+
+    async def _store(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
 
     async def _work(self) -> None:
         while True:
@@ -98,9 +128,23 @@ class WorkerPool:
                 if self._busy == 0:
                     self._idle.set()
 
+    async def _defer_to_ingress(self) -> None:
+        if self.ingress_busy is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_defer_s
+        while self.ingress_busy() and loop.time() < deadline:  # noqa: ASYNC110 - a quiet spell
+            await asyncio.sleep(DEFER_STEP_S)
+
     async def _claim(self) -> list[StoredDelivery]:
+        await self._defer_to_ingress()
+        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, self.batch))
+        self._claims.add(claim)
+        claim.add_done_callback(self._claims.discard)
         try:
-            return await asyncio.to_thread(journal.claim_batch, self.db, self.batch)
+            return await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            raise
         except Exception:
             log.exception("could not claim deliveries; retrying")
             await asyncio.sleep(RETRY_AFTER_FAILURE_S)
@@ -120,7 +164,7 @@ class WorkerPool:
                 raise
         except Exception:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await asyncio.to_thread(journal.requeue, self.db, ids)
+            await self._store(journal.requeue, self.db, ids)
             await asyncio.sleep(RETRY_AFTER_FAILURE_S)
         finally:
             if task.done():

@@ -18,6 +18,7 @@ import json
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,10 @@ class GroupCommitJournal:
         self._conn: sqlite3.Connection | None = None
         self.batches = 0  # committed transactions, for metrics
         self.appended = 0
+        # Appends waiting for their commit, and when the last one arrived (event loop side):
+        # the worker pool defers to the acknowledgement path while it is busy.
+        self.waiting = 0
+        self.last_append_at = 0.0
 
     def start(self) -> GroupCommitJournal:
         if self._thread is None:
@@ -154,8 +159,17 @@ class GroupCommitJournal:
             raise RuntimeError("journal is not started")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
+        self.waiting += 1
+        self.last_append_at = time.monotonic()
         self._queue.put((delivery, fut, None, [loop]))
-        return await asyncio.shield(fut)
+        try:
+            return await asyncio.shield(fut)
+        finally:
+            self.waiting -= 1
+
+    def busy(self, quiet_s: float = 0.002) -> bool:
+        """Deliveries are waiting for a commit, or one arrived within ``quiet_s``."""
+        return self.waiting > 0 or time.monotonic() - self.last_append_at < quiet_s
 
     def append_blocking(self, delivery: NewDelivery) -> bool:
         """The same for code without an event loop (command-line steps)."""
