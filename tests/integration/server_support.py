@@ -158,12 +158,14 @@ async def running_server(
     forges: Mapping[str, Forge] | None = None,
     on_eligible: EligibleHook | None = None,
     run_workers: bool = True,
+    shutdown_grace_s: float = 10.0,
 ) -> AsyncIterator[Running]:
     app = create_app(
         settings,
         forges=forges,
         on_eligible=on_eligible,
         run_workers=run_workers,
+        shutdown_grace_s=shutdown_grace_s,
     )
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
