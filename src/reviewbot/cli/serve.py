@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from reviewbot.cli import CommandError
 from reviewbot.config import Settings, load_settings
 
 HOW_TO_CONFIGURE = """\
@@ -140,20 +139,75 @@ async def serve(
 
 
 class SimSession:
-    """An in-process forge simulator both forges are connected to (``serve --sim``)."""
+    """An in-process forge simulator both forges are connected to (``serve --sim``).
 
-    def __init__(self, settings: Settings) -> None:
+    It has the user ``alice`` and the repository ``acme/demo`` on both forges, a bot user
+    ``reviewbot`` whose token the server uses, and webhooks to the server signed with a
+    secret made for this run. Scenarios are driven through the simulator's ``/_sim`` API.
+    """
+
+    REPO = "acme/demo"
+
+    def __init__(self, settings: Settings, sim: Any, server: Any, secret: str) -> None:
         self.settings = settings
+        self.sim = sim
+        self.server = server
+        self.secret = secret
 
     @classmethod
     async def start(cls, settings: Settings) -> SimSession:
-        raise CommandError("the forge simulator is not available in this build")
+        import secrets
+
+        from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules
+        from reviewbot.sim import SimServer, Simulator
+
+        sim = Simulator()
+        server = await SimServer(sim, host="127.0.0.1", port=0).start()
+        secret = secrets.token_hex(16)
+        tokens = {}
+        for forge in ("github", "gitea"):
+            tokens[forge] = sim.add_user(forge, "reviewbot", bot=True)
+            sim.add_user(forge, "alice")
+            sim.create_repo(forge, cls.REPO, default_branch="main")
+            sim.set_permission(forge, cls.REPO, "alice", "write")
+        connected = settings.model_copy(
+            update={
+                "github": GitHubSettings(
+                    api_url=server.github_api_url,
+                    token=tokens["github"],
+                    webhook_secret=secret,
+                    bot_login="reviewbot",
+                ),
+                "gitea": GiteaSettings(
+                    url=server.gitea_url,
+                    token=tokens["gitea"],
+                    webhook_secret=secret,
+                    bot_login="reviewbot",
+                ),
+                "defaults": settings.defaults or RepoRules(),
+            }
+        )
+        return cls(connected, sim, server, secret)
 
     async def connect(self, base_url: str) -> None:
-        pass
+        for forge in ("github", "gitea"):
+            self.sim.set_webhook(forge, url=f"{base_url}/webhooks/{forge}", secret=self.secret)
 
     def describe(self) -> str:
-        return ""
+        control = f"{self.server.base_url}/_sim"
+        return "\n".join(
+            [
+                f"reviewbot: forge simulator at {self.server.base_url} "
+                f"(GitHub API {self.server.github_api_url}, Gitea {self.server.gitea_url})",
+                f"reviewbot: repository {self.REPO} on both forges; try:",
+                f"  curl -X POST {control}/pulls -d "
+                f'\'{{"forge": "gitea", "repo": "{self.REPO}", "author": "alice"}}\'',
+                f"  curl -X POST {control}/deliver -d "
+                f'\'{{"kind": "pull_request", "forge": "gitea", "repo": "{self.REPO}", '
+                '"number": 1}\'',
+                "  reviewbot explain gitea:acme/demo#1",
+            ]
+        )
 
     async def close(self) -> None:
-        pass
+        await self.server.stop()
