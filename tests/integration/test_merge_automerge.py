@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.core.leases import Role
 from reviewbot.sim import SimServer, Simulator
 from tests.integration.merge_support import REPO, bot_world, set_check
 
@@ -93,6 +94,8 @@ async def test_a_human_approval_with_green_checks_is_merged(
         await w.settle()
         assert not w.sim.pull(forge, REPO, pr.number).merged
         assert w.merge_requests(forge, pr.number) == []
+        # a PR that is not ready costs no merger lease
+        assert w.api.leases.list_leases(forge=forge, role=Role.MERGER) == []
 
         review = w.sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
         await w.sim.deliver_pull_request_review(forge, REPO, pr.number, review.id)

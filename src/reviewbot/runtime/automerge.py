@@ -97,6 +97,9 @@ class AutoMerger:
             except (ForgeError, MergeError) as exc:
                 log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
                 return None
+            except Exception:  # a background task: say what broke, never lose it silently
+                log.exception("automerge of %s:%s#%s failed", forge_name, repo, number)
+                return None
 
     async def _attempt(
         self, forge: Forge, forge_name: str, repo: str, number: int
