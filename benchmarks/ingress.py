@@ -350,11 +350,31 @@ def measure(
                 proc.kill()
 
 
-def report(results: dict[str, dict[str, Any]], spec: dict[str, Any]) -> str:
+def median_results(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per variant and figure, the median over the rounds."""
+    out: dict[str, dict[str, Any]] = {}
+    for variant in rounds[0]:
+        out[variant] = {}
+        for phase, figures in rounds[0][variant].items():
+            if not isinstance(figures, dict):
+                out[variant][phase] = statistics.median(r[variant][phase] for r in rounds)
+                continue
+            out[variant][phase] = {
+                key: statistics.median(r[variant][phase][key] for r in rounds) for key in figures
+            }
+    return out
+
+
+def report(
+    results: dict[str, dict[str, Any]],
+    spec: dict[str, Any],
+    rounds: list[dict[str, dict[str, Any]]],
+) -> str:
     lines = [
         f"ingress benchmark: payload {PAYLOAD} ({spec['body_bytes']} bytes), "
         f"throughput {spec['throughput_s']:g} s per point, fixed rate {spec['rate']:g}/s for "
-        f"{spec['duration']:g} s, cores server={spec['cores'][0]} load={spec['cores'][1]}",
+        f"{spec['duration']:g} s, cores server={spec['cores'][0]} load={spec['cores'][1]}, "
+        f"{len(rounds)} round(s), medians",
         "",
         f"{'variant':<36} {'acked/s c16':>12} {'acked/s c64':>12} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'max ms':>8} {'non-202':>8}",
@@ -363,16 +383,17 @@ def report(results: dict[str, dict[str, Any]], spec: dict[str, Any]) -> str:
         non = r["c16"]["other"] + r["c64"]["other"] + r["rate"]["other"]
         lines.append(
             f"{LABELS[variant]:<36} {r['c16']['per_s']:>12.0f} {r['c64']['per_s']:>12.0f} "
-            f"{r['rate']['p50_ms']:>8.2f} {r['rate']['p99_ms']:>8.2f} {r['rate']['max_ms']:>8.2f} "
-            f"{non:>8}"
+            f"{r['rate']['p50_ms']:>8.2f} {r['rate']['p99_ms']:>8.2f} "
+            f"{r['rate']['max_ms']:>8.2f} {non:>8.0f}"
         )
     if "journal" in results and "reviewbot" in results:
         lines.append("")
         for c in ("c16", "c64"):
-            base = results["journal"][c]["per_s"]
-            mine = results["reviewbot"][c]["per_s"]
+            ratios = [r["reviewbot"][c]["per_s"] / r["journal"][c]["per_s"] for r in rounds]
+            each = ", ".join(f"{x:.0%}" for x in ratios)
             lines.append(
-                f"reviewbot / (c) at {c[1:]} connections: {mine / base:.0%} (target >= 80%)"
+                f"reviewbot / (c) at {c[1:]} connections: median "
+                f"{statistics.median(ratios):.0%} (rounds: {each}; target >= 80%)"
             )
         if "bare" in results:
             for name in ("journal", "reviewbot"):
@@ -381,9 +402,9 @@ def report(results: dict[str, dict[str, Any]], spec: dict[str, Any]) -> str:
         p99 = results["reviewbot"]["rate"]["p99_ms"]
         lines.append(f"reviewbot p99 at {spec['rate']:g}/s: {p99:.2f} ms (target < 25 ms)")
         lines.append(
-            f"reviewbot workers: {results['reviewbot']['drain_s']:.1f} s to gate the 64-connection "
-            f"backlog; {results['reviewbot']['rate']['drain_after_s']:.1f} s behind after the "
-            "fixed-rate phase"
+            f"reviewbot workers: {results['reviewbot']['drain_s']:.1f} s to gate the "
+            f"64-connection backlog; {results['reviewbot']['rate']['drain_after_s']:.1f} s "
+            "behind after the fixed-rate phase"
         )
     return "\n".join(lines)
 
@@ -404,6 +425,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="offered deliveries per second")
     parser.add_argument("--throughput-seconds", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="3 s throughput, 5 s fixed rate")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat; figures are medians")
     parser.add_argument("--variants", default=",".join(VARIANTS[:4]))
     parser.add_argument("--tmp", default=None, help="folder for the journals (default: system tmp)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
@@ -438,14 +460,21 @@ def main() -> None:
         "cores": list(cores),
         "tmp": args.tmp,
     }
-    results: dict[str, dict[str, Any]] = {}
-    for variant in args.variants.split(","):
-        print(f"measuring {LABELS[variant]} ...", file=sys.stderr, flush=True)
-        results[variant] = measure(variant, body_file, spec, cores)
+    variants = args.variants.split(",")
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for n in range(args.rounds):
+        # Each round runs every variant once, in a rotated order, so the slow spells of a
+        # shared machine fall on different variants.
+        order = variants[n % len(variants) :] + variants[: n % len(variants)]
+        results: dict[str, dict[str, Any]] = {}
+        for variant in order:
+            print(f"round {n + 1}: {LABELS[variant].strip()} ...", file=sys.stderr, flush=True)
+            results[variant] = measure(variant, body_file, spec, cores)
+        rounds.append({v: results[v] for v in variants})
     if args.json:
-        print(json.dumps({"spec": spec, "results": results}, indent=2))
+        print(json.dumps({"spec": spec, "rounds": rounds}, indent=2))
     else:
-        print(report(results, spec))
+        print(report(median_results(rounds), spec, rounds))
 
 
 if __name__ == "__main__":
