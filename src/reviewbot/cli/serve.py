@@ -116,6 +116,8 @@ async def serve(
     await site.start()
     host, port = runner.addresses[0][:2]
     base = f"http://{host}:{port}"
+    if review is not None:  # external reviewers call the session tools here
+        review.set_api_url(_local_url(host, port))
     state = app[STATE]
     if sim_session is not None:
         await sim_session.connect(base)
@@ -136,6 +138,15 @@ async def serve(
         if sim_session is not None:
             await sim_session.close()
     print("reviewbot: stopped", file=sys.stderr, flush=True)
+
+
+def _local_url(host: str, port: int) -> str:
+    """A URL of this server that a process on the same machine can reach."""
+    if host in ("0.0.0.0", ""):  # noqa: S104 - naming the wildcard, not binding to it
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class SimSession:

@@ -163,11 +163,13 @@ def evaluate(
     return Verdict(kind, reason, failed, pending, missing_t, passed)
 
 
-def render_review_body(verdict: Verdict, marker: str) -> str:
+def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ()) -> str:
     """The review text for ``verdict``, ending with the hidden ``marker`` line.
 
     Check names and URLs come from CI systems, so they are neutralised before they reach
     markdown: no line breaks, no HTML (a name must never be able to forge a marker).
+    ``notes`` are extra lines put before the marker (the external reviewers' summary);
+    the caller neutralises them.
     """
     if "\n" in marker or "\r" in marker:
         raise ValueError("the marker must be a single line")
@@ -180,6 +182,8 @@ def render_review_body(verdict: Verdict, marker: str) -> str:
             )
         else:
             lines.append(f"Approved: all {len(verdict.passed)} required checks passed.")
+    elif verdict.reason is ReasonCode.REVIEWER_FINDINGS:
+        lines.append("Changes requested: an external reviewer reported errors.")
     elif verdict.kind is VerdictKind.REQUEST_CHANGES:
         n = len(verdict.failed)
         lines.append(f"Changes requested: {n} required check{'s' if n != 1 else ''} failed.")
@@ -201,6 +205,8 @@ def render_review_body(verdict: Verdict, marker: str) -> str:
     )
     section("Pending", [f"- {_code(c.name)}{_link(c.url)}" for c in verdict.pending])
     section("Not reported yet", [f"- {_code(name)}" for name in verdict.missing])
+    if notes:
+        lines.extend(["", *(line for note in notes for line in note.splitlines())])
     lines.extend(["", marker])
     return "\n".join(lines)
 

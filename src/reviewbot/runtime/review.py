@@ -7,6 +7,12 @@ row are written in one transaction that is fenced by the lease epoch. The draine
 posts the row (inline, right away, and again from its loop after a failure or a restart),
 and the canonical PR state comment is brought up to date.
 
+When the repository's rules list external ``reviewers``, they run for the head before the
+reviewer lease is taken (the lease is short; a reviewer may run for minutes), and their
+findings join the verdict: an ``error`` finding requests changes, every finding becomes an
+inline comment of the same native review, and a failed reviewer leaves the head without a
+review (decision ``error``, reason ``reviewer_error``).
+
 ``on_eligible`` is the gate's hook: it decides whether an eligible delivery needs an
 evaluation (a check event re-runs the policy only while the head is still waiting or
 failing; a human dismissing the bot's review re-opens the head).
@@ -18,16 +24,24 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import policy
+from reviewbot.core.findings import Finding, inline_comments, merge_findings, summary_lines
 from reviewbot.core.gate import same_login
 from reviewbot.core.leases import LeaseClaim, Refused
 from reviewbot.core.leases import iso as lease_iso
-from reviewbot.core.models import PullRequestSnapshot, ReviewEvent, ReviewState
+from reviewbot.core.models import (
+    CheckResult,
+    PullRequestSnapshot,
+    RequiredChecks,
+    ReviewEvent,
+    ReviewState,
+)
 from reviewbot.core.policy import Verdict, VerdictKind
 from reviewbot.core.prstate import (
     AUTHOR_IS_BOT,
@@ -54,6 +68,9 @@ from reviewbot.runtime.outbox import (
     StoreReviewerLeases,
     crash_point,
 )
+from reviewbot.runtime.reviewers import ReviewerLimits, review_pull
+from reviewbot.runtime.runs import run_id_for
+from reviewbot.runtime.sessions import SessionManager
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import (
@@ -90,6 +107,24 @@ class ReviewRequest:
 
 
 @dataclass
+class ExternalReviewers:
+    """How the pipeline runs a repository's reviewer commands.
+
+    ``sessions`` must be the manager the server's tools route answers for
+    (``app[SESSIONS]``), or a reviewer's ``REVIEWBOT_SESSION_TOKEN`` would be unknown there;
+    ``api_url`` is the server's base URL (``None`` when nothing serves HTTP, as on the
+    command line: the reviewers then get no ``REVIEWBOT_API_URL``).
+    """
+
+    sessions: SessionManager = field(default_factory=SessionManager)
+    api_url: str | None = None
+    limits: ReviewerLimits = field(default_factory=ReviewerLimits)
+
+
+Checks = tuple[RequiredChecks, list[CheckResult]]
+
+
+@dataclass
 class ReviewOutcome:
     decision: ReviewDecision
     outbox: list[OutboxRow] = field(default_factory=list)
@@ -107,7 +142,7 @@ class ReviewOutcome:
         }
 
 
-def _blockers(verdict: Verdict) -> tuple[str, ...]:
+def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str, ...]:
     out = [
         f"{c.name} {c.state.value.replace('_', ' ')}" + (f" ({c.url})" if c.url else "")
         for c in verdict.failed
@@ -116,6 +151,7 @@ def _blockers(verdict: Verdict) -> tuple[str, ...]:
     out += [f"{name} not reported" for name in verdict.missing]
     if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
         out.append("no required checks are configured")
+    out += [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
     return tuple(out)
 
 
@@ -141,6 +177,7 @@ class ReviewPipeline:
         locks: PullLocks | None = None,
         drain_inline: bool = True,
         state_comment: bool = True,
+        external: ExternalReviewers | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -151,6 +188,7 @@ class ReviewPipeline:
         self.locks = locks or drainer.locks
         self.drain_inline = drain_inline
         self.state_comment = state_comment
+        self.external = external or ExternalReviewers()
 
     # -- the gate's hook ---------------------------------------------------------------
 
@@ -331,19 +369,94 @@ class ReviewPipeline:
                 blockers=("the author is the bot",),
             )
         await asyncio.to_thread(self._supersede_older_heads, request, head)
+        checks: Checks | None = None
+        findings: tuple[Finding, ...] | None = None
+        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        if rules.reviewers:
+            # Before the lease: it is short, and a reviewer may run for minutes.
+            try:
+                checks = await self._read_checks(forge, request.repo, pull.base_ref, head)
+            except ForgeError as exc:
+                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+            if _verdict(rules, checks).kind is not VerdictKind.WAITING:
+                ran = await self._external_findings(request, pull, rules)
+                if isinstance(ran, str):
+                    code = ReasonCode.REVIEWER_ERROR.value
+                    return await self._note(base, ERROR, code, ran)
+                findings = ran
         claim = await asyncio.to_thread(
             self.leases.acquire, request.forge, request.repo, request.number, head
         )
         if isinstance(claim, Refused):
             return await self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
         try:
-            outcome = await self._decide(request, forge, pull, claim, base)
+            outcome = await self._decide(
+                request, forge, pull, claim, base, checks=checks, findings=findings
+            )
         except BaseException:
             await asyncio.to_thread(self.leases.release, claim)
             raise
         # Posting right away goes on under the same claim; the caller releases it.
         outcome.claim = claim
         return outcome
+
+    async def _read_checks(self, forge: Forge, repo: str, base_ref: str, head: str) -> Checks:
+        # Independent reads: ask both at once.
+        protection, results = await asyncio.gather(
+            forge.required_checks(repo, base_ref), forge.check_results(repo, head)
+        )
+        return protection, list(results)
+
+    async def _external_findings(
+        self, request: ReviewRequest, pull: PullRequestSnapshot, rules: RepoRules
+    ) -> tuple[Finding, ...] | str:
+        """The reviewers' findings at this head, or why they failed (the detail to record).
+
+        Reviewers run at most once per (PR, head, round): a successful run's findings are
+        kept, and every later evaluation of the head in that round (a check finishing, a
+        label, a sweep) reuses them, so the verdict it posts still carries them. A new head,
+        or a human dismissing the bot's review (a new round), runs them again. A failed run
+        is not kept: the next evaluation of the head tries again. The caller runs this only
+        when the checks no longer wait, so pending status events never start reviewers.
+        """
+        kept = await asyncio.to_thread(
+            self.store.reviewer_findings, pull.forge, request.repo, pull.number, pull.head_sha
+        )
+        if kept is not None:
+            return kept
+        # A delivery names its run; an explicit request (command line, API) gets its own.
+        delivery_id = request.delivery_id or f"{request.source}-{uuid.uuid4().hex[:12]}"
+        outcome = await review_pull(
+            rules.reviewers,
+            settings=self.settings,
+            sessions=self.external.sessions,
+            pull=pull,
+            delivery_id=delivery_id,
+            source=request.source,
+            api_url=self.external.api_url,
+            event=request.event,
+            action=request.action,
+            limits=self.external.limits,
+        )
+        if outcome.failed:
+            return "; ".join(outcome.errors)
+        run_id = run_id_for(
+            forge=pull.forge,
+            owner=pull.owner,
+            name=pull.name,
+            number=pull.number,
+            head_sha=pull.head_sha,
+            delivery_id=delivery_id,
+        )
+        return await asyncio.to_thread(
+            self.store.save_reviewer_findings,
+            pull.forge,
+            request.repo,
+            pull.number,
+            pull.head_sha,
+            run_id,
+            outcome.findings,
+        )
 
     def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
@@ -374,23 +487,23 @@ class ReviewPipeline:
         pull: PullRequestSnapshot,
         claim: LeaseClaim,
         base: NewDecision,
+        *,
+        checks: Checks | None = None,
+        findings: tuple[Finding, ...] | None = None,
     ) -> ReviewOutcome:
+        """The verdict under the lease; ``checks`` already read (when the reviewers ran
+        first) are not read again, ``findings`` are the reviewers' (``None``: none ran)."""
         base = _with(base, worker=claim.worker, epoch=claim.epoch)
         rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
-        try:
-            # Independent reads: ask both at once.
-            protection, results = await asyncio.gather(
-                forge.required_checks(request.repo, pull.base_ref),
-                forge.check_results(request.repo, base.head_sha),
-            )
-        except ForgeError as exc:
-            return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
-        verdict = policy.evaluate(
-            protection,
-            rules.required_checks,
-            results,
-            approve_without_checks=rules.approve_without_checks,
-        )
+        if checks is None:
+            try:
+                checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)
+            except ForgeError as exc:
+                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        verdict = _verdict(rules, checks)
+        found = findings or ()
+        verdict = merge_findings(verdict, found)
+        notes = summary_lines(found)
         outboxes: list[NewOutbox] = []
         event = verdict.review_event
         if event is not None:
@@ -398,7 +511,8 @@ class ReviewPipeline:
                 NewOutbox(
                     verdict=verdict.kind.value,
                     event=event.value,
-                    render_body=lambda marker: policy.render_review_body(verdict, marker),
+                    render_body=lambda marker: policy.render_review_body(verdict, marker, notes),
+                    comments=inline_comments(found),
                 )
             )
         overdue = await asyncio.to_thread(self._overdue_missing, base, verdict)
@@ -415,8 +529,8 @@ class ReviewPipeline:
             base,
             decision=verdict.kind.value,
             reason_code=verdict.reason.value,
-            detail=_summary(verdict),
-            blockers=_blockers(verdict),
+            detail=_summary(verdict, found),
+            blockers=_blockers(verdict, found),
             pending=tuple(c.name for c in verdict.pending),
             missing=verdict.missing,
             failed=tuple(c.name for c in verdict.failed),
@@ -575,7 +689,27 @@ class ReviewPipeline:
         return render_pr_state(records)
 
 
-def _summary(verdict: Verdict) -> str:
+def _verdict(rules: RepoRules, checks: Checks) -> Verdict:
+    protection, results = checks
+    return policy.evaluate(
+        protection,
+        rules.required_checks,
+        results,
+        approve_without_checks=rules.approve_without_checks,
+    )
+
+
+def _summary(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> str:
+    text = _checks_summary(verdict)
+    if findings:
+        errors = sum(1 for f in findings if f.blocking)
+        text += f"; external reviewers: {len(findings)} findings, {errors} errors"
+    return text
+
+
+def _checks_summary(verdict: Verdict) -> str:
+    if verdict.reason is ReasonCode.REVIEWER_FINDINGS:
+        return "an external reviewer reported errors"
     if verdict.kind is VerdictKind.APPROVE:
         return f"{len(verdict.passed)} required checks passed"
     if verdict.kind is VerdictKind.REQUEST_CHANGES:
@@ -621,8 +755,14 @@ def build_review(
     client: str,
     clock: Callable[[], float] = time.time,
     backoff_base_s: float = 2.0,
+    sessions: SessionManager | None = None,
+    api_url: str | None = None,
 ) -> ReviewParts:
-    """Register this process's reviewer worker and build the pipeline around it."""
+    """Register this process's reviewer worker and build the pipeline around it.
+
+    ``sessions`` and ``api_url`` are for the repositories' external reviewers (see
+    :class:`ExternalReviewers`); by default a fresh manager and no API URL.
+    """
     lease_store = LeaseStore(db, settings.leases, clock=clock)
     record = lease_store.register_worker(
         "reviewbot", client=client, session_id=f"pid-{os.getpid()}", role="reviewer"
@@ -630,7 +770,10 @@ def build_review(
     leases = StoreReviewerLeases(lease_store, record.identity)
     store = ReviewStore(db, clock)
     drainer = OutboxDrainer(store, forges, leases, clock=clock, backoff_base_s=backoff_base_s)
-    pipeline = ReviewPipeline(settings, store, forges, leases, drainer, clock=clock)
+    external = ExternalReviewers(sessions or SessionManager(), api_url)
+    pipeline = ReviewPipeline(
+        settings, store, forges, leases, drainer, clock=clock, external=external
+    )
     drainer.after_drain = pipeline.sync_state_comment
     return ReviewParts(pipeline, drainer, store, lease_store, record.identity)
 
@@ -640,6 +783,9 @@ class ReviewService:
 
     ``create_app(settings, on_eligible=service.on_eligible)`` then ``service.attach(app)``;
     the parts are built at start-up, once the server opened the store and the forges.
+    External reviewers run as sessions of the app's manager (``app[SESSIONS]``, the one the
+    tools route answers for); once the site listens, ``set_api_url(base)`` gives them the
+    URL to call the tools at.
     """
 
     def __init__(
@@ -657,7 +803,14 @@ class ReviewService:
         self.parts: ReviewParts | None = None
         self.reconciler: Any = None
         self.automerge: Any = None  # the automerger, when the server has the merge API
+        self.api_url: str | None = None
         self._ready = asyncio.Event()
+
+    def set_api_url(self, url: str | None) -> None:
+        """The server's base URL, known once its site listens; reviewers run after it get it."""
+        self.api_url = url
+        if self.parts is not None:
+            self.parts.pipeline.external.api_url = url
 
     async def on_eligible(self, eligible: Any) -> None:
         await self._ready.wait()
@@ -675,6 +828,7 @@ class ReviewService:
 
     async def _startup(self, app: Any) -> None:
         from reviewbot.runtime.reconcile import Reconciler
+        from reviewbot.runtime.tools import SESSIONS
 
         st = app[self._state_key]
         assert st.db is not None
@@ -685,6 +839,8 @@ class ReviewService:
             client="reviewbot-serve",
             clock=self.clock,
             backoff_base_s=self.backoff_base_s,
+            sessions=app.get(SESSIONS),
+            api_url=self.api_url,
         )
         from reviewbot.api.leases import join_review
 

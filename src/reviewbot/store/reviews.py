@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment
 from reviewbot.store.database import Database, Row, Tx
 
@@ -463,6 +464,60 @@ class ReviewStore:
                 )
         return ids
 
+    # -- external reviewers --------------------------------------------------------------
+
+    def reviewer_findings(
+        self, forge: str, repo: str, number: int, head_sha: str
+    ) -> tuple[Finding, ...] | None:
+        """The findings of the reviewers' run at this head in its current round (``None``:
+        they have not run successfully in this round)."""
+        with self.db.read() as tx:
+            rnd = _round(tx, forge, repo, number, head_sha)
+            row = tx.one(
+                "SELECT findings FROM review_reviewer_runs WHERE forge = ? AND repo = ? "
+                "AND number = ? AND head_sha = ? AND round = ?",
+                (forge, repo, number, head_sha, rnd),
+            )
+        return None if row is None else _findings(row["findings"])
+
+    def save_reviewer_findings(
+        self,
+        forge: str,
+        repo: str,
+        number: int,
+        head_sha: str,
+        run_id: str,
+        findings: Sequence[Finding],
+    ) -> tuple[Finding, ...]:
+        """Keep a successful run's findings for this head and round; the first run kept wins
+        (another process may have run them at the same time), and its findings are returned."""
+        data = json.dumps(
+            [
+                {
+                    "path": f.path,
+                    "line": f.line,
+                    "message": f.message,
+                    "severity": f.severity.value,
+                    "source": f.source,
+                }
+                for f in findings
+            ]
+        )
+        with self.db.write() as tx:
+            rnd = _round(tx, forge, repo, number, head_sha)
+            tx.execute(
+                "INSERT OR IGNORE INTO review_reviewer_runs (forge, repo, number, head_sha, "
+                "round, run_id, findings, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (forge, repo, number, head_sha, rnd, run_id, data, iso(self.clock())),
+            )
+            row = tx.one(
+                "SELECT findings FROM review_reviewer_runs WHERE forge = ? AND repo = ? "
+                "AND number = ? AND head_sha = ? AND round = ?",
+                (forge, repo, number, head_sha, rnd),
+            )
+        assert row is not None
+        return _findings(row["findings"])
+
     # -- missing checks ------------------------------------------------------------------
 
     def note_missing(
@@ -553,6 +608,15 @@ class ReviewStore:
 
 def body_sha256(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _findings(value: str | None) -> tuple[Finding, ...]:
+    return tuple(
+        Finding(
+            str(f["path"]), int(f["line"]), str(f["message"]), Severity(f["severity"]), f["source"]
+        )
+        for f in json.loads(value or "[]")
+    )
 
 
 def _round(tx: Tx, forge: str, repo: str, number: int, head_sha: str) -> int:

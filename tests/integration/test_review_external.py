@@ -1,0 +1,189 @@
+"""External reviewers inside the review pipeline: the real server, the simulator over HTTP,
+real SQLite and reviewers as real subprocesses (small Python scripts).
+
+A repository's reviewers run for a head once its required checks no longer wait; their
+findings become inline comments of the same native review, an ``error`` finding requests
+changes, and a reviewer that fails leaves the head without a review (``reviewer_error``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_review_pipeline import APPROVED, CHANGES, REPO, Bot, running_bot
+
+FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
+
+# Put before every reviewer below: it appends a line to the file named by its first argument
+# when it runs, so a test can tell how many times it ran.
+PRELUDE = """\
+import json, os, sys, urllib.request
+with open(sys.argv[1], "a") as runs:
+    runs.write(os.environ["VAR_HEAD_SHA"] + "\\n")
+"""
+
+ERROR_FINDING = """\
+print(json.dumps([
+    {"path": "src/app.py", "line": 12, "message": "print() left in library code",
+     "severity": "error"},
+]))
+"""
+
+WARNINGS_ONLY = """\
+print(json.dumps({"findings": [
+    {"path": "src/app.py", "line": 3, "message": "long line", "severity": "warning"},
+    {"path": "README.md", "line": 1, "message": "typo: teh", "severity": "warning"},
+]}))
+"""
+
+MALFORMED = """\
+print("all good, nothing to report")
+"""
+
+# Records its finding through the session tools of the server, prints none.
+RECORDS_THROUGH_THE_API = """\
+request = urllib.request.Request(
+    os.environ["REVIEWBOT_API_URL"] + "/api/v1/tools/record_finding",
+    data=json.dumps({"arguments": {"path": "lib/db.py", "line": 7,
+                     "message": "query built by string formatting",
+                     "severity": "error"}}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["REVIEWBOT_SESSION_TOKEN"],
+             "Content-Type": "application/json"},
+    method="POST",
+)
+with urllib.request.urlopen(request, timeout=30) as response:
+    answer = json.load(response)
+assert answer["result"]["recorded"] is True, answer
+print("[]")
+"""
+
+
+def reviewer(tmp_path: Path, name: str, source: str) -> tuple[str, Path]:
+    """(the reviewer command, the file it counts its runs in)."""
+    folder = tmp_path / "reviewers"
+    folder.mkdir(exist_ok=True)
+    script = folder / f"{name}.py"
+    script.write_text(PRELUDE + source)
+    runs = folder / f"{name}.runs"
+    return shlex.join([sys.executable, str(script), str(runs)]), runs
+
+
+def runs_of(runs: Path) -> list[str]:
+    return runs.read_text().split() if runs.exists() else []
+
+
+def with_reviewers(command: str) -> dict[str, Any]:
+    rules = {"reviewers": [command]}
+    return {"repos": {f"github:{REPO}": rules, f"gitea:{REPO}": rules}}
+
+
+def comments_of(review: Any) -> list[tuple[str, int | None, str]]:
+    return [(c.path, c.line, c.body) for c in review.comments]
+
+
+async def open_green_pr(bot: Bot, forge: str) -> Any:
+    pr = bot.sim.open_pr(forge, REPO, author="alice")
+    bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+    await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+    await bot.settle()
+    return pr
+
+
+@FORGES
+async def test_an_error_finding_requests_changes_with_its_inline_comment(
+    tmp_path: Path, forge: str
+) -> None:
+    command, runs = reviewer(tmp_path, "no_print", ERROR_FINDING)
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+        pr = await open_green_pr(bot, forge)
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(CHANGES[forge], pr.head_sha)]
+        assert comments_of(reviews[0]) == [
+            ("src/app.py", 12, "**error**: print() left in library code")
+        ]
+        assert "Changes requested: an external reviewer reported errors." in reviews[0].body
+        assert "required check" not in reviews[0].body.splitlines()[0]
+        assert "External reviewers reported 1 error" in reviews[0].body
+        latest = bot.store.latest_verdict(forge, REPO, pr.number)
+        assert latest is not None
+        assert (latest.decision, latest.reason_code) == ("request_changes", "reviewer_findings")
+        assert "reviewer error at src/app.py:12" in latest.blockers
+
+        # A later event at the same head evaluates it again, but the reviewers ran already:
+        # their findings are reused, and no second review is posted.
+        status = bot.sim.set_status(forge, REPO, pr.head_sha, "ci/other", "success")
+        await bot.sim.deliver_status(forge, REPO, status.id)
+        await bot.settle()
+        assert len(bot.bot_reviews(forge, pr.number)) == 1
+        assert runs_of(runs) == [pr.head_sha]
+
+
+@FORGES
+async def test_warnings_only_approve_with_the_inline_comments_once_checks_finish(
+    tmp_path: Path, forge: str
+) -> None:
+    command, runs = reviewer(tmp_path, "style", WARNINGS_ONLY)
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "pending")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        # The checks still wait: no reviewer runs for a pending head.
+        assert runs_of(runs) == []
+        assert bot.decisions(forge, pr.number) == ["waiting"]
+
+        status = bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_status(forge, REPO, status.id)
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        assert comments_of(reviews[0]) == [
+            ("src/app.py", 3, "**warning**: long line"),
+            ("README.md", 1, "**warning**: typo: teh"),
+        ]
+        assert "Approved: all 1 required checks passed." in reviews[0].body
+        assert "External reviewers reported 2 warnings" in reviews[0].body
+        assert runs_of(runs) == [pr.head_sha]
+
+
+async def test_malformed_output_is_a_recorded_error_and_no_review(tmp_path: Path) -> None:
+    forge = "gitea"
+    command, runs = reviewer(tmp_path, "chatty", MALFORMED)
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+        pr = await open_green_pr(bot, forge)
+        assert bot.bot_reviews(forge, pr.number) == []
+        latest = bot.store.latest_verdict(forge, REPO, pr.number)
+        assert latest is not None
+        assert (latest.decision, latest.reason_code) == ("error", "reviewer_error")
+        assert "malformed_output: output is not JSON" in latest.detail
+        assert latest.head_sha == pr.head_sha
+        # The state comment names the failure as the blocker.
+        (state,) = bot.bot_comments(forge, pr.number)
+        assert "malformed_output" in state.body
+        assert runs_of(runs) == [pr.head_sha]
+
+
+@FORGES
+async def test_a_finding_recorded_through_the_api_with_the_session_token_is_in_the_review(
+    tmp_path: Path, forge: str
+) -> None:
+    command, runs = reviewer(tmp_path, "recorder", RECORDS_THROUGH_THE_API)
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+        bot.service.set_api_url(bot.base_url)  # as ``reviewbot serve`` does once it listens
+        pr = await open_green_pr(bot, forge)
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(CHANGES[forge], pr.head_sha)]
+        assert comments_of(reviews[0]) == [
+            ("lib/db.py", 7, "**error**: query built by string formatting")
+        ]
+        assert runs_of(runs) == [pr.head_sha]
+        # The call was made by the reviewer's own session, a step of the run.
+        with bot.store.db.read() as tx:
+            calls = tx.all("SELECT session_id, run_id, tool, outcome FROM session_tool_calls")
+        assert [(c["tool"], c["outcome"]) for c in calls] == [("record_finding", "ok")]
+        assert calls[0]["session_id"] == f"{calls[0]['run_id']}/reviewer-1"
