@@ -320,3 +320,15 @@ def test_render_refuses_multiline_marker() -> None:
     v = Verdict(VerdictKind.WAITING, ReasonCode.CHECKS_PENDING, missing=("x",))
     with pytest.raises(ValueError, match="single line"):
         render_review_body(v, "<!-- a -->\n<!-- b -->")
+
+
+def test_render_reviewer_findings_has_its_own_wording_and_notes_before_the_marker() -> None:
+    checks_passed = evaluate(NONE, ["build"], [ok("build")])
+    v = Verdict(
+        VerdictKind.REQUEST_CHANGES, ReasonCode.REVIEWER_FINDINGS, passed=checks_passed.passed
+    )
+    notes = ["External reviewers reported 1 error (see inline comments)."]
+    lines = render_review_body(v, MARKER, notes).splitlines()
+    assert lines[0] == "Changes requested: an external reviewer reported errors."
+    assert "required check" not in lines[0]
+    assert lines[-3:] == [notes[0], "", MARKER]
