@@ -137,6 +137,9 @@ class GroupCommitJournal:
         if self._thread is None:
             conn = connect_sqlite(self.path)
             conn.execute("PRAGMA synchronous = FULL")
+            # The writer waits for the write lock itself (see _begin), in small steps: the
+            # engine's busy handler sleeps in steps of up to 100 ms, too coarse for a 202.
+            conn.execute("PRAGMA busy_timeout = 0")
             self._conn = conn
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
@@ -207,7 +210,7 @@ class GroupCommitJournal:
     def _write_batch(self, conn: sqlite3.Connection, batch: Sequence[_Waiter]) -> None:
         results: list[bool | BaseException]
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            _begin(conn)
             try:
                 results = [_insert(conn, d) for d, *_ in batch]
             except BaseException:
@@ -241,6 +244,25 @@ class GroupCommitJournal:
                 fut.set_result(bool(result))
         if new_ids and self.on_commit is not None:
             self.on_commit(new_ids)
+
+
+LOCK_WAIT_S = 10.0  # as long as the store's busy timeout
+LOCK_STEP_S = 0.0002
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, retrying every 0.2 ms while another connection writes."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(LOCK_STEP_S)
 
 
 # --- delivery states (worker side) -------------------------------------------------------
@@ -292,9 +314,11 @@ def claim_batch(db: Database, limit: int) -> list[StoredDelivery]:
             "ORDER BY received_at, delivery_id LIMIT ?) RETURNING delivery_id",
             (limit,),
         )
-        if not ids:
-            return []
-        marks = ", ".join("?" * len(ids))
+    if not ids:
+        return []
+    # The bodies are read after the commit: the write lock is held as briefly as possible.
+    marks = ", ".join("?" * len(ids))
+    with db.read() as tx:
         rows = tx.all(
             f"{_SELECT} WHERE d.delivery_id IN ({marks}) ORDER BY d.received_at, d.delivery_id",
             [r["delivery_id"] for r in ids],
