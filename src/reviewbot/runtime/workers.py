@@ -160,8 +160,11 @@ class WorkerPool:
             await asyncio.shield(task)
             self.processed += len(ids)
         except asyncio.CancelledError:
-            if not task.done():
-                raise
+            # Always re-raise: a worker that swallowed stop()'s cancel (because its batch had
+            # just finished) would wait for work forever and hang the shutdown.
+            if task.done() and not task.cancelled() and task.exception() is None:
+                self.processed += len(ids)
+            raise
         except Exception:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
             await self._store(journal.requeue, self.db, ids)
