@@ -570,9 +570,10 @@ async def api_decisions(request: web.Request) -> web.Response:
         forge = forge or bound_forge
         repo = repo or bound_repo
         check_binding(info, forge, repo)
-    assert st.db is not None
+    db = st.db
+    assert db is not None
     rows = await asyncio.to_thread(
-        lambda: decision_store.for_pull(st.db, forge=forge, repo=repo, number=number)  # type: ignore[arg-type]
+        lambda: decision_store.for_pull(db, forge=forge, repo=repo, number=number)
     )
     return web.json_response({"decisions": [r.to_json() for r in rows]})
 
