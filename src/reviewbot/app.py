@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.journal import GroupCommitJournal, NewDelivery, StoredDelivery
+from reviewbot.store.reviews import ReviewStore
 from reviewbot.store.tokens import TokenInfo, lookup_token
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -575,7 +577,13 @@ async def api_decisions(request: web.Request) -> web.Response:
     rows = await asyncio.to_thread(
         lambda: decision_store.for_pull(db, forge=forge, repo=repo, number=number)
     )
-    return web.json_response({"decisions": [r.to_json() for r in rows]})
+    answer: dict[str, Any] = {"decisions": [r.to_json() for r in rows]}
+    if forge and repo and number is not None:
+        # For one PR, also its review verdicts: what the checks said and what was posted.
+        reviews = ReviewStore(db, time.time)
+        verdicts = await asyncio.to_thread(reviews.decisions, forge, repo, number)
+        answer["reviews"] = [v.to_json() for v in verdicts]
+    return web.json_response(answer)
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -87,6 +87,20 @@ def test_demo_plays_every_step_and_the_printed_explain_command_works(tmp_path: P
     assert explained.returncode == 0, explained.stderr
     assert "github:acme/api#1" in explained.stdout
     assert "No decision recorded" not in explained.stdout
+    # Both layers of the story are explained: the review verdicts and the gate decisions.
+    assert "REQUEST_CHANGES" in explained.stdout and "[checks_failed]" in explained.stdout
+    assert "ELIGIBLE" in explained.stdout
+    merged = subprocess.run(
+        ["sh", "-c", commands[1]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+        check=False,
+    )
+    assert merged.returncode == 0, merged.stderr
+    assert "gitea:acme/web#1 was merged at" in merged.stdout
 
 
 def test_a_step_that_does_not_do_what_it_said_fails_the_demo(tmp_path: Path) -> None:

@@ -191,6 +191,7 @@ async def test_explain_api_shows_the_decisions(h: Harness) -> None:
     )
     assert status == 200
     assert [d["delivery_id"] for d in body["decisions"]] == [delivery.id]
+    assert body["reviews"] == []  # a PR's answer carries its review verdicts (none here)
 
 
 async def test_mixed_deliveries_with_the_hook_never_fail_a_batch(

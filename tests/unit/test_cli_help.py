@@ -51,3 +51,10 @@ def test_help_has_an_example_of_the_command(
     assert "\nExample" in out, f"reviewbot {' '.join(path)} --help has no example"
     example = out.split("\nExample", 1)[1]
     assert f"reviewbot {' '.join(path)}".rstrip() in example, example
+
+
+def test_explain_has_plain_words_for_every_reason_code() -> None:
+    from reviewbot.cli.explain import PLAIN_WORDS
+    from reviewbot.core.reasons import ReasonCode
+
+    assert {code.value for code in ReasonCode} <= set(PLAIN_WORDS)

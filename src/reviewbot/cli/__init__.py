@@ -68,4 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return getattr(exc, "code", 1) if isinstance(exc, CommandError) else 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
+        sys.stderr.close()
+        return 0
     return code

@@ -1,7 +1,9 @@
 """``reviewbot explain``: why the bot did or did not act, in plain words.
 
 Give a delivery id (as answered by the webhook or the API) or a PR reference
-``FORGE:OWNER/REPO#N``; every recorded decision is shown with all its reasons.
+``FORGE:OWNER/REPO#N``. Every recorded decision is shown with all its reasons: the gate's
+(was the delivery for a PR head the bot should look at?), the review verdicts (what the
+required checks said, and what was posted at which head) and, for a PR, its merge.
 ``--json`` prints the same records for scripts (the shape of the HTTP API).
 """
 
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from reviewbot.cli import CommandError
@@ -16,7 +20,9 @@ from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, journal
 from reviewbot.store.bootstrap import open_store
+from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 
 # What each reason code means, for people; the detail says the specifics.
@@ -40,6 +46,21 @@ PLAIN_WORDS: dict[str, str] = {
     "permission_denied": "the user lacks the permission the request needs",
     "recorded": "noted; nothing to review",
     "internal_error": "the bot failed; its log has the details",
+    "no_required_checks": "no check is required for the target branch: nothing to judge",
+    "checks_pending": "required checks are still running or have not reported yet",
+    "checks_failed": "a required check failed",
+    "checks_passed": "every required check passed",
+    "reviewer_findings": "an external reviewer reported errors",
+    "reviewer_error": "an external reviewer could not be run or gave unreadable output",
+    "review_posted": "the review was posted on the forge",
+    "review_dismissed": "someone dismissed the bot's review, so the head is evaluated again",
+    "not_approved": "no approval by someone other than the author at exactly this head",
+    "changes_requested": "a reviewer's latest review requests changes",
+    "checks_not_green": "the required checks are not all green",
+    "not_mergeable": "the forge says the pull request cannot be merged",
+    "superseded": "a newer head or a newer lease holder took over",
+    "lease_not_held": "the caller does not hold the lease it claims",
+    "lease_held": "another worker holds the lease",
 }
 
 
@@ -68,10 +89,23 @@ def run(args: argparse.Namespace) -> int:
             rows = decisions.for_pull(
                 db, forge=pr.forge, repo=pr.full_name, number=pr.number, limit=args.limit
             )
+            reviews = ReviewStore(db, time.time).decisions(
+                pr.forge, pr.full_name, pr.number, limit=args.limit
+            )
+            merge = merge_of(db, pr)
             if args.json:
-                print(json.dumps({"pull": str(pr), "decisions": [r.to_json() for r in rows]}))
+                print(
+                    json.dumps(
+                        {
+                            "pull": str(pr),
+                            "decisions": [r.to_json() for r in rows],
+                            "reviews": [r.to_json() for r in reviews],
+                            "merge": merge,
+                        }
+                    )
+                )
             else:
-                print(explain_pull(str(pr), rows))
+                print(explain_pull(str(pr), rows, reviews, merge))
             return 0
         stored = journal.get_delivery(db, args.target)
         if stored is None:
@@ -104,11 +138,46 @@ def _as_pr(text: str) -> PullRef | None:
         return None
 
 
-def explain_pull(pr: str, rows: list[DecisionRecord]) -> str:
-    if not rows:
+def merge_of(db: Database, pr: PullRef) -> dict[str, Any] | None:
+    """The recorded merge of a PR, if any (read directly: no lease is involved in reading)."""
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT head_sha, merge_commit_sha, method, holder, epoch FROM merged_pulls "
+            "WHERE forge = ? AND repo = ? AND number = ?",
+            (pr.forge, pr.full_name, pr.number),
+        )
+    return None if row is None else dict(row)
+
+
+def explain_pull(
+    pr: str,
+    rows: list[DecisionRecord],
+    reviews: Sequence[ReviewDecision] = (),
+    merge: dict[str, Any] | None = None,
+) -> str:
+    if not rows and not reviews and merge is None:
         return f"No decision recorded for {pr}."
-    lines = [f"Decisions for {pr}, newest first:"]
-    lines += [explain_decision(r, indent="  ", with_delivery=True) for r in rows]
+    lines: list[str] = []
+    if merge is not None:
+        lines.append(
+            f"{pr} was merged at {merge['head_sha'][:12]} as {str(merge['merge_commit_sha'])[:12]}"
+            f" ({merge['method']}, by {merge['holder']} under lease epoch {merge['epoch']})."
+        )
+    if reviews:
+        lines.append(f"Review verdicts for {pr}, newest first:")
+        lines += [explain_review(r, indent="  ") for r in reviews]
+    if rows:
+        lines.append(f"Gate decisions for {pr}, newest first:")
+        lines += [explain_decision(r, indent="  ", with_delivery=True) for r in rows]
+    return "\n".join(lines)
+
+
+def explain_review(row: ReviewDecision, *, indent: str = "") -> str:
+    via = f" (delivery {row.delivery_id})" if row.delivery_id else ""
+    lines = [f"{indent}{row.decided_at}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"]
+    plain = PLAIN_WORDS.get(row.reason_code, row.reason_code.replace("_", " "))
+    detail = f": {row.detail}" if row.detail else ""
+    lines.append(f"{indent}  - {plain} [{row.reason_code}]{detail}")
     return "\n".join(lines)
 
 
