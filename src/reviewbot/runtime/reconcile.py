@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reviewbot.cli.progress import Progress, Write
 from reviewbot.config import Settings
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
+from reviewbot.runtime.progress import Progress, Write
 from reviewbot.runtime.review import REEVALUATE, ReviewPipeline, ReviewRequest
 from reviewbot.store.journal import NewDelivery
 from reviewbot.store.reviews import ReviewStore
