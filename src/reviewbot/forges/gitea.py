@@ -50,11 +50,14 @@ from reviewbot.forges.http import (
 from reviewbot.forges.normalize import (
     as_dict,
     as_list,
-    login_of,
+    comment_of,
+    commit_status,
     map_all,
+    marked_comment,
+    pull_snapshot,
     response_shape,
+    review_of,
     split_repo,
-    status_state,
 )
 
 USER_AGENT = "reviewbot"
@@ -257,10 +260,7 @@ class GiteaForge:
             await self._get_json("find_comment", _repo_path(repo, "issues", number, "comments")),
             "find_comment",
         )
-        for comment in map_all(items, _comment, "find_comment"):
-            if comment.author == me and marker in comment.body:
-                return comment
-        return None
+        return marked_comment(map_all(items, comment_of, "find_comment"), me, marker)
 
     async def create_comment(self, repo: str, number: int, body: str) -> Comment:
         result = await self._send(
@@ -268,7 +268,7 @@ class GiteaForge:
         )
         data = as_dict(decode_json(result, operation="create_comment"), "create_comment")
         with response_shape("create_comment"):
-            return _comment(data)
+            return comment_of(data)
 
     async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
         result = await self._send(
@@ -281,7 +281,7 @@ class GiteaForge:
             return Comment(id=comment_id, author=await self.bot_login(), body=body)
         data = as_dict(decode_json(result, operation="edit_comment"), "edit_comment")
         with response_shape("edit_comment"):
-            return _comment(data)
+            return comment_of(data)
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -420,36 +420,11 @@ def glob_match(pattern: str, text: str) -> bool:
 
 
 def _snapshot(owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
-    merged = bool(data.get("merged"))
-    mergeable = data.get("mergeable")
-    return PullRequestSnapshot(
-        forge="gitea",
-        owner=owner,
-        name=name,
-        number=int(data["number"]),
-        state=str(data["state"]),
-        merged=merged,
-        draft=bool(data.get("draft")),
-        head_sha=str(data["head"]["sha"]),
-        base_ref=str(data["base"]["ref"]),
-        head_ref=str(data["head"]["ref"]),
-        author=login_of(data.get("user")),
-        labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
-        mergeable=mergeable if isinstance(mergeable, bool) else None,
-        title=str(data.get("title") or ""),
-        html_url=str(data.get("html_url") or ""),
-        merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
-    )
+    return pull_snapshot("gitea", owner, name, data, merged=bool(data.get("merged")))
 
 
 def _status(data: dict[str, Any]) -> CheckResult:
-    return CheckResult(
-        name=str(data["context"]),
-        state=status_state(data["status"]),
-        url=data.get("target_url") or None,
-        source="status",
-        updated_at=str(data.get("updated_at") or data.get("created_at") or ""),
-    )
+    return commit_status(data, state_field="status")
 
 
 def _review(data: dict[str, Any]) -> Review | None:
@@ -460,17 +435,4 @@ def _review(data: dict[str, Any]) -> Review | None:
     state = REVIEW_STATES.get(state_name, ReviewState.COMMENTED)
     if data.get("dismissed"):
         state = ReviewState.DISMISSED
-    return Review(
-        id=int(data["id"]),
-        reviewer=login_of(data.get("user")),
-        state=state,
-        commit_sha=data.get("commit_id") or None,
-        body=str(data.get("body") or ""),
-        submitted_at=str(data.get("submitted_at") or ""),
-    )
-
-
-def _comment(data: dict[str, Any]) -> Comment:
-    return Comment(
-        id=int(data["id"]), author=login_of(data.get("user")), body=str(data["body"] or "")
-    )
+    return review_of(data, state)

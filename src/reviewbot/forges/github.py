@@ -41,11 +41,14 @@ from reviewbot.forges.errors import (
 from reviewbot.forges.http import Clock, ErrorMap, ForgeHttp, RetryPolicy, Sleep
 from reviewbot.forges.normalize import (
     as_dict,
-    login_of,
+    comment_of,
+    commit_status,
     map_all,
+    marked_comment,
+    pull_snapshot,
     response_shape,
+    review_of,
     split_repo,
-    status_state,
 )
 
 USER_AGENT = "reviewbot"
@@ -336,10 +339,7 @@ class GitHubForge:
             {"owner": owner, "repo": name, "issue_number": number, "per_page": PER_PAGE},
             repo=repo,
         )
-        for comment in map_all(items, _comment, "find_comment"):
-            if comment.author == me and marker in comment.body:
-                return comment
-        return None
+        return marked_comment(map_all(items, comment_of, "find_comment"), me, marker)
 
     async def create_comment(self, repo: str, number: int, body: str) -> Comment:
         owner, name = split_repo(repo)
@@ -352,7 +352,7 @@ class GitHubForge:
             repo=repo,
         )
         with response_shape("create_comment"):
-            return _comment(as_dict(data, "create_comment"))
+            return comment_of(as_dict(data, "create_comment"))
 
     async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
         owner, name = split_repo(repo)
@@ -365,7 +365,7 @@ class GitHubForge:
             repo=repo,
         )
         with response_shape("edit_comment"):
-            return _comment(as_dict(data, "edit_comment"))
+            return comment_of(as_dict(data, "edit_comment"))
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -517,35 +517,11 @@ class GitHubForge:
 
     def _snapshot(self, owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
         merged = bool(data.get("merged") or data.get("merged_at"))
-        mergeable = data.get("mergeable")
-        return PullRequestSnapshot(
-            forge="github",
-            owner=owner,
-            name=name,
-            number=int(data["number"]),
-            state=str(data["state"]),
-            merged=merged,
-            draft=bool(data.get("draft")),
-            head_sha=str(data["head"]["sha"]),
-            base_ref=str(data["base"]["ref"]),
-            head_ref=str(data["head"]["ref"]),
-            author=login_of(data.get("user")),
-            labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
-            mergeable=mergeable if isinstance(mergeable, bool) else None,
-            title=str(data.get("title") or ""),
-            html_url=str(data.get("html_url") or ""),
-            merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
-        )
+        return pull_snapshot("github", owner, name, data, merged=merged)
 
 
 def _status(data: dict[str, Any]) -> CheckResult:
-    return CheckResult(
-        name=str(data["context"]),
-        state=status_state(data["state"]),
-        url=data.get("target_url") or None,
-        source="status",
-        updated_at=str(data.get("updated_at") or data.get("created_at") or ""),
-    )
+    return commit_status(data, state_field="state")
 
 
 def _check_run(data: dict[str, Any]) -> CheckResult:
@@ -569,17 +545,4 @@ def _check_run(data: dict[str, Any]) -> CheckResult:
 
 
 def _review(data: dict[str, Any]) -> Review:
-    return Review(
-        id=int(data["id"]),
-        reviewer=login_of(data.get("user")),
-        state=REVIEW_STATES.get(str(data["state"]).upper(), ReviewState.COMMENTED),
-        commit_sha=data.get("commit_id") or None,
-        body=str(data.get("body") or ""),
-        submitted_at=str(data.get("submitted_at") or ""),
-    )
-
-
-def _comment(data: dict[str, Any]) -> Comment:
-    return Comment(
-        id=int(data["id"]), author=login_of(data.get("user")), body=str(data["body"] or "")
-    )
+    return review_of(data, REVIEW_STATES.get(str(data["state"]).upper(), ReviewState.COMMENTED))

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from reviewbot.core.models import CheckState
+from reviewbot.core.models import (
+    CheckResult,
+    CheckState,
+    Comment,
+    PullRequestSnapshot,
+    Review,
+    ReviewState,
+)
 from reviewbot.forges.errors import ForgeError
 
 T = TypeVar("T")
@@ -72,3 +79,66 @@ def login_of(user: Any) -> str:
 def map_all(items: list[Any], convert: Callable[[dict[str, Any]], T], operation: str) -> list[T]:
     with response_shape(operation):
         return [convert(as_dict(item, operation)) for item in items]
+
+
+def pull_snapshot(
+    forge: str, owner: str, name: str, data: dict[str, Any], *, merged: bool
+) -> PullRequestSnapshot:
+    """A pull request object (both forges use GitHub's field names); ``merged`` is the
+    adapter's reading, as the forges mark a merge differently."""
+    mergeable = data.get("mergeable")
+    return PullRequestSnapshot(
+        forge=forge,
+        owner=owner,
+        name=name,
+        number=int(data["number"]),
+        state=str(data["state"]),
+        merged=merged,
+        draft=bool(data.get("draft")),
+        head_sha=str(data["head"]["sha"]),
+        base_ref=str(data["base"]["ref"]),
+        head_ref=str(data["head"]["ref"]),
+        author=login_of(data.get("user")),
+        labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
+        mergeable=mergeable if isinstance(mergeable, bool) else None,
+        title=str(data.get("title") or ""),
+        html_url=str(data.get("html_url") or ""),
+        merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
+    )
+
+
+def commit_status(data: dict[str, Any], *, state_field: str) -> CheckResult:
+    """A commit status; its state is under ``state`` on GitHub and ``status`` on Gitea."""
+    return CheckResult(
+        name=str(data["context"]),
+        state=status_state(data[state_field]),
+        url=data.get("target_url") or None,
+        source="status",
+        updated_at=str(data.get("updated_at") or data.get("created_at") or ""),
+    )
+
+
+def review_of(data: dict[str, Any], state: ReviewState) -> Review:
+    """A submitted review; ``state`` is the adapter's reading of the forge's state name."""
+    return Review(
+        id=int(data["id"]),
+        reviewer=login_of(data.get("user")),
+        state=state,
+        commit_sha=data.get("commit_id") or None,
+        body=str(data.get("body") or ""),
+        submitted_at=str(data.get("submitted_at") or ""),
+    )
+
+
+def comment_of(data: dict[str, Any]) -> Comment:
+    return Comment(
+        id=int(data["id"]), author=login_of(data.get("user")), body=str(data["body"] or "")
+    )
+
+
+def marked_comment(comments: Iterable[Comment], author: str, marker: str) -> Comment | None:
+    """The first comment of ``author`` whose body contains ``marker``."""
+    for comment in comments:
+        if comment.author == author and marker in comment.body:
+            return comment
+    return None
