@@ -7,6 +7,7 @@ from typing import Any
 
 from reviewbot.core.models import Reason, Trigger
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.ingress.commands import REVIEW_COMMAND, has_review_command
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.payload import EventReader, shown
 
@@ -113,8 +114,31 @@ class ForgeEventParser:
             **fields,
         )
 
-    def comment_command(self, commenter: str | None, command: str) -> Trigger:
-        """A PR comment carrying the review command; the worker checks write access."""
+    def status(self) -> Trigger:
+        """A commit status event (the same payload fields on both forges)."""
+        context = str(self.r.get("context") or "")
+        state = str(self.r.get("state") or "")
+        extra = {
+            "semantic": f"status={self.r.get('id')}:{context}:{state}",
+            "context": context,
+            "state": state,
+        }
+        return self.commit("sha", extra)
+
+    def comment(self, *, on_pull: bool) -> Trigger:
+        """A new PR comment with a review command line; the worker checks write access."""
+        if not on_pull:
+            return self.ignored(
+                ReasonCode.NOT_PULL_REQUEST_EVENT, "comment on an issue, not on a pull request"
+            )
+        if self.require_action() != "created":
+            return self.action_ignored(
+                f"comment {self.action}: only a new comment can carry a command"
+            )
+        body = self.r.get("comment.body")
+        if not isinstance(body, str) or not has_review_command(body):
+            return self.action_ignored(f"comment without a {REVIEW_COMMAND} line")
+        commenter = self.r.login("comment.user") or self.r.login("sender")
         if commenter is None:
             raise TriggerError(f"comment.user.login: missing (in the {self.event} event)")
         owner, name = self.r.repository()
@@ -125,7 +149,7 @@ class ForgeEventParser:
             number=self.r.number("issue.number"),
             extra={
                 "semantic": f"comment={self.r.get('comment.id')}",
-                "command": command,
+                "command": REVIEW_COMMAND,
                 "requires_write_access": commenter,
             },
         )

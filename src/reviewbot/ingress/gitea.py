@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from reviewbot.core.models import Trigger
-from reviewbot.core.reasons import ReasonCode
-from reviewbot.ingress.commands import REVIEW_COMMAND, has_review_command
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.forge_event import ForgeEventParser
 from reviewbot.ingress.headers import (
@@ -121,9 +119,9 @@ class _GiteaEvent(ForgeEventParser):
             self.require_action()
             return self._pull(f"review={self.r.get('review.type')}:{self.r.login('sender')}")
         if event in ("pull_request_comment", "issue_comment"):
-            return self._comment()
+            return self.comment(on_pull=_is_pull_comment(self.r.payload))
         if event == "status":
-            return self._status()
+            return self.status()
         if event in QUIET_PR_EVENT_TYPES:
             return self.action_ignored(f"Gitea event {event} is not acted on")
         return self.not_pull_request_event()
@@ -144,28 +142,3 @@ class _GiteaEvent(ForgeEventParser):
         if action not in PULL_REQUEST_ACTIONS:
             return self.action_ignored()
         return self._pull()
-
-    def _status(self) -> Trigger:
-        context = str(self.r.get("context") or "")
-        state = str(self.r.get("state") or "")
-        extra = {
-            "semantic": f"status={self.r.get('id')}:{context}:{state}",
-            "context": context,
-            "state": state,
-        }
-        return self.commit("sha", extra)
-
-    def _comment(self) -> Trigger:
-        if not _is_pull_comment(self.r.payload):
-            return self.ignored(
-                ReasonCode.NOT_PULL_REQUEST_EVENT, "comment on an issue, not on a pull request"
-            )
-        if self.require_action() != "created":
-            return self.action_ignored(
-                f"comment {self.action}: only a new comment can carry a command"
-            )
-        body = self.r.get("comment.body")
-        if not isinstance(body, str) or not has_review_command(body):
-            return self.action_ignored(f"comment without a {REVIEW_COMMAND} line")
-        commenter = self.r.login("comment.user") or self.r.login("sender")
-        return self.comment_command(commenter, REVIEW_COMMAND)

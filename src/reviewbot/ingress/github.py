@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from reviewbot.core.models import Trigger
-from reviewbot.core.reasons import ReasonCode
-from reviewbot.ingress.commands import REVIEW_COMMAND, has_review_command
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.forge_event import ForgeEventParser
 from reviewbot.ingress.headers import GITHUB_EVENT, header
@@ -51,9 +49,9 @@ class _GitHubEvent(ForgeEventParser):
         if event in CHECK_EVENTS:
             return self._check(event)
         if event == "status":
-            return self._status()
+            return self.status()
         if event == "issue_comment":
-            return self._comment()
+            return self.comment(on_pull=self.r.get("issue.pull_request") is not None)
         if event == "ping":
             hook = self.r.get("hook_id")
             return self.recorded(f"ping from GitHub for webhook {hook}: the webhook reaches us")
@@ -111,28 +109,3 @@ class _GitHubEvent(ForgeEventParser):
         if isinstance(check_name, str):
             extra["check"] = check_name
         return self.commit(f"{event}.head_sha", extra, pull_numbers=tuple(numbers))
-
-    def _status(self) -> Trigger:
-        context = str(self.r.get("context") or "")
-        state = str(self.r.get("state") or "")
-        extra = {
-            "semantic": f"status={self.r.get('id')}:{context}:{state}",
-            "context": context,
-            "state": state,
-        }
-        return self.commit("sha", extra)
-
-    def _comment(self) -> Trigger:
-        if self.r.get("issue.pull_request") is None:
-            return self.ignored(
-                ReasonCode.NOT_PULL_REQUEST_EVENT, "comment on an issue, not on a pull request"
-            )
-        if self.require_action() != "created":
-            return self.action_ignored(
-                f"comment {self.action}: only a new comment can carry a command"
-            )
-        body = self.r.get("comment.body")
-        if not isinstance(body, str) or not has_review_command(body):
-            return self.action_ignored(f"comment without a {REVIEW_COMMAND} line")
-        commenter = self.r.login("comment.user") or self.r.login("sender")
-        return self.comment_command(commenter, REVIEW_COMMAND)
