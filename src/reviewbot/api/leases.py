@@ -21,7 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reviewbot.app import STATE, ApiError, authenticate, check_binding
 from reviewbot.config import Settings
-from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Role, iso
+from reviewbot.core.leases import (
+    Lease,
+    LeaseClaim,
+    LeaseTarget,
+    Role,
+    iso,
+    lease_view,
+    refusal_view,
+)
 from reviewbot.runtime.automerge import AutoMerger
 from reviewbot.runtime.merge import MergeError, Merger, MergeRequest
 from reviewbot.store.database import SQLiteDatabase
@@ -114,15 +122,9 @@ async def _parse(request: web.Request, model: type[M]) -> M:
 
 
 def lease_json(lease: Lease, now: float) -> dict[str, Any]:
-    t = lease.target
+    """The lease view, with when it was acquired and last renewed, and its term."""
     return {
-        "target": {"forge": t.forge, "repo": t.repo, "number": t.number, "role": t.role.value},
-        "holder": lease.holder,
-        "epoch": lease.epoch,
-        "head_sha": lease.head_sha,
-        "phase": lease.phase_at(now).value,
-        "expires_at": iso(lease.expires_at),
-        "expires_in_s": round(max(0.0, lease.expires_at - now), 3),
+        **lease_view(lease, now),
         "acquired_at": iso(lease.acquired_at),
         "heartbeat_at": iso(lease.heartbeat_at),
         "ttl_s": lease.ttl_s,
@@ -130,13 +132,8 @@ def lease_json(lease: Lease, now: float) -> dict[str, Any]:
 
 
 def refusal_error(exc: LeaseRefused) -> ApiError:
-    extra: dict[str, Any] = {}
-    if exc.holder is not None:
-        extra["holder"] = exc.holder
-    if exc.expires_at is not None:
-        extra["expires_at"] = iso(exc.expires_at)
-    if exc.refusal.epoch is not None:
-        extra["epoch"] = exc.refusal.epoch
+    body = refusal_view(exc.refusal)
+    extra = {k: v for k, v in body.items() if k not in ("error", "detail")}
     return ApiError(409, exc.code, str(exc), **extra)
 
 

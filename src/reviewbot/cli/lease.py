@@ -19,7 +19,7 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Role, iso
+from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Role, refusal_view
 from reviewbot.core.models import PullRef
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
@@ -144,15 +144,8 @@ def refuse(args: argparse.Namespace, exc: LeaseStoreError | ValueError) -> Comma
     """One line on stderr (and the API's error JSON on stdout with ``--json``)."""
     code = getattr(exc, "code", "invalid_request")
     if getattr(args, "json", False):
-        body: dict[str, Any] = {"error": code, "detail": str(exc)}
         refusal = getattr(exc, "refusal", None)
-        if refusal is not None:
-            if refusal.holder is not None:
-                body["holder"] = refusal.holder
-            if refusal.expires_at is not None:
-                body["expires_at"] = iso(refusal.expires_at)
-            if refusal.epoch is not None:
-                body["epoch"] = refusal.epoch
+        body = refusal_view(refusal) if refusal is not None else {"error": code, "detail": str(exc)}
         print(json.dumps(body, indent=2, sort_keys=True))
     return CommandError(f"{code}: {exc}")
 
