@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,6 +81,33 @@ def connect_sqlite(path: Path, *, read_only: bool = False) -> sqlite3.Connection
     return conn
 
 
+class ThreadConnections:
+    """One connection per thread, opened by ``connect`` on the thread's first use; a
+    connection is never shared between threads, and :meth:`close` closes them all."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
 class SQLiteDatabase:
     """One file, one connection per thread; every write transaction is ``BEGIN IMMEDIATE``."""
 
@@ -88,18 +115,10 @@ class SQLiteDatabase:
         self.path = path
         # Read-only: every connection opens with ``mode=ro``; write() then fails in the engine.
         self.read_only = read_only
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._conns = ThreadConnections(lambda: connect_sqlite(self.path, read_only=self.read_only))
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect_sqlite(self.path, read_only=self.read_only)
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[_SQLiteTx]:
@@ -136,8 +155,4 @@ class SQLiteDatabase:
         self._conn().execute("VACUUM INTO ?", (str(target),))
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._conns.close()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,7 +52,14 @@ from reviewbot.core.leases import (
     WorkerStatus,
 )
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.store.database import BUSY_TIMEOUT_MS, Params, Row, SQLiteDatabase, Tx
+from reviewbot.store.database import (
+    BUSY_TIMEOUT_MS,
+    Params,
+    Row,
+    SQLiteDatabase,
+    ThreadConnections,
+    Tx,
+)
 
 Clock = Callable[[], float]
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
@@ -138,27 +144,23 @@ class EpochLedger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._conns = ThreadConnections(self._connect)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # Every grant is on disk before it is handed out.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS lease_epochs (target TEXT PRIMARY KEY,"
+            " epoch INTEGER NOT NULL)"
+        )
+        return conn
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # Every grant is on disk before it is handed out.
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS lease_epochs (target TEXT PRIMARY KEY,"
-                " epoch INTEGER NOT NULL)"
-            )
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     @staticmethod
     def _name(target: LeaseTarget) -> str:
@@ -188,11 +190,7 @@ class EpochLedger:
         conn.execute("COMMIT")
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._conns.close()
 
 
 def default_ledger_path(db_path: Path) -> Path:
