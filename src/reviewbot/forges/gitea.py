@@ -13,7 +13,6 @@ import asyncio
 import json
 import re
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -41,7 +40,7 @@ from reviewbot.forges.errors import (
 from reviewbot.forges.http import (
     Clock,
     ErrorMap,
-    ForgeHttp,
+    HttpAdapter,
     HttpResult,
     RetryPolicy,
     Sleep,
@@ -80,7 +79,7 @@ MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
 PERMISSIONS: dict[str, str] = {"owner": "admin", "admin": "admin", "write": "write", "read": "read"}
 
 
-class GiteaForge:
+class GiteaForge(HttpAdapter):
     """The :class:`~reviewbot.forges.base.Forge` for Gitea and Forgejo."""
 
     name = "gitea"
@@ -104,26 +103,8 @@ class GiteaForge:
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         }
-        self._owns_client = client is None
-        self._http = ForgeHttp(
-            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
-        )
+        self._open_http(client, policy, sleep, clock)
         self._bot_login = bot_login
-
-    # -- accounting ------------------------------------------------------------------
-
-    @property
-    def calls(self) -> Counter[str]:
-        """HTTP requests sent, per operation (retries and 304s included)."""
-        return self._http.calls
-
-    @property
-    def not_modified(self) -> Counter[str]:
-        return self._http.not_modified
-
-    @property
-    def rate_limited_calls(self) -> Counter[str]:
-        return self._http.rate_limited_calls
 
     # -- Forge -----------------------------------------------------------------------
 
@@ -282,10 +263,6 @@ class GiteaForge:
         data = as_dict(decode_json(result, operation="edit_comment"), "edit_comment")
         with response_shape("edit_comment"):
             return comment_of(data)
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._http.client.aclose()
 
     # -- plumbing --------------------------------------------------------------------
 

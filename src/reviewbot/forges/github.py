@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from reviewbot.forges.errors import (
     NotFound,
     NotMergeable,
 )
-from reviewbot.forges.http import Clock, ErrorMap, ForgeHttp, RetryPolicy, Sleep
+from reviewbot.forges.http import Clock, ErrorMap, ForgeHttp, HttpAdapter, RetryPolicy, Sleep
 from reviewbot.forges.normalize import (
     as_dict,
     comment_of,
@@ -118,7 +117,7 @@ class _Client(gidgethub.httpx.GitHubAPI):
         await self._http.sleep(seconds)
 
 
-class GitHubForge:
+class GitHubForge(HttpAdapter):
     """The :class:`~reviewbot.forges.base.Forge` for GitHub (or GitHub Enterprise)."""
 
     name = "github"
@@ -139,28 +138,9 @@ class GitHubForge:
             raise ValueError("GitHubForge needs exactly one of token or app_auth")
         self._token = token
         self._app = app_auth
-        self._owns_client = client is None
-        self._http = ForgeHttp(
-            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
-        )
+        self._open_http(client, policy, sleep, clock)
         self._gh = _Client(self._http, api_url.rstrip("/"))
         self._bot_login = bot_login
-
-    # -- accounting ------------------------------------------------------------------
-
-    @property
-    def calls(self) -> Counter[str]:
-        """HTTP requests sent, per operation (retries and 304s included)."""
-        return self._http.calls
-
-    @property
-    def not_modified(self) -> Counter[str]:
-        """Answers served from the ETag cache (304), per operation."""
-        return self._http.not_modified
-
-    @property
-    def rate_limited_calls(self) -> Counter[str]:
-        return self._http.rate_limited_calls
 
     # -- Forge -----------------------------------------------------------------------
 
@@ -366,10 +346,6 @@ class GitHubForge:
         )
         with response_shape("edit_comment"):
             return comment_of(as_dict(data, "edit_comment"))
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._http.client.aclose()
 
     # -- GitHub App installation calls (InstallationApi) ------------------------------
 

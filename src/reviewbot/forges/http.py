@@ -255,6 +255,44 @@ class ForgeHttp:
             self._cache.popitem(last=False)
 
 
+class HttpAdapter:
+    """What both forge adapters share around their :class:`ForgeHttp`: the request
+    accounting, and closing the HTTP client they opened (never one they were given)."""
+
+    _http: ForgeHttp
+    _owns_client: bool
+
+    def _open_http(
+        self,
+        client: httpx.AsyncClient | None,
+        policy: RetryPolicy | None,
+        sleep: Sleep,
+        clock: Clock,
+    ) -> None:
+        self._owns_client = client is None
+        self._http = ForgeHttp(
+            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
+        )
+
+    @property
+    def calls(self) -> Counter[str]:
+        """HTTP requests sent, per operation (retries and 304s included)."""
+        return self._http.calls
+
+    @property
+    def not_modified(self) -> Counter[str]:
+        """Answers served from the ETag cache (304), per operation."""
+        return self._http.not_modified
+
+    @property
+    def rate_limited_calls(self) -> Counter[str]:
+        return self._http.rate_limited_calls
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._http.client.aclose()
+
+
 def is_rate_limited(status: int, headers: httpx.Headers, body: bytes) -> bool:
     """429, or a 403 that GitHub uses for its primary and secondary limits."""
     if status == 429:
