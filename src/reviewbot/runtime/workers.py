@@ -57,6 +57,7 @@ class WorkerPool:
         self._tasks: list[asyncio.Task[None]] = []
         self._in_flight: dict[asyncio.Task[object], list[str]] = {}
         self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
+        self._claimed: set[str] = set()  # claimed here and not yet finished
         # Store calls run on threads of our own, so stop() can wait until none touches the
         # store any more (the store may be closed right after).
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-store")
@@ -100,10 +101,12 @@ class WorkerPool:
                 await task
         self._tasks.clear()
         # A claim cut short by the stop still completes on its thread: wait for it, and put
-        # what it took (and anything else left claimed here) back in the queue.
+        # what it took (and anything else claimed here and not finished) back in the queue.
         if self._claims:
             await asyncio.wait(list(self._claims))
-        await self._store(journal.resume_unfinished, self.db)
+        if self._claimed:
+            await self._store(journal.requeue, self.db, sorted(self._claimed))
+            self._claimed.clear()
         await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
 
     async def _store(self, fn: Callable[..., T], *args: Any) -> T:
@@ -140,7 +143,7 @@ class WorkerPool:
         await self._defer_to_ingress()
         claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, self.batch))
         self._claims.add(claim)
-        claim.add_done_callback(self._claims.discard)
+        claim.add_done_callback(self._claim_done)
         try:
             return await asyncio.shield(claim)
         except asyncio.CancelledError:
@@ -149,6 +152,11 @@ class WorkerPool:
             log.exception("could not claim deliveries; retrying")
             await asyncio.sleep(RETRY_AFTER_FAILURE_S)
             return []
+
+    def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
+        self._claims.discard(claim)
+        if not claim.cancelled() and claim.exception() is None:
+            self._claimed.update(d.delivery_id for d in claim.result())
 
     async def _run(self, claimed: list[StoredDelivery]) -> None:
         ids = [d.delivery_id for d in claimed]
@@ -172,3 +180,4 @@ class WorkerPool:
         finally:
             if task.done():
                 self._in_flight.pop(task, None)
+                self._claimed.difference_update(ids)

@@ -170,7 +170,7 @@ class GroupCommitJournal:
         finally:
             self.waiting -= 1
 
-    def busy(self, quiet_s: float = 0.002) -> bool:
+    def busy(self, quiet_s: float = 0.010) -> bool:
         """Deliveries are waiting for a commit, or one arrived within ``quiet_s``."""
         return self.waiting > 0 or time.monotonic() - self.last_append_at < quiet_s
 
