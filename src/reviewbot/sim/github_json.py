@@ -34,6 +34,18 @@ if TYPE_CHECKING:
 Json = dict[str, Any]
 
 
+# What the simulated GitHub App is granted and subscribed to (the app and its installations).
+APP_PERMISSIONS = {
+    "checks": "read",
+    "contents": "write",
+    "issues": "write",
+    "metadata": "read",
+    "pull_requests": "write",
+    "statuses": "read",
+}
+APP_EVENTS = ("check_run", "check_suite", "pull_request", "pull_request_review", "status")
+
+
 def node_id(kind: str, ident: int) -> str:
     return f"{kind}_kwDO{ident:08d}"
 
@@ -483,15 +495,8 @@ class GitHubJson:
             "html_url": f"{self.web}/apps/{app.slug}",
             "created_at": stamp,
             "updated_at": stamp,
-            "permissions": {
-                "checks": "read",
-                "contents": "write",
-                "issues": "write",
-                "metadata": "read",
-                "pull_requests": "write",
-                "statuses": "read",
-            },
-            "events": ["check_run", "check_suite", "pull_request", "pull_request_review", "status"],
+            "permissions": dict(APP_PERMISSIONS),
+            "events": list(APP_EVENTS),
         }
 
     def checks_app(self, app_id: int) -> Json:
@@ -686,15 +691,8 @@ class GitHubJson:
             "app_slug": app.slug,
             "target_id": account.id,
             "target_type": "User",
-            "permissions": {
-                "checks": "read",
-                "contents": "write",
-                "issues": "write",
-                "metadata": "read",
-                "pull_requests": "write",
-                "statuses": "read",
-            },
-            "events": ["check_run", "check_suite", "pull_request", "pull_request_review", "status"],
+            "permissions": dict(APP_PERMISSIONS),
+            "events": list(APP_EVENTS),
             "created_at": stamp,
             "updated_at": stamp,
             "single_file_name": None,
