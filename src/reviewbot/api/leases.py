@@ -22,12 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from reviewbot.app import STATE, ApiError, authenticate, check_binding
 from reviewbot.config import Settings
 from reviewbot.core.leases import (
-    Lease,
     LeaseClaim,
     LeaseTarget,
     Role,
     iso,
-    lease_view,
+    lease_json,
     refusal_view,
 )
 from reviewbot.runtime.automerge import AutoMerger
@@ -119,16 +118,6 @@ async def _parse(request: web.Request, model: type[M]) -> M:
 
 
 # --- JSON shapes -------------------------------------------------------------------------
-
-
-def lease_json(lease: Lease, now: float) -> dict[str, Any]:
-    """The lease view, with when it was acquired and last renewed, and its term."""
-    return {
-        **lease_view(lease, now),
-        "acquired_at": iso(lease.acquired_at),
-        "heartbeat_at": iso(lease.heartbeat_at),
-        "ttl_s": lease.ttl_s,
-    }
 
 
 def refusal_error(exc: LeaseRefused) -> ApiError:

@@ -19,7 +19,14 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Role, refusal_view
+from reviewbot.core.leases import (
+    Lease,
+    LeaseClaim,
+    LeaseTarget,
+    Role,
+    lease_json,
+    refusal_view,
+)
 from reviewbot.core.models import PullRef
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
@@ -132,12 +139,6 @@ def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
     finally:
         store.close()
         db.close()
-
-
-def lease_json(lease: Lease, now: float) -> dict[str, Any]:
-    from reviewbot.api.leases import lease_json as shape
-
-    return shape(lease, now)
 
 
 def refuse(args: argparse.Namespace, exc: LeaseStoreError | ValueError) -> CommandError:

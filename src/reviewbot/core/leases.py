@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from reviewbot.core.models import FORGES
 from reviewbot.core.reasons import ReasonCode
@@ -362,7 +362,7 @@ def worker_status(record: WorkerRecord | None, now: float, timing: LeaseTiming) 
 
 
 def lease_view(lease: Lease, now: float) -> dict[str, object]:
-    """The lease as the API and ``reviewbot lease list --json`` show it."""
+    """The lease at ``now``: its target, holder, epoch, head, phase and expiry."""
     t = lease.target
     return {
         "target": {"forge": t.forge, "repo": t.repo, "number": t.number, "role": t.role.value},
@@ -372,6 +372,17 @@ def lease_view(lease: Lease, now: float) -> dict[str, object]:
         "phase": lease.phase_at(now).value,
         "expires_at": iso(lease.expires_at),
         "expires_in_s": round(max(0.0, lease.expires_at - now), 3),
+    }
+
+
+def lease_json(lease: Lease, now: float) -> dict[str, Any]:
+    """The lease as the API and ``reviewbot lease ... --json`` show it: :func:`lease_view`,
+    with when it was acquired and last renewed, and its term."""
+    return {
+        **lease_view(lease, now),
+        "acquired_at": iso(lease.acquired_at),
+        "heartbeat_at": iso(lease.heartbeat_at),
+        "ttl_s": lease.ttl_s,
     }
 
 
