@@ -212,7 +212,11 @@ async def _startup(app: web.Application) -> None:
     st.runner = GateRunner(
         st.db, st.settings, st.forges, clock=st.clock, on_eligible=st.on_eligible
     )
-    st.journal = GroupCommitJournal(WorkflowPaths.from_settings(st.settings).db_file).start()
+    # With workers running, their connections checkpoint the WAL (they commit after every
+    # batch); the journal writer then never pays for a checkpoint on an acknowledgement.
+    st.journal = GroupCommitJournal(
+        WorkflowPaths.from_settings(st.settings).db_file, checkpoints=not st.run_workers
+    ).start()
     if st.run_workers:
         st.pool = WorkerPool(
             st.db,

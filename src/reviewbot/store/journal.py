@@ -119,9 +119,12 @@ class GroupCommitJournal:
     that were new in each batch, so workers can start on them without polling.
     """
 
-    def __init__(self, path: Path, *, max_batch: int = 1024) -> None:
+    def __init__(self, path: Path, *, max_batch: int = 1024, checkpoints: bool = True) -> None:
         self.path = path
         self.max_batch = max_batch
+        # False: another connection (the workers') checkpoints the WAL, so copying pages
+        # back into the database never delays an acknowledgement.
+        self.checkpoints = checkpoints
         self.on_commit: Callable[[list[str]], None] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -140,6 +143,8 @@ class GroupCommitJournal:
             # The writer waits for the write lock itself (see _begin), in small steps: the
             # engine's busy handler sleeps in steps of up to 100 ms, too coarse for a 202.
             conn.execute("PRAGMA busy_timeout = 0")
+            if not self.checkpoints:
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._conn = conn
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
