@@ -330,22 +330,6 @@ def decode_json(result: HttpResult, *, operation: str) -> Any:
         ) from None
 
 
-def next_link(headers: httpx.Headers) -> str | None:
-    """The ``rel="next"`` URL of a paginated answer (RFC 8288 ``Link``)."""
-    link = str(headers.get("link") or "")
-    if not link:
-        return None
-    for part in link.split(","):
-        section = part.split(";")
-        if len(section) < 2:
-            continue
-        url = section[0].strip()
-        params = {p.strip().replace(" ", "") for p in section[1:]}
-        if 'rel="next"' in params and url.startswith("<") and url.endswith(">"):
-            return url[1:-1]
-    return None
-
-
 def _retry_after(headers: httpx.Headers, clock: Clock) -> float | None:
     value = headers.get("retry-after", "").strip()
     if not value:

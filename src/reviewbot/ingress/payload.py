@@ -89,14 +89,6 @@ class EventReader:
             raise self._error(path, f"{shown(value)} is {type_name(value)}, expected a string")
         return value
 
-    def opt_text(self, path: str) -> str | None:
-        value = self.get(path)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise self._error(path, f"{shown(value)} is {type_name(value)}, expected a string")
-        return value
-
     def number(self, *paths: str) -> int:
         """The first present of ``paths`` as a positive integer."""
         for path in paths:

@@ -344,15 +344,6 @@ class ReviewStore:
             )
         return [ReviewDecision.from_row(r) for r in rows]
 
-    def heads_with_decision(self, forge: str, repo: str) -> set[tuple[int, str]]:
-        with self.db.read() as tx:
-            rows = tx.all(
-                "SELECT DISTINCT number, head_sha FROM review_decisions "
-                "WHERE forge = ? AND repo = ?",
-                (forge, repo),
-            )
-        return {(int(r["number"]), str(r["head_sha"])) for r in rows}
-
     def reopen(self, decision: NewDecision) -> ReviewDecision:
         """A human dismissed the bot's review: the next evaluation of this head may post again."""
         return self.record_decision(decision)
