@@ -1,4 +1,4 @@
-"""Helpers shared by both adapters to turn forge JSON into core models."""
+"""What both adapters share to turn forge JSON into core models."""
 
 from __future__ import annotations
 
