@@ -28,8 +28,9 @@ T = TypeVar("T")
 BatchFn = Callable[[Sequence[StoredDelivery]], Coroutine[Any, Any, object]]
 RETRY_AFTER_FAILURE_S = 1.0
 # While acknowledgements are being written, a worker waits for a quiet moment (checking
-# every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s: a burst
-# is acknowledged first and gated right after, and sustained load still gets gated.
+# every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s (then it
+# takes a small batch): a burst is acknowledged first and gated right after, and sustained
+# load still gets gated.
 DEFER_STEP_S = 0.005
 
 
@@ -42,7 +43,7 @@ class WorkerPool:
         size: int = 4,
         batch: int = 16,
         ingress_busy: Callable[[], bool] | None = None,
-        max_defer_s: float = 1.0,
+        max_defer_s: float = 0.25,
     ):
         self.db = db
         self.process_batch = process_batch
@@ -131,17 +132,23 @@ class WorkerPool:
                 if self._busy == 0:
                     self._idle.set()
 
-    async def _defer_to_ingress(self) -> None:
+    async def _defer_to_ingress(self) -> int:
+        """Wait for a quiet spell; the batch size to take (smaller when none came)."""
         if self.ingress_busy is None:
-            return
+            return self.batch
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_defer_s
-        while self.ingress_busy() and loop.time() < deadline:  # noqa: ASYNC110 - a quiet spell
+        while self.ingress_busy():
+            if loop.time() >= deadline:
+                # Still busy: take a small batch, so each slice of gating between
+                # acknowledgements stays short.
+                return max(1, self.batch // 4)
             await asyncio.sleep(DEFER_STEP_S)
+        return self.batch
 
     async def _claim(self) -> list[StoredDelivery]:
-        await self._defer_to_ingress()
-        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, self.batch))
+        size = await self._defer_to_ingress()
+        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size))
         self._claims.add(claim)
         claim.add_done_callback(self._claim_done)
         try:
