@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -56,7 +55,6 @@ from reviewbot.workflowdb.paths import WorkflowPaths
 log = logging.getLogger(__name__)
 
 FORGE_SOURCES = ("github", "gitea")
-_SAFE_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 
 
 class ApiError(Exception):
