@@ -8,7 +8,8 @@ unset, ``./reviewbot.toml`` if it exists. Invalid settings never start the bot: 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -18,6 +19,8 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
 
 ENV_PREFIX = "REVIEWBOT_"
 CONFIG_ENV = "REVIEWBOT_CONFIG"
@@ -89,6 +92,51 @@ class LeaseSettings(_Section):
         return self
 
 
+class GrantRule(_Section):
+    """A folder a reviewer may see: relative to the data directory, or absolute."""
+
+    path: str
+    mode: Literal["ro", "rw"] = "ro"
+
+
+class ReviewerRule(_Section):
+    """A reviewer with more than a command: its name (for its secrets), grants, network."""
+
+    command: str = Field(min_length=1)
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    grants: list[GrantRule] = Field(default_factory=list)
+    network: bool = False  # share the host's network (needed to call the tools API over TCP)
+
+
+_SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class SecretSource(_Section):
+    """Where one reviewer secret's value comes from: an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretSource:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("a secret names exactly one of env or file")
+        return self
+
+
+class ReviewerSettings(_Section):
+    """``[reviewers.NAME]``: what only the reviewer called NAME receives."""
+
+    secrets: dict[str, SecretSource] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> ReviewerSettings:
+        for name in self.secrets:
+            if not _SECRET_NAME.match(name):
+                raise ValueError(f"secret name {name!r}: use letters, digits and '_'")
+        return self
+
+
 class RepoRules(_Section):
     """Rules for one repository (``[repos."FORGE:OWNER/NAME"]``) or for all (``[defaults]``)."""
 
@@ -97,7 +145,8 @@ class RepoRules(_Section):
     skip_labels: list[str] = Field(default_factory=list)
     automerge: bool = False
     merge_method: MergeMethod = "merge"
-    reviewers: list[str] = Field(default_factory=list)  # external reviewer commands
+    # External reviewers: a command, or a table with its name, grants and network.
+    reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
 
 
@@ -124,6 +173,36 @@ class Settings(BaseSettings):
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
     defaults: RepoRules | None = None
     repos: dict[str, RepoRules] = Field(default_factory=dict)
+    # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
+    sandbox: Literal["on", "off"] = "on"
+    bwrap: str = "bwrap"  # the bubblewrap binary: a name looked up on PATH, or a path
+    reviewers: dict[str, ReviewerSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _grants_never_reach_the_database(self) -> Settings:
+        data_dir = PurePosixPath(self.data_dir.absolute())
+        try:
+            database = self.database_path
+        except ConfigError:
+            return self  # reported where the database is opened
+        forbidden = forbidden_files(PurePosixPath(database.absolute()))
+        backups = data_dir / "db" / "migrations" / ".backups"
+        tables = ([("defaults", self.defaults)] if self.defaults else []) + list(self.repos.items())
+        for key, rules in tables:
+            assert rules is not None
+            for entry in rules.reviewers:
+                if isinstance(entry, str):
+                    continue
+                for grant in entry.grants:
+                    try:
+                        check_grant(
+                            grant_path(grant.path, data_dir),
+                            forbidden=forbidden,
+                            backups_dir=backups,
+                        )
+                    except GrantRefused as exc:
+                        raise ValueError(f"{key}: reviewer {entry.command!r}: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _repo_keys_are_references(self) -> Settings:

@@ -157,9 +157,10 @@ async def test_malformed_output_is_a_recorded_error(
     reviewer = script(
         tmp_path,
         "bad.py",
-        f"import sys; sys.stdout.write(open({str(tmp_path / 'out.txt')!r}).read())",
+        "import sys; sys.stdout.write(open(sys.argv[1]).read())",
     )
-    outcome = await review(tmp_path, [py(reviewer)])
+    # A file named in the command is part of the reviewer's program: visible, read-only.
+    outcome = await review(tmp_path, [py(reviewer, str(tmp_path / "out.txt"))])
     (result,) = outcome.results
     assert result.error is not None
     assert result.error.kind is ReviewerErrorKind.MALFORMED_OUTPUT

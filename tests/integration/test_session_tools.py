@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from reviewbot.config import ReviewerRule
 from reviewbot.runtime.reviewers import review_in_run
 from reviewbot.runtime.sessions import SessionManager
 from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
@@ -434,7 +435,8 @@ async def test_a_reviewer_process_calls_the_tools_of_its_run(
     script.write_text(CALLING_REVIEWER)
 
     outcome = await review_in_run(
-        [shlex.join([sys.executable, str(script)])],
+        # network: the tools are called over TCP on the host's loopback.
+        [ReviewerRule(command=shlex.join([sys.executable, str(script)]), network=True)],
         paths=paths,
         sessions=api.sessions,
         run_id="run-K",

@@ -159,6 +159,8 @@ async def test_a_real_child_sees_exactly_the_allow_list(
 
     assert outcome.errors == ()
     child = json.loads((run.path / "env.json").read_text())
+    # PWD is the sandbox's: bwrap sets it to the folder it starts the reviewer in.
+    assert child.pop("PWD") == str(run.path)
     assert set(child) == PINNED_NAMES | {"VAR_FROM_PARENT", "STEP_NAME", "VAR_FORGE", "VAR_NUMBER"}
     assert child["REVIEWBOT_TRIGGER_FILE"] == str(run.delivery_file)
     assert child["REVIEWBOT_RUN_FOLDER"] == str(run.path)

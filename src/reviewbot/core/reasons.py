@@ -39,6 +39,7 @@ class ReasonCode(StrEnum):
     CHECKS_PASSED = "checks_passed"
     REVIEWER_FINDINGS = "reviewer_findings"
     REVIEWER_ERROR = "reviewer_error"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # reviewers cannot be contained here
     REVIEW_POSTED = "review_posted"
     REVIEW_DISMISSED = "review_dismissed"
     # merge

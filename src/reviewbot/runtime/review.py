@@ -70,6 +70,7 @@ from reviewbot.runtime.outbox import (
 )
 from reviewbot.runtime.reviewers import ReviewerLimits, review_pull
 from reviewbot.runtime.runs import run_id_for
+from reviewbot.runtime.sandbox import Sandbox, announce, probe
 from reviewbot.runtime.sessions import SessionManager
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore
@@ -113,15 +114,25 @@ class ExternalReviewers:
     ``sessions`` must be the manager the server's tools route answers for
     (``app[SESSIONS]``), or a reviewer's ``REVIEWBOT_SESSION_TOKEN`` would be unknown there;
     ``api_url`` is the server's base URL (``None`` when nothing serves HTTP, as on the
-    command line: the reviewers then get no ``REVIEWBOT_API_URL``).
+    command line: the reviewers then get no ``REVIEWBOT_API_URL``). ``sandbox`` is probed
+    once, when the pipeline is built; ``sandbox.state.describe()`` is what health shows.
     """
 
     sessions: SessionManager = field(default_factory=SessionManager)
     api_url: str | None = None
     limits: ReviewerLimits = field(default_factory=ReviewerLimits)
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox(probe("on")))
 
 
 Checks = tuple[RequiredChecks, list[CheckResult]]
+
+
+@dataclass(frozen=True)
+class ReviewersFailed:
+    """Why the head gets no review: ``sandbox_unavailable`` or ``reviewer_error``."""
+
+    code: ReasonCode
+    detail: str
 
 
 @dataclass
@@ -380,9 +391,8 @@ class ReviewPipeline:
                 return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
             if _verdict(rules, checks).kind is not VerdictKind.WAITING:
                 ran = await self._external_findings(request, pull, rules)
-                if isinstance(ran, str):
-                    code = ReasonCode.REVIEWER_ERROR.value
-                    return await self._note(base, ERROR, code, ran)
+                if isinstance(ran, ReviewersFailed):
+                    return await self._note(base, ERROR, ran.code.value, ran.detail)
                 findings = ran
         claim = await asyncio.to_thread(
             self.leases.acquire, request.forge, request.repo, request.number, head
@@ -409,8 +419,8 @@ class ReviewPipeline:
 
     async def _external_findings(
         self, request: ReviewRequest, pull: PullRequestSnapshot, rules: RepoRules
-    ) -> tuple[Finding, ...] | str:
-        """The reviewers' findings at this head, or why they failed (the detail to record).
+    ) -> tuple[Finding, ...] | ReviewersFailed:
+        """The reviewers' findings at this head, or why they failed (what to record).
 
         Reviewers run at most once per (PR, head, round): a successful run's findings are
         kept, and every later evaluation of the head in that round (a check finishing, a
@@ -437,9 +447,15 @@ class ReviewPipeline:
             event=request.event,
             action=request.action,
             limits=self.external.limits,
+            sandbox=self.external.sandbox,
         )
         if outcome.failed:
-            return "; ".join(outcome.errors)
+            code = (
+                ReasonCode.SANDBOX_UNAVAILABLE
+                if outcome.sandbox_unavailable
+                else ReasonCode.REVIEWER_ERROR
+            )
+            return ReviewersFailed(code, "; ".join(outcome.errors))
         run_id = run_id_for(
             forge=pull.forge,
             owner=pull.owner,
@@ -770,7 +786,9 @@ def build_review(
     leases = StoreReviewerLeases(lease_store, record.identity)
     store = ReviewStore(db, clock)
     drainer = OutboxDrainer(store, forges, leases, clock=clock, backoff_base_s=backoff_base_s)
-    external = ExternalReviewers(sessions or SessionManager(), api_url)
+    sandbox = Sandbox.from_settings(settings)
+    announce(sandbox.state)  # once, at start: an uncontained reviewer is never a surprise
+    external = ExternalReviewers(sessions or SessionManager(), api_url, sandbox=sandbox)
     pipeline = ReviewPipeline(
         settings, store, forges, leases, drainer, clock=clock, external=external
     )

@@ -1,8 +1,9 @@
 """External reviewers: commands that read a delivery and print JSON findings.
 
-A repository's rules list reviewer commands (``reviewers = ["command ..."]``). Each runs as
-a subprocess, without a shell, in the run folder, as a child session of the run with its
-own short-lived ``REVIEWBOT_SESSION_TOKEN``. Its environment is built from an allow-list
+A repository's rules list reviewer commands (``reviewers = ["command ..."]``, or tables with
+grants, see docs/reviewers.md). Each runs inside the sandbox (:mod:`reviewbot.runtime.sandbox`),
+without a shell, in the run folder, as a child session of the run with its own short-lived
+``REVIEWBOT_SESSION_TOKEN``. Its environment is built from an allow-list
 only (:data:`ALLOWED_ENV`, plus ``VAR_*`` and ``STEP_*``): webhook secrets, private keys
 and forge tokens of the bot never reach it.
 
@@ -21,7 +22,7 @@ import os
 import re
 import shlex
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -29,11 +30,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from reviewbot.config import Settings
+from reviewbot.config import ReviewerRule, Settings
 from reviewbot.core.findings import Finding, Severity, inline_comments, merge_findings
 from reviewbot.core.models import InlineComment, PullRequestSnapshot
 from reviewbot.core.policy import Verdict
 from reviewbot.runtime.runs import RunFolder, delivery_document, run_id_for, start_run
+from reviewbot.runtime.sandbox import PrepareFailed, Sandbox, command_of, probe
 from reviewbot.runtime.sessions import SessionExists, SessionManager
 from reviewbot.workflowdb.access import DBAccess, parse_access
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -55,6 +57,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ACCESS_VALUE = {DBAccess.NONE: "none", DBAccess.READ: "read", DBAccess.READ_WRITE: "read-write"}
 _READ_CHUNK = 64 * 1024
 REAP_TIMEOUT_S = 5.0  # after the kill: how long the pipes may take to drain
+# After the reviewer exits: how long its output may take to arrive. Something it left
+# behind may hold the pipes open; that is no reason to wait for it.
+DRAIN_AFTER_EXIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ class ReviewerErrorKind(StrEnum):
     TIMEOUT = "timeout"
     OUTPUT_TOO_LARGE = "output_too_large"
     MALFORMED_OUTPUT = "malformed_output"
+    # The reviewer did not run (see runtime/sandbox.py).
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    GRANT_REFUSED = "grant_refused"
+    SECRET_UNAVAILABLE = "secret_unavailable"  # noqa: S105 - a kind, not a secret
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,12 @@ class ReviewersOutcome:
         """A reviewer failed: the head gets no review (reason ``reviewer_error``), because
         an approval must not stand on a review that did not happen."""
         return any(not r.ok for r in self.results)
+
+    @property
+    def sandbox_unavailable(self) -> bool:
+        """No reviewer could run because the sandbox cannot be enforced here."""
+        kind = ReviewerErrorKind.SANDBOX_UNAVAILABLE
+        return any(r.error is not None and r.error.kind is kind for r in self.results)
 
     @property
     def comments(self) -> tuple[InlineComment, ...]:
@@ -185,6 +200,10 @@ def parse_findings(raw: bytes, *, source: str = "") -> list[Finding]:
         raise MalformedFindings(
             f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise MalformedFindings("output nests JSON arrays or objects too deeply") from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise MalformedFindings(f"output is not usable JSON: {exc}") from None
     if not isinstance(data, list | dict):
         raise MalformedFindings(
             'output must be a list of findings or {"findings": [...]}, '
@@ -198,6 +217,8 @@ def parse_findings(raw: bytes, *, source: str = "") -> list[Finding]:
         )
     except ValidationError as exc:
         raise MalformedFindings(_first_problem(exc, enveloped=isinstance(data, dict))) from None
+    except RecursionError:
+        raise MalformedFindings("output nests JSON arrays or objects too deeply") from None
     return [to_finding(model, source=source) for model in parsed]
 
 
@@ -287,9 +308,10 @@ def reviewer_environment(
 
 @dataclass
 class _Output:
-    stdout: bytes = b""
+    stdout: bytearray = field(default_factory=bytearray)
     stdout_too_large: bool = False
     stderr: bytearray = field(default_factory=bytearray)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)  # exited, or too much output
 
 
 async def run_reviewer(
@@ -299,8 +321,13 @@ async def run_reviewer(
     env: Mapping[str, str],
     limits: ReviewerLimits = ReviewerLimits(),
     session_id: str | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> ReviewerResult:
-    """Run one reviewer command and read its findings. Never raises for a reviewer's fault."""
+    """Run one reviewer command and read its findings. Never raises for a reviewer's fault.
+
+    ``wrap`` turns the reviewer's argv into the sandbox's (``None``: run it as it is). The
+    timeout counts until the reviewer exits; its output is then read for a short bound.
+    """
 
     def failed(kind: ReviewerErrorKind, detail: str, **kw: Any) -> ReviewerResult:
         return ReviewerResult(command, session_id, error=ReviewerError(kind, detail), **kw)
@@ -313,7 +340,7 @@ async def run_reviewer(
         return failed(ReviewerErrorKind.SPAWN_FAILED, "the command is empty")
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *(wrap(argv) if wrap is not None else argv),
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
@@ -327,10 +354,7 @@ async def run_reviewer(
     out = _Output()
     timed_out = False
     try:
-        async with asyncio.timeout(limits.timeout_s):
-            await _collect(proc, out, limits)
-    except TimeoutError:
-        timed_out = True
+        timed_out = not await _collect(proc, out, limits)
     finally:
         await _reap(proc)
     stderr = bytes(out.stderr).decode("utf-8", errors="replace")
@@ -355,7 +379,7 @@ async def run_reviewer(
             stderr=stderr,
         )
     try:
-        findings = parse_findings(out.stdout, source=session_id or command)
+        findings = parse_findings(bytes(out.stdout), source=session_id or command)
     except MalformedFindings as exc:
         return failed(ReviewerErrorKind.MALFORMED_OUTPUT, str(exc), exit_code=code, stderr=stderr)
     kept = findings[: limits.max_findings]
@@ -369,24 +393,56 @@ async def run_reviewer(
     )
 
 
-async def _collect(proc: asyncio.subprocess.Process, out: _Output, limits: ReviewerLimits) -> None:
+async def _collect(proc: asyncio.subprocess.Process, out: _Output, limits: ReviewerLimits) -> bool:
+    """Read the reviewer's output until it exits (``False``: it was still running at the
+    timeout), then what is left for :data:`DRAIN_AFTER_EXIT_S` at most.
+
+    Its exit, not the end of its stdout, ends the run: a descendant holding the pipe open
+    would otherwise turn a reviewer that finished in time into a timeout. ``Process.wait()``
+    waits for the pipes too, so the exit is watched through a pidfd.
+    """
     assert proc.stdout is not None and proc.stderr is not None
-    stderr_task = asyncio.create_task(_drain(proc.stderr, out.stderr, limits.max_stderr_bytes))
+    tasks = (
+        asyncio.create_task(_read_capped(proc.stdout, out, limits.max_stdout_bytes)),
+        asyncio.create_task(_drain(proc.stderr, out.stderr, limits.max_stderr_bytes)),
+    )
+    loop = asyncio.get_running_loop()
+    pidfd: int | None = None
     try:
-        buf = bytearray()
-        while chunk := await proc.stdout.read(_READ_CHUNK):
-            if len(buf) + len(chunk) > limits.max_stdout_bytes:
-                out.stdout_too_large = True
-                return  # the caller kills the group; reading on would only fill memory
-            buf.extend(chunk)
-        out.stdout = bytes(buf)
-        await stderr_task
-        await proc.wait()
+        pidfd = os.pidfd_open(proc.pid)
+        loop.add_reader(pidfd, out.stop.set)
+    except ProcessLookupError:  # already gone
+        out.stop.set()
+    try:
+        try:
+            async with asyncio.timeout(limits.timeout_s):
+                await out.stop.wait()
+        except TimeoutError:
+            return False
+        if out.stdout_too_large:
+            return True  # the caller kills the group; reading on would only fill memory
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_AFTER_EXIT_S):
+                await asyncio.gather(*tasks)
+        return True
     finally:
-        if not stderr_task.done():
-            stderr_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await stderr_task
+        if pidfd is not None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+async def _read_capped(stream: asyncio.StreamReader, out: _Output, limit: int) -> None:
+    while chunk := await stream.read(_READ_CHUNK):
+        if len(out.stdout) + len(chunk) > limit:
+            out.stdout_too_large = True
+            out.stop.set()
+            return
+        out.stdout.extend(chunk)
 
 
 async def _drain(stream: asyncio.StreamReader, keep: bytearray, limit: int) -> None:
@@ -436,7 +492,7 @@ def _last_line(text: str) -> str:
 
 
 async def run_external_reviewers(
-    commands: Sequence[str],
+    commands: Sequence[str | ReviewerRule],
     *,
     run: RunFolder,
     sessions: SessionManager,
@@ -446,8 +502,14 @@ async def run_external_reviewers(
     variables: Mapping[str, str] | None = None,
     db_access: DBAccess | None = None,
     limits: ReviewerLimits = ReviewerLimits(),
+    sandbox: Sandbox | None = None,
+    paths: WorkflowPaths | None = None,
 ) -> ReviewersOutcome:
     """Run every reviewer of a run, one after another, each as a child session of the run.
+
+    Each runs in ``sandbox`` (by default: required, probed once per process), which also
+    hands it its own secrets; one the sandbox refuses does not run and is an error result.
+    ``paths`` is the workflow folder of ``run`` (by default the one that holds it).
 
     Each reviewer gets a token that lives a little longer than its timeout and is revoked
     (its session ended) as soon as it has finished. ``db_access`` lowers the steps' access
@@ -455,8 +517,16 @@ async def run_external_reviewers(
     the reviewers plus those recorded on the run with ``record_finding``.
     """
     parent = os.environ if parent_env is None else parent_env
+    sandbox = sandbox or Sandbox(probe("on"))
+    paths = paths or WorkflowPaths(run.path.parent.parent)
     results: list[ReviewerResult] = []
-    for index, command in enumerate(commands, start=1):
+    for index, entry in enumerate(commands, start=1):
+        prepared = sandbox.prepare(entry, run=run, paths=paths)
+        if isinstance(prepared, PrepareFailed):
+            error = ReviewerError(ReviewerErrorKind(prepared.code), prepared.detail)
+            results.append(ReviewerResult(command_of(entry), None, error=error))
+            continue
+        command = prepared.command
         child = sessions.open_child(run_session_id, f"reviewer-{index}", db_access=db_access)
         try:
             token = sessions.issue_token(child.id, ttl_s=limits.timeout_s + 60.0)
@@ -469,11 +539,18 @@ async def run_external_reviewers(
                 session_token=token,
                 variables=variables,
             )
+            env.update(prepared.env)  # this reviewer's own secrets, never the next one's
             result = await run_reviewer(
-                command, cwd=run.path, env=env, limits=limits, session_id=child.id
+                command,
+                cwd=run.path,
+                env=env,
+                limits=limits,
+                session_id=child.id,
+                wrap=prepared.wrap,
             )
         finally:
             sessions.end(child.id)
+            prepared.cleanup()
         results.append(result)
     printed = [f for r in results for f in r.findings]
     recorded = sessions.findings(run_session_id)
@@ -481,7 +558,7 @@ async def run_external_reviewers(
 
 
 async def review_in_run(
-    commands: Sequence[str],
+    commands: Sequence[str | ReviewerRule],
     *,
     paths: WorkflowPaths,
     sessions: SessionManager,
@@ -492,6 +569,7 @@ async def review_in_run(
     variables: Mapping[str, str] | None = None,
     step_access: DBAccess | None = None,
     limits: ReviewerLimits = ReviewerLimits(),
+    sandbox: Sandbox | None = None,
 ) -> ReviewersOutcome:
     """The whole external review of one run, for the pipeline to call.
 
@@ -511,7 +589,8 @@ async def review_in_run(
         session = sessions.open_run(run_id, db_access=db_access, tools=run_tools(paths, sessions))
     except SessionExists as exc:
         error = ReviewerError(ReviewerErrorKind.SPAWN_FAILED, str(exc))
-        return ReviewersOutcome(tuple(ReviewerResult(c, None, error=error) for c in commands), ())
+        failed = tuple(ReviewerResult(command_of(c), None, error=error) for c in commands)
+        return ReviewersOutcome(failed, ())
     try:
         return await run_external_reviewers(
             commands,
@@ -522,13 +601,15 @@ async def review_in_run(
             variables=variables,
             db_access=step_access,
             limits=limits,
+            sandbox=sandbox,
+            paths=paths,
         )
     finally:
         sessions.end(session.id)
 
 
 async def review_pull(
-    commands: Sequence[str],
+    commands: Sequence[str | ReviewerRule],
     *,
     settings: Settings,
     sessions: SessionManager,
@@ -541,6 +622,7 @@ async def review_pull(
     payload: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     limits: ReviewerLimits = ReviewerLimits(),
+    sandbox: Sandbox | None = None,
 ) -> ReviewersOutcome:
     """:func:`review_in_run` for one pull-request head, everything derived from it.
 
@@ -586,4 +668,5 @@ async def review_pull(
             head_sha=pull.head_sha,
         ),
         limits=limits,
+        sandbox=sandbox,
     )

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reviewbot.config import LeaseSettings
@@ -52,6 +52,7 @@ from reviewbot.core.leases import (
     WorkerStatus,
 )
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.core.sandbox import ledger_file
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
     Params,
@@ -194,7 +195,8 @@ class EpochLedger:
 
 
 def default_ledger_path(db_path: Path) -> Path:
-    return db_path.with_name(f"{db_path.stem}.lease-epochs.sqlite")
+    # One naming rule, shared with the sandbox that keeps the ledger from reviewers.
+    return Path(ledger_file(PurePosixPath(db_path)))
 
 
 class LeaseStore:
