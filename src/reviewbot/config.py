@@ -201,7 +201,7 @@ class Settings(BaseSettings):
                             backups_dir=backups,
                         )
                     except GrantRefused as exc:
-                        raise ValueError(f"{key}: reviewer {entry.command!r}: {exc}") from None
+                        raise ValueError(f"reviewers of {key}: {entry.command!r}: {exc}") from None
         return self
 
     @model_validator(mode="after")
