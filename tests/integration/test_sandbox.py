@@ -424,3 +424,68 @@ async def test_without_bwrap_no_reviewer_runs_unless_the_sandbox_is_off(
     outcome = await review(paths, run, [py(reviewer)], sandbox=Sandbox(off))
     assert outcome.errors == ()
     assert marker.exists()  # explicitly off: it ran, uncontained
+
+
+# -- through a real server and the forge simulator ------------------------------------------
+
+SERVE_HOSTILE = r"""
+import json, os, sys
+report = {}
+for name, path in [("proc1", "/proc/1/environ"), ("parent", f"/proc/{os.getppid()}/environ"),
+                   ("db", "../../db/db.sqlite"), ("db_wal", "../../db/db.sqlite-wal")]:
+    try:
+        with open(path, "rb") as handle:
+            report[name] = handle.read().decode("latin-1")
+    except OSError as exc:
+        report[name] = type(exc).__name__
+with open(os.path.join(sys.argv[1], "report.json"), "w") as handle:
+    json.dump(report, handle)
+print(json.dumps([{"path": "src/app.py", "line": 1, "message": "seen", "severity": "warning"}]))
+"""
+
+
+async def test_through_serve_a_reviewer_sees_no_server_secret_and_no_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.test_review_external import open_green_pr
+    from tests.integration.test_review_pipeline import APPROVED, REPO, SECRET, running_bot
+
+    monkeypatch.setenv("FORGE_DEPLOY_TOKEN", SERVER_SECRET)
+    out = tmp_path / "out"
+    hostile = script(tmp_path, "hostile.py", SERVE_HOSTILE)
+    entry = {"command": py(hostile, str(out)), "grants": [{"path": str(out), "mode": "rw"}]}
+    rules = {"reviewers": [entry]}
+    repos = {f"github:{REPO}": rules, f"gitea:{REPO}": rules}
+    async with running_bot(tmp_path, repos=repos) as bot:
+        assert bot.service.parts is not None
+        sandbox = bot.service.parts.pipeline.external.sandbox
+        assert sandbox.state.describe()["status"] == "enforced"
+        pr = await open_green_pr(bot, "gitea")
+        reviews = bot.bot_reviews("gitea", pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED["gitea"], pr.head_sha)]
+        tokens = [bot.settings.gitea.token, bot.settings.github.token]
+    report = json.loads((out / "report.json").read_text())
+    seen = report["proc1"] + report["parent"]
+    assert "REVIEWBOT_SESSION_TOKEN" in seen  # the reviewer's own environment, nothing more
+    for secret in [SERVER_SECRET, SECRET] + [t.get_secret_value() for t in tokens if t]:
+        assert secret not in seen
+    assert (report["db"], report["db_wal"]) == ("FileNotFoundError", "FileNotFoundError")
+
+
+async def test_through_serve_no_sandbox_means_no_review_and_sandbox_unavailable(
+    tmp_path: Path,
+) -> None:
+    from tests.integration.test_review_external import open_green_pr, reviewer, runs_of
+    from tests.integration.test_review_pipeline import REPO, running_bot
+
+    command, runs = reviewer(tmp_path, "never", "print('[]')\n")
+    rules = {"reviewers": [command]}
+    repos = {f"github:{REPO}": rules, f"gitea:{REPO}": rules}
+    async with running_bot(tmp_path, repos=repos, bwrap=str(tmp_path / "no-bwrap")) as bot:
+        pr = await open_green_pr(bot, "github")
+        assert bot.bot_reviews("github", pr.number) == []
+        latest = bot.store.latest_verdict("github", REPO, pr.number)
+        assert latest is not None
+        assert (latest.decision, latest.reason_code) == ("error", "sandbox_unavailable")
+        assert "no-bwrap" in latest.detail and "is not installed" in latest.detail
+        assert runs_of(runs) == []  # the reviewer never ran
