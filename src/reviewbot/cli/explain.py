@@ -52,6 +52,7 @@ PLAIN_WORDS: dict[str, str] = {
     "checks_passed": "every required check passed",
     "reviewer_findings": "an external reviewer reported errors",
     "reviewer_error": "an external reviewer could not be run or gave unreadable output",
+    "sandbox_unavailable": "external reviewers did not run: the sandbox cannot run here",
     "review_posted": "the review was posted on the forge",
     "review_dismissed": "someone dismissed the bot's review, so the head is evaluated again",
     "not_approved": "no approval by someone other than the author at exactly this head",
