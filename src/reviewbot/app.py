@@ -34,7 +34,7 @@ from reviewbot.ingress.headers import (
 )
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form, verify_delivery
-from reviewbot.runtime.gate_runner import (
+from reviewbot.runtime.ingestion.gate_runner import (
     Clock,
     EligibleHook,
     GateRunner,
@@ -42,8 +42,8 @@ from reviewbot.runtime.gate_runner import (
     parse_stored_delivery,
     utc_now,
 )
-from reviewbot.runtime.tools import api_token_callers, register_tool_routes
-from reviewbot.runtime.workers import WorkerPool
+from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.runtime.reviewers.tools import api_token_callers, register_tool_routes
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
 from reviewbot.store.database import SQLiteDatabase

@@ -20,7 +20,7 @@ from aiohttp import web
 from reviewbot.api.leases import LEASE_API, LeaseApi
 from reviewbot.app import STATE, create_app
 from reviewbot.config import Settings
-from reviewbot.runtime.review import ReviewService
+from reviewbot.runtime.review.pipeline import ReviewService
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token

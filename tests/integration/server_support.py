@@ -19,7 +19,7 @@ from reviewbot.app import STATE, create_app
 from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules, Settings
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.signatures import sign_gitea, sign_github
-from reviewbot.runtime.gate_runner import EligibleHook
+from reviewbot.runtime.ingestion.gate_runner import EligibleHook
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.decisions import DecisionRecord

@@ -16,7 +16,7 @@ import pytest
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.forges.factory import make_forge
 from reviewbot.forges.http import RetryPolicy
-from reviewbot.runtime.merge import MergeError, Merger, MergeRequest
+from reviewbot.runtime.merge.merger import MergeError, Merger, MergeRequest
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.leases import LeaseStore

@@ -8,9 +8,9 @@ import pytest
 
 from reviewbot.config import Settings
 from reviewbot.forges.factory import make_forge
-from reviewbot.runtime import reconcile
-from reviewbot.runtime.reconcile import Reconciler
-from reviewbot.runtime.review import build_review
+from reviewbot.runtime.review import reconcile
+from reviewbot.runtime.review.pipeline import build_review
+from reviewbot.runtime.review.reconcile import Reconciler
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.journal import NewDelivery

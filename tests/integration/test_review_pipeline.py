@@ -20,7 +20,7 @@ from aiohttp import web
 
 from reviewbot.app import STATE, create_app
 from reviewbot.config import Settings
-from reviewbot.runtime.review import ReviewService
+from reviewbot.runtime.review.pipeline import ReviewService
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.reviews import ReviewStore
@@ -369,7 +369,7 @@ async def test_dismissed_review_reopens_the_head(tmp_path: Path) -> None:
 async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
     tmp_path: Path, forge: str
 ) -> None:
-    from reviewbot.runtime.reconcile import Reconciler
+    from reviewbot.runtime.review.reconcile import Reconciler
 
     async with running_bot(tmp_path) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")

@@ -8,7 +8,7 @@ import pytest
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Refused, Role
-from reviewbot.runtime.outbox import FenceRefused, StoreReviewerLeases
+from reviewbot.runtime.review.outbox import FenceRefused, StoreReviewerLeases
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore

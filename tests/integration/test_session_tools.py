@@ -19,9 +19,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reviewbot.runtime.reviewers import review_in_run
-from reviewbot.runtime.sessions import SessionManager
-from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
+from reviewbot.runtime.reviewers.runner import review_in_run
+from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.runtime.reviewers.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.sessions import tool_calls

@@ -29,8 +29,8 @@ from reviewbot.core.leases import (
     lease_json,
     refusal_view,
 )
-from reviewbot.runtime.automerge import AutoMerger
-from reviewbot.runtime.merge import MergeError, Merger, MergeRequest
+from reviewbot.runtime.merge.automerge import AutoMerger
+from reviewbot.runtime.merge.merger import MergeError, Merger, MergeRequest
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore, UnknownWorker, WorkerExists
 from reviewbot.store.merges import MergeStore
@@ -152,7 +152,7 @@ def build_lease_api(
     """The lease store, the merge path and this process's automerger over one database."""
     import os
 
-    from reviewbot.runtime.merge import standalone_pipeline
+    from reviewbot.runtime.merge.merger import standalone_pipeline
 
     leases = LeaseStore(db, settings.leases, clock=clock)
     merges = MergeStore(db, leases, clock)
@@ -188,7 +188,7 @@ async def _startup(app: web.Application) -> None:
 
     async def re_review(forge: str, repo: str, number: int, head: str) -> object:
         """Queue the new head through the gate, like a sweep that found it."""
-        from reviewbot.runtime.reconcile import sweep_delivery
+        from reviewbot.runtime.review.reconcile import sweep_delivery
 
         if journal is None:
             return False

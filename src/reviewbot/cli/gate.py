@@ -25,7 +25,7 @@ from reviewbot.core.reasons import Outcome
 from reviewbot.ingress.delivery_file import DeliveryFile, read_delivery_file
 from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
-from reviewbot.runtime.gate_runner import ENV_HEADER_PREFIX, GateRunner, iso, utc_now
+from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner, iso, utc_now
 from reviewbot.store import decisions, journal
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase

@@ -69,7 +69,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> dict[str, Any]:
     from reviewbot.forges.factory import make_forge
-    from reviewbot.runtime.merge import (
+    from reviewbot.runtime.merge.merger import (
         MergeError,
         Merger,
         MergeRequest,

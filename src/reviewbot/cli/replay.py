@@ -15,8 +15,8 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import Settings, load_settings
-from reviewbot.runtime.gate_runner import GateRunner
-from reviewbot.runtime.progress import Progress
+from reviewbot.progress import Progress
+from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.store import journal
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.decisions import DecisionRecord

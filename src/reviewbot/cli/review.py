@@ -62,7 +62,7 @@ def _review(args: argparse.Namespace) -> int:
 
 async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
     from reviewbot.forges.factory import make_forge
-    from reviewbot.runtime.review import ReviewRequest, build_review
+    from reviewbot.runtime.review.pipeline import ReviewRequest, build_review
 
     forge = make_forge(settings, ref.forge)
     db = open_store(settings)

@@ -91,7 +91,7 @@ async def serve(
     shutdown_grace_s: float = 10.0,
 ) -> None:
     from reviewbot.app import STATE, create_app
-    from reviewbot.runtime.review import ReviewService
+    from reviewbot.runtime.review.pipeline import ReviewService
 
     sim_session = None
     if sim:

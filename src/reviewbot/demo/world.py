@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from reviewbot.app import STATE, ServerState, create_app
 from reviewbot.config import Settings
 from reviewbot.core.reasons import Outcome
-from reviewbot.runtime.review import ReviewService
+from reviewbot.runtime.review.pipeline import ReviewService
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.state import SimPull, SimReview
 from reviewbot.store import decisions as decision_store

@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reviewbot.config import Settings
 from reviewbot.core.findings import Finding, Severity
-from reviewbot.runtime.reviewers import FindingModel
-from reviewbot.runtime.sessions import (
+from reviewbot.runtime.reviewers.findings import FindingModel
+from reviewbot.runtime.reviewers.sessions import (
     SESSION_TOKEN_PREFIX,
     Session,
     SessionError,

@@ -3,7 +3,7 @@
 Only for repositories whose rules say ``automerge = true``. The review pipeline calls
 :meth:`AutoMerger.consider` after it handled an event of a PR (a review, a status, a check)
 and when it posted an approval; the merge itself is the one merge path
-(:meth:`reviewbot.runtime.merge.Merger.merge`) under the merger lease, acquired at the live
+(:meth:`reviewbot.runtime.merge.merger.Merger.merge`) under the merger lease, acquired at the live
 head by this process's merger worker.
 
 **One merge lane per (forge, repository, base branch)**: merges into the same branch run one
@@ -24,7 +24,7 @@ from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
-from reviewbot.runtime.merge import MergeError, MergeOutcome, Merger, MergeRequest
+from reviewbot.runtime.merge.merger import MergeError, MergeOutcome, Merger, MergeRequest
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from reviewbot.config import Settings
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
-from reviewbot.runtime.progress import Progress, Write
-from reviewbot.runtime.review import REEVALUATE, ReviewPipeline, ReviewRequest
+from reviewbot.progress import Progress, Write
+from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
 from reviewbot.store.journal import NewDelivery
 from reviewbot.store.reviews import ReviewStore
 

@@ -476,8 +476,8 @@ def standalone_pipeline(
     """A review pipeline over the store, for the state comment and a re-review at a new head,
     where no review service runs (the command line). Its drainer is not started: what it
     records is posted inline or by a server's drainer."""
-    from reviewbot.runtime.outbox import OutboxDrainer, StoreReviewerLeases
-    from reviewbot.runtime.review import ReviewPipeline
+    from reviewbot.runtime.review.outbox import OutboxDrainer, StoreReviewerLeases
+    from reviewbot.runtime.review.pipeline import ReviewPipeline
     from reviewbot.store.reviews import ReviewStore
 
     store = ReviewStore(db, clock)
@@ -495,7 +495,7 @@ class ReviewRequestHook:
         self.source = source
 
     async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
-        from reviewbot.runtime.review import ReviewRequest
+        from reviewbot.runtime.review.pipeline import ReviewRequest
 
         request = ReviewRequest(
             forge, repo, number, head_sha=head, source=self.source, event="head_moved"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -25,16 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from typing import Any
 
 from reviewbot.config import Settings
-from reviewbot.core.findings import Finding, Severity, inline_comments, merge_findings
+from reviewbot.core.findings import Finding, inline_comments, merge_findings
 from reviewbot.core.models import InlineComment, PullRequestSnapshot
 from reviewbot.core.policy import Verdict
-from reviewbot.runtime.runs import RunFolder, delivery_document, run_id_for, start_run
-from reviewbot.runtime.sessions import SessionExists, SessionManager
+from reviewbot.runtime.reviewers.findings import MalformedFindings, parse_findings
+from reviewbot.runtime.reviewers.runs import RunFolder, delivery_document, run_id_for, start_run
+from reviewbot.runtime.reviewers.sessions import SessionExists, SessionManager
+from reviewbot.runtime.reviewers.tools import run_tools
 from reviewbot.workflowdb.access import DBAccess, parse_access
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -123,90 +122,6 @@ class ReviewersOutcome:
 
     def apply(self, verdict: Verdict) -> Verdict:
         return merge_findings(verdict, self.findings)
-
-
-# -- the output boundary -------------------------------------------------------------------
-
-
-class FindingModel(BaseModel):
-    """One finding as a reviewer prints it. Unknown keys are ignored."""
-
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
-
-    path: str = Field(min_length=1, max_length=1024)
-    line: int = Field(ge=1, le=10_000_000, strict=True)
-    message: str = Field(min_length=1, max_length=10_000)
-    severity: Literal["error", "warning", "info"]
-
-    @field_validator("path")
-    @classmethod
-    def _relative_path(cls, value: str) -> str:
-        if any(ch in value for ch in "\0\r\n\\"):
-            raise ValueError("path holds a control character or a backslash")
-        while value.startswith("./"):
-            value = value[2:]
-        parts = value.split("/")
-        if value.startswith("/") or ".." in parts or not value:
-            raise ValueError("path must be relative to the repository root, without '..'")
-        return value
-
-
-class FindingsEnvelope(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    findings: list[FindingModel]
-
-
-_FINDINGS_LIST: TypeAdapter[list[FindingModel]] = TypeAdapter(list[FindingModel])
-_ENVELOPE_OR_LIST: TypeAdapter[FindingsEnvelope | list[FindingModel]] = TypeAdapter(
-    Annotated[FindingsEnvelope | list[FindingModel], Field(union_mode="left_to_right")]
-)
-
-
-class MalformedFindings(ValueError):
-    """The output is not JSON findings; the message says where."""
-
-
-def to_finding(model: FindingModel, *, source: str) -> Finding:
-    return Finding(model.path, model.line, model.message, Severity(model.severity), source)
-
-
-def parse_findings(raw: bytes, *, source: str = "") -> list[Finding]:
-    """Findings from a reviewer's stdout; anything else raises :class:`MalformedFindings`."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MalformedFindings(f"output is not UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        raise MalformedFindings("output is empty; a reviewer with nothing to say prints []")
-    try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MalformedFindings(
-            f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    if not isinstance(data, list | dict):
-        raise MalformedFindings(
-            'output must be a list of findings or {"findings": [...]}, '
-            f"not a JSON {type(data).__name__}"
-        )
-    try:
-        parsed = (
-            FindingsEnvelope.model_validate(data).findings
-            if isinstance(data, dict)
-            else _FINDINGS_LIST.validate_python(data)
-        )
-    except ValidationError as exc:
-        raise MalformedFindings(_first_problem(exc, enveloped=isinstance(data, dict))) from None
-    return [to_finding(model, source=source) for model in parsed]
-
-
-def _first_problem(exc: ValidationError, *, enveloped: bool) -> str:
-    err = exc.errors()[0]
-    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-    where = ("" if enveloped else "findings") + loc
-    more = exc.error_count() - 1
-    return f"{where.lstrip('.')}: {err['msg']}" + (f" (and {more} more)" if more else "")
 
 
 # -- environment ---------------------------------------------------------------------------
@@ -501,9 +416,6 @@ async def review_in_run(
     run, an empty outcome. A run id that is already live is reported as an error result,
     not raised.
     """
-    # tools.py reads findings with this module's boundary model, hence the late import.
-    from reviewbot.runtime.tools import run_tools
-
     if not commands:
         return ReviewersOutcome((), ())
     run = start_run(paths, run_id, delivery)

@@ -58,7 +58,7 @@ from reviewbot.core.prstate import (
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
-from reviewbot.runtime.outbox import (
+from reviewbot.runtime.review.outbox import (
     AFTER_OUTBOX,
     FenceRefused,
     OutboxDrainer,
@@ -68,9 +68,9 @@ from reviewbot.runtime.outbox import (
     StoreReviewerLeases,
     crash_point,
 )
-from reviewbot.runtime.reviewers import ReviewerLimits, review_pull
-from reviewbot.runtime.runs import run_id_for
-from reviewbot.runtime.sessions import SessionManager
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
+from reviewbot.runtime.reviewers.runs import run_id_for
+from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import (
@@ -827,8 +827,8 @@ class ReviewService:
         self._state_key = STATE
 
     async def _startup(self, app: Any) -> None:
-        from reviewbot.runtime.reconcile import Reconciler
-        from reviewbot.runtime.tools import SESSIONS
+        from reviewbot.runtime.review.reconcile import Reconciler
+        from reviewbot.runtime.reviewers.tools import SESSIONS
 
         st = app[self._state_key]
         assert st.db is not None
