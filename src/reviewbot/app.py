@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock, iso
 from reviewbot.core.models import Trigger
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.api import api_trigger, parse_review_request
@@ -35,12 +36,9 @@ from reviewbot.ingress.headers import (
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form, verify_delivery
 from reviewbot.runtime.ingestion.gate_runner import (
-    Clock,
     EligibleHook,
     GateRunner,
-    iso,
     parse_stored_delivery,
-    utc_now,
 )
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.reviewers.tools import api_token_callers, register_tool_routes
@@ -125,7 +123,7 @@ def create_app(
     forges: Mapping[str, Forge] | None = None,
     db: SQLiteDatabase | None = None,
     on_eligible: EligibleHook | None = None,
-    clock: Clock = utc_now,
+    clock: Clock = time.time,
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
 ) -> web.Application:
@@ -364,7 +362,7 @@ async def _forge_webhook(request: web.Request, forge: str) -> web.Response:
             delivery_id=delivery_id,
             source=forge,
             body=body,
-            received_at=iso(st.clock()),
+            received_at=iso(st.clock(), timespec="microseconds"),
             forge=forge,
             event=event or None,
             headers=_kept(headers),
@@ -478,7 +476,7 @@ async def crew_webhook(request: web.Request) -> web.Response:
         delivery_id=delivery_id,
         source="crew",
         body=body,
-        received_at=iso(st.clock()),
+        received_at=iso(st.clock(), timespec="microseconds"),
         event="crew",
         headers={"Content-Type": request.headers.get("Content-Type", "")},
     )
@@ -515,7 +513,7 @@ async def api_reviews(request: web.Request) -> web.Response:
         delivery_id=delivery_id,
         source="api",
         body=body,
-        received_at=iso(st.clock()),
+        received_at=iso(st.clock(), timespec="microseconds"),
         forge=trigger.forge,
         event=trigger.event,
         headers={"X-Reviewbot-Token": info.name},

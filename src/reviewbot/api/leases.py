@@ -13,7 +13,6 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -21,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reviewbot.app import STATE, ApiError, authenticate, check_binding
 from reviewbot.config import Settings
+from reviewbot.core.clock import iso
 from reviewbot.core.leases import (
     LeaseClaim,
     LeaseTarget,
     Role,
-    iso,
     lease_json,
     refusal_view,
 )
@@ -192,7 +191,7 @@ async def _startup(app: web.Application) -> None:
 
         if journal is None:
             return False
-        now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        now = iso(time.time(), timespec="microseconds")
         return await journal.append(sweep_delivery(forge, repo, number, head, now))
 
     parts.merger.re_review = re_review

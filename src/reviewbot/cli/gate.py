@@ -15,17 +15,19 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import Settings, load_settings
+from reviewbot.core.clock import iso
 from reviewbot.core.gate import unresolved_decision
 from reviewbot.core.reasons import Outcome
 from reviewbot.ingress.delivery_file import DeliveryFile, read_delivery_file
 from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
-from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner, iso, utc_now
+from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner
 from reviewbot.store import decisions, journal
 from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
@@ -105,7 +107,7 @@ async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> 
 async def _gate_file(
     settings: Settings, db: SQLiteDatabase, path: Path, environ: dict[str, str]
 ) -> dict[str, Any]:
-    now = iso(utc_now())
+    now = iso(time.time(), timespec="microseconds")
     env = {
         f"{ENV_HEADER_PREFIX}{ENV_PREFIX}{name.upper()}": environ[ENV_PREFIX + name.upper()]
         for name in FIELD_NAMES

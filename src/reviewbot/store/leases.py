@@ -39,6 +39,7 @@ from typing import Any
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core import leases as core
+from reviewbot.core.clock import Clock
 from reviewbot.core.leases import (
     AcquireRequest,
     Granted,
@@ -61,7 +62,6 @@ from reviewbot.store.database import (
     Tx,
 )
 
-Clock = Callable[[], float]
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 _MAX_TEXT = 200
 

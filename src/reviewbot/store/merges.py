@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reviewbot.core.leases import LeaseClaim, iso
+from reviewbot.core.clock import iso
+from reviewbot.core.leases import LeaseClaim
 from reviewbot.store.database import Database, Row
 from reviewbot.store.leases import LeaseStore
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock, iso
 from reviewbot.core.gate import (
     decision_without_gate,
     duplicate_decision,
@@ -41,16 +42,6 @@ from reviewbot.store.journal import StoredDelivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -98,7 +89,7 @@ class GateRunner:
         *,
         parse: ParseFn | None = None,
         gate_fn: GateFn | None = None,
-        clock: Clock = utc_now,
+        clock: Clock = time.time,
         on_eligible: EligibleHook | None = None,
     ) -> None:
         self.db = db
@@ -278,7 +269,7 @@ class GateRunner:
             source=delivery.source,
             decision=str(decision.outcome),
             reasons=decision.reasons,
-            decided_at=iso(self.clock()),
+            decided_at=iso(self.clock(), timespec="microseconds"),
             forge=decision.forge or (trigger.forge if trigger else None) or delivery.forge,
             repo=decision.repo or (trigger.repo_full_name if trigger else None),
             number=decision.number,

@@ -22,6 +22,7 @@ from typing import Any
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide
+from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.merge.merger import MergeError, MergeOutcome, Merger, MergeRequest
@@ -73,7 +74,10 @@ class AutoMerger:
 
     def on_outbox_finished(self, row: Any) -> None:
         """The drainer's hook: an approval was posted, so the PR may be mergeable now."""
-        if getattr(row, "status", None) == "posted" and getattr(row, "verdict", None) == "approve":
+        if (
+            getattr(row, "status", None) == "posted"
+            and getattr(row, "verdict", None) == DecisionKind.APPROVE
+        ):
             self.consider(row.forge, row.repo, row.number)
 
     async def idle(self) -> None:

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.core.models import ReviewEvent, ReviewState
-from reviewbot.core.prstate import HEAD_MOVED
+from reviewbot.core.prstate import HEAD_MOVED, DecisionKind
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import (
@@ -309,7 +309,10 @@ class OutboxDrainer:
             if pull.state != "open" or pull.merged:
                 detail = f"the pull request is {'merged' if pull.merged else pull.state}"
                 return await self._close(
-                    row, DROPPED, detail, note("pr_closed", ReasonCode.PR_CLOSED.value, detail)
+                    row,
+                    DROPPED,
+                    detail,
+                    note(DecisionKind.PR_CLOSED, ReasonCode.PR_CLOSED.value, detail),
                 )
             if pull.head_sha != row.head_sha:
                 detail = f"the head moved from {row.head_sha} to {pull.head_sha} before posting"
@@ -324,7 +327,7 @@ class OutboxDrainer:
                         row,
                         POSTED,
                         detail,
-                        note("posted", ReasonCode.REVIEW_POSTED.value, detail),
+                        note(DecisionKind.POSTED, ReasonCode.REVIEW_POSTED.value, detail),
                         adopted,
                         fence,
                     )
@@ -344,7 +347,7 @@ class OutboxDrainer:
                 row,
                 POSTED,
                 detail,
-                note("posted", ReasonCode.REVIEW_POSTED.value, detail),
+                note(DecisionKind.POSTED, ReasonCode.REVIEW_POSTED.value, detail),
                 review.id,
                 fence,
             )
@@ -358,13 +361,16 @@ class OutboxDrainer:
         except (PermissionDenied, AuthenticationFailed, NotFound, PendingReview) as exc:
             detail = f"{type(exc).__name__}: {exc}"
             return await self._close(
-                row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
+                row, FAILED, detail, note(DecisionKind.ERROR, ReasonCode.FORGE_ERROR.value, detail)
             )
         except ForgeError as exc:
             if row.attempts >= self.max_attempts:
                 detail = f"gave up after {row.attempts} attempts: {exc}"
                 return await self._close(
-                    row, FAILED, detail, note("error", ReasonCode.FORGE_ERROR.value, detail)
+                    row,
+                    FAILED,
+                    detail,
+                    note(DecisionKind.ERROR, ReasonCode.FORGE_ERROR.value, detail),
                 )
             return self._retry(row, exc)
         except FenceRefused as exc:

@@ -31,10 +31,10 @@ from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import policy
+from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding, inline_comments, merge_findings, summary_lines
 from reviewbot.core.gate import same_login
 from reviewbot.core.leases import LeaseClaim, Refused
-from reviewbot.core.leases import iso as lease_iso
 from reviewbot.core.models import (
     CheckResult,
     PullRequestSnapshot,
@@ -48,7 +48,7 @@ from reviewbot.core.prstate import (
     ERROR,
     HEAD_MOVED,
     STATE_MARKER,
-    WAITING,
+    DecisionKind,
     DeliveryLine,
     LeaseLine,
     PostedReview,
@@ -87,7 +87,15 @@ log = logging.getLogger(__name__)
 CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
 MISSING_CHECKS = "missing_checks"
 # Decisions after which a check event at the same head is worth a new evaluation.
-REEVALUATE = frozenset({WAITING, "request_changes", ERROR, "lease_held", "superseded"})
+REEVALUATE = frozenset(
+    {
+        DecisionKind.WAITING,
+        DecisionKind.REQUEST_CHANGES,
+        DecisionKind.ERROR,
+        DecisionKind.LEASE_HELD,
+        DecisionKind.SUPERSEDED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -243,7 +251,7 @@ class ReviewPipeline:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
         if latest is None or latest.head_sha != head:
             return True  # nothing decided at this head yet, or a new head
-        if latest.decision == "approve":
+        if latest.decision == DecisionKind.APPROVE:
             return False  # final at this head, unless a human dismisses the review
         if request.event in CHECK_EVENTS or request.source == "sweep":
             # A check result can only move a head that is waiting or failing.
@@ -274,7 +282,7 @@ class ReviewPipeline:
         reopened = [
             d
             for d in self.store.decisions(request.forge, request.repo, request.number)
-            if d.decision == "reopened" and d.head_sha == head
+            if d.decision == DecisionKind.REOPENED and d.head_sha == head
         ]
         if len(reopened) >= len(dismissed):
             return False
@@ -284,7 +292,7 @@ class ReviewPipeline:
                 repo=request.repo,
                 number=request.number,
                 head_sha=head,
-                decision="reopened",
+                decision=DecisionKind.REOPENED,
                 reason_code=ReasonCode.REVIEW_DISMISSED.value,
                 detail=f"review {dismissed[-1]} was dismissed; the head is evaluated again",
                 delivery_id=request.delivery_id,
@@ -359,7 +367,9 @@ class ReviewPipeline:
             return await self._note(base, HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
         if pull.state != "open" or pull.merged:
             detail = f"the pull request is {'merged' if pull.merged else pull.state}"
-            return await self._note(base, "pr_closed", ReasonCode.PR_CLOSED.value, detail)
+            return await self._note(
+                base, DecisionKind.PR_CLOSED, ReasonCode.PR_CLOSED.value, detail
+            )
         if same_login(pull.author, bot):
             return await self._note(
                 base,
@@ -388,7 +398,9 @@ class ReviewPipeline:
             self.leases.acquire, request.forge, request.repo, request.number, head
         )
         if isinstance(claim, Refused):
-            return await self._note(base, "lease_held", ReasonCode.LEASE_HELD.value, claim.detail)
+            return await self._note(
+                base, DecisionKind.LEASE_HELD, ReasonCode.LEASE_HELD.value, claim.detail
+            )
         try:
             outcome = await self._decide(
                 request, forge, pull, claim, base, checks=checks, findings=findings
@@ -464,14 +476,18 @@ class ReviewPipeline:
         dropped = self.store.drop_pending_for_other_heads(
             request.forge, request.repo, request.number, head
         )
-        if latest is not None and latest.head_sha != head and latest.decision != "superseded":
+        if (
+            latest is not None
+            and latest.head_sha != head
+            and latest.decision != DecisionKind.SUPERSEDED
+        ):
             self.store.record_decision(
                 NewDecision(
                     forge=request.forge,
                     repo=request.repo,
                     number=request.number,
                     head_sha=latest.head_sha,
-                    decision="superseded",
+                    decision=DecisionKind.SUPERSEDED,
                     reason_code=ReasonCode.SUPERSEDED.value,
                     detail=f"the head moved to {head}"
                     + (f"; dropped outbox rows {dropped}" if dropped else ""),
@@ -540,7 +556,9 @@ class ReviewPipeline:
                 self.store.record, decision, outboxes, fence=self.leases.fence(claim)
             )
         except FenceRefused as exc:
-            return await self._note(base, "superseded", ReasonCode.SUPERSEDED.value, str(exc))
+            return await self._note(
+                base, DecisionKind.SUPERSEDED, ReasonCode.SUPERSEDED.value, str(exc)
+            )
         if recorded.created:
             crash_point(AFTER_OUTBOX)
             self.drainer.wake()
@@ -658,7 +676,7 @@ class ReviewPipeline:
                 lease.holder,
                 lease.epoch,
                 lease.head_sha,
-                lease_iso(lease.expires_at),
+                iso(lease.expires_at),
             )
             for lease in self.leases.active(forge, repo, number)
         )

@@ -18,11 +18,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock, iso
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.progress import Progress, Write
@@ -75,8 +76,11 @@ class Reconciler:
         forges: Mapping[str, Forge],
         pipeline: ReviewPipeline,
         enqueue: Enqueue,
+        *,
+        clock: Clock = time.time,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.store = store
         self.forges = forges
         self.pipeline = pipeline
@@ -133,7 +137,7 @@ class Reconciler:
             if pull.draft:
                 continue
             if (pull.number, pull.head_sha) not in gated:
-                now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+                now = iso(self.clock(), timespec="microseconds")
                 delivery = sweep_delivery(forge_name, repo, pull.number, pull.head_sha, now)
                 if await self.enqueue(delivery):
                     report.queued.append(delivery.delivery_id)
