@@ -29,11 +29,11 @@ from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
 from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import NewDelivery
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 
 ROUTE_FILE = "route_selection.json"
 EXIT_ERROR = 2
@@ -116,7 +116,7 @@ async def _gate_file(
     parsed, body = await asyncio.to_thread(_load, path, now)
     if not isinstance(parsed, DeliveryFile):
         assert isinstance(body, str)
-        return await asyncio.to_thread(_record_unreadable, db, parsed, body, now)
+        return await db.run(_record_unreadable, db, parsed, body, now)
     assert isinstance(body, bytes)
     delivery_id = parsed.delivery_id
     new = NewDelivery(
@@ -127,14 +127,15 @@ async def _gate_file(
         event="delivery_file",
         headers={**parsed.headers, **env},
     )
-    await asyncio.to_thread(journal.insert_delivery, db, new)
-    earlier = await asyncio.to_thread(decisions.for_delivery, db, delivery_id)
+    await db.run(journal.insert_delivery, db, new)
+    earlier = await db.run(decisions.for_delivery, db, delivery_id)
     if earlier:  # the same delivery was gated before: its decisions stand, no second action
         return route_of(delivery_id, earlier)
-    stored = await asyncio.to_thread(journal.claim, db, delivery_id)
+    stored = await db.run(journal.claim, db, delivery_id)
     if stored is None:
         raise CommandError(f"delivery {delivery_id} is being gated by another process")
-    from reviewbot.app import configured_forges
+    # Start-up cost: the forge clients load only when a delivery file is gated.
+    from reviewbot.service import configured_forges
 
     forges = configured_forges(settings)
     runner = GateRunner(db, settings, forges)

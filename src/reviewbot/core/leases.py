@@ -81,6 +81,18 @@ class LeaseTiming(Protocol):
 
 
 @dataclass(frozen=True)
+class Timing:
+    """A plain :class:`LeaseTiming`; ``DEFAULT_TIMING`` holds the defaults the settings use."""
+
+    lease_s: float = 15.0
+    renew_s: float = 10.0
+    retry_s: float = 2.0
+
+
+DEFAULT_TIMING = Timing()
+
+
+@dataclass(frozen=True)
 class LeaseTarget:
     forge: str
     repo: str  # OWNER/NAME

@@ -18,7 +18,7 @@ from typing import Any
 from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment
-from reviewbot.store.database import Database, Row, Tx
+from reviewbot.store.database import Database, P, Row, T, Tx
 
 Fence = Callable[[Tx], None]
 
@@ -225,6 +225,10 @@ class ReviewStore:
         self.clock = clock
 
     # -- decisions ---------------------------------------------------------------------
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
 
     def record(
         self,

@@ -116,7 +116,7 @@ class AutoMerger:
         if not await self._looks_mergeable(forge, forge_name, repo, pull):
             return None
         try:
-            lease = self.leases.acquire(target, self.worker, pull.head_sha)
+            lease = await self.leases.run(self.leases.acquire, target, self.worker, pull.head_sha)
         except LeaseRefused as exc:
             log.info("automerge of %s: %s", target, exc)
             return None
@@ -134,7 +134,7 @@ class AutoMerger:
             )
         finally:
             with contextlib.suppress(LeaseRefused):
-                self.leases.release(lease.claim)
+                await self.leases.run(self.leases.release, lease.claim)
         self.outcomes.append(outcome)
         if outcome.merged:
             log.info("automerged %s at %s: %s", target, pull.head_sha, outcome.merge_commit_sha)

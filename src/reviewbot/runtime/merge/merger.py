@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.config import RepoRules, Settings
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide, same_sha
 from reviewbot.core.models import PullRequestSnapshot
@@ -45,6 +46,7 @@ from reviewbot.forges.errors import (
     PermissionDenied,
     RateLimited,
 )
+from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.merges import MergeStore
@@ -58,17 +60,8 @@ StateCommentHook = Callable[[str, str, int, PullRequestSnapshot | None], Awaitab
 ReReviewHook = Callable[[str, str, int, str], Awaitable[object]]
 
 
-class MergeError(Exception):
-    """The merge could not be decided: the forge failed or refused the credentials.
-
-    ``code`` is the API error code, ``status`` its HTTP status.
-    """
-
-    def __init__(self, status: int, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.code = code
-        self.detail = detail
+class MergeError(ReviewbotError):
+    """The merge could not be decided: the forge failed or refused the credentials."""
 
 
 @dataclass(frozen=True)
@@ -127,12 +120,12 @@ class MergeOutcome:
 
 def _forge_failure(exc: ForgeError) -> MergeError:
     if isinstance(exc, PermissionDenied | AuthenticationFailed):
-        return MergeError(403, ReasonCode.PERMISSION_DENIED.value, f"the forge refused: {exc}")
+        return MergeError(f"the forge refused: {exc}", code=ReasonCode.PERMISSION_DENIED.value)
     if isinstance(exc, NotFound):
-        return MergeError(404, ReasonCode.PR_NOT_FOUND.value, str(exc))
+        return MergeError(str(exc), code=ReasonCode.PR_NOT_FOUND.value)
     if isinstance(exc, ForgeUnavailable | RateLimited):
-        return MergeError(503, "forge_unavailable", str(exc))
-    return MergeError(502, ReasonCode.FORGE_ERROR.value, str(exc))
+        return MergeError(str(exc), code="forge_unavailable")
+    return MergeError(str(exc), code=ReasonCode.FORGE_ERROR.value)
 
 
 class Merger:
@@ -176,7 +169,7 @@ class Merger:
         forge = self.forges.get(request.forge)
         if forge is None:
             raise MergeError(
-                400, ReasonCode.FORGE_NOT_CONFIGURED.value, f"{request.forge} is not configured"
+                f"{request.forge} is not configured", code=ReasonCode.FORGE_NOT_CONFIGURED.value
             )
         method = self.method_for(request)
         claim = request.claim
@@ -185,6 +178,7 @@ class Merger:
         except ForgeError as exc:
             raise _forge_failure(exc) from None
         rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        lease = await self.leases.run(self.leases.get, claim.target)
         decision = decide(
             MergeInputs(
                 pull=pull,
@@ -193,7 +187,7 @@ class Merger:
                 protection=protection,
                 configured_checks=rules.required_checks,
                 results=results,
-                lease=self.leases.get(claim.target),
+                lease=lease,
                 claim=claim,
                 now=self.clock(),
             )
@@ -213,8 +207,13 @@ class Merger:
             lease_ok = not {"superseded", "lease_not_held"} & set(decision.codes)
             if request.record_refusals and lease_ok:
                 with contextlib.suppress(LeaseRefused):
-                    outcome.attempt_id = self.merges.refused(
-                        claim, request.head_sha, method, decision.codes, outcome.detail
+                    outcome.attempt_id = await self.merges.run(
+                        self.merges.refused,
+                        claim,
+                        request.head_sha,
+                        method,
+                        decision.codes,
+                        outcome.detail,
                     )
             if ReasonCode.HEAD_MOVED.value in decision.codes and lease_ok:
                 await self._head_moved(claim, request, pull.head_sha, outcome)
@@ -244,8 +243,8 @@ class Merger:
         pin = request.head_sha
         try:
             # A full term ahead for the call, and the attempt on record before it is sent.
-            self.leases.heartbeat(claim)
-            attempt = self.merges.begin(claim, pin, method)
+            await self.leases.run(self.leases.heartbeat, claim)
+            attempt = await self.merges.run(self.merges.begin, claim, pin, method)
         except LeaseRefused as exc:
             return MergeOutcome(False, pin, codes=(exc.code,), detail=str(exc))
         try:
@@ -260,7 +259,7 @@ class Merger:
                 attempt_id=attempt,
                 approvers=approvers,
             )
-            self._finish(claim, attempt, merge_rows.HEAD_MOVED, outcome)
+            await self._finish(claim, attempt, merge_rows.HEAD_MOVED, outcome)
             await self._head_moved(claim, request, new_head, outcome)
             return outcome
         except (ForgeUnavailable, NotMergeable, RateLimited, ForgeError) as exc:
@@ -307,13 +306,13 @@ class Merger:
         except ForgeError as read_exc:
             detail = f"the merge call failed ({exc}) and the re-read failed too ({read_exc}): "
             detail += "whether it merged is unknown; nothing was retried"
-            self._finish(
+            await self._finish(
                 claim,
                 attempt,
                 merge_rows.UNKNOWN,
                 MergeOutcome(False, pin, codes=("forge_unavailable",), detail=detail),
             )
-            raise MergeError(503, "forge_unavailable", detail) from None
+            raise MergeError(detail, code="forge_unavailable") from None
         if pull.merged and same_sha(pull.head_sha, pin):
             outcome = await self._merged(
                 claim,
@@ -334,7 +333,7 @@ class Merger:
                 detail=f"the merge call failed ({exc}) and the head is now {pull.head_sha}",
                 attempt_id=attempt,
             )
-            self._finish(claim, attempt, merge_rows.HEAD_MOVED, outcome)
+            await self._finish(claim, attempt, merge_rows.HEAD_MOVED, outcome)
             await self._head_moved(claim, request, pull.head_sha, outcome)
             return outcome
         if isinstance(exc, NotMergeable):
@@ -345,11 +344,11 @@ class Merger:
                 detail=f"the forge refused the merge: {exc}",
                 attempt_id=attempt,
             )
-            self._finish(claim, attempt, merge_rows.NOT_MERGEABLE, outcome)
+            await self._finish(claim, attempt, merge_rows.NOT_MERGEABLE, outcome)
             return outcome
         detail = f"the merge call failed ({exc}); the pull request is not merged. Nothing was "
         detail += "retried: call again (the next attempt reads the live state first)"
-        self._finish(
+        await self._finish(
             claim,
             attempt,
             merge_rows.UNKNOWN,
@@ -357,17 +356,23 @@ class Merger:
         )
         if isinstance(exc, PermissionDenied | AuthenticationFailed):
             raise _forge_failure(exc)
+        unavailable = isinstance(exc, ForgeUnavailable | RateLimited)
         raise MergeError(
-            503 if isinstance(exc, ForgeUnavailable | RateLimited) else 502,
-            "forge_unavailable"
-            if isinstance(exc, ForgeUnavailable | RateLimited)
-            else ReasonCode.FORGE_ERROR.value,
-            detail,
+            detail, code="forge_unavailable" if unavailable else ReasonCode.FORGE_ERROR.value
         )
 
-    def _finish(self, claim: LeaseClaim, attempt: int, status: str, outcome: MergeOutcome) -> None:
+    async def _finish(
+        self, claim: LeaseClaim, attempt: int, status: str, outcome: MergeOutcome
+    ) -> None:
         try:
-            self.merges.finish(claim, attempt, status, codes=outcome.codes, detail=outcome.detail)
+            await self.merges.run(
+                self.merges.finish,
+                claim,
+                attempt,
+                status,
+                codes=outcome.codes,
+                detail=outcome.detail,
+            )
         except LeaseRefused as exc:
             outcome.notes.append(f"not recorded: {exc}")
 
@@ -392,16 +397,17 @@ class Merger:
             detail=note,
             attempt_id=attempt,
         )
-        existing = self.merges.merge_of(t.forge, t.repo, t.number)
+        existing = await self.merges.run(self.merges.merge_of, t.forge, t.repo, t.number)
         if existing is not None:
             outcome.recorded = True
             outcome.merge_commit_sha = outcome.merge_commit_sha or existing.merge_commit_sha
         try:
             if attempt is None and existing is None:
-                attempt = self.merges.begin(claim, pin, method)
+                attempt = await self.merges.run(self.merges.begin, claim, pin, method)
                 outcome.attempt_id = attempt
             if attempt is not None:
-                self.merges.finish(
+                await self.merges.run(
+                    self.merges.finish,
                     claim,
                     attempt,
                     merge_rows.MERGED,
@@ -414,7 +420,7 @@ class Merger:
             outcome.notes.append(f"merge not recorded: {exc}")
             log.warning("merge of %s not recorded: %s", t, exc)
         with contextlib.suppress(LeaseRefused):
-            self.leases.release(claim)
+            await self.leases.run(self.leases.release, claim)
         outcome.state_comment = await self._comment(t.forge, t.repo, t.number, pull)
         return outcome
 
@@ -426,10 +432,12 @@ class Merger:
         outcome: MergeOutcome,
     ) -> None:
         with contextlib.suppress(LeaseRefused):
-            self.leases.release(claim)
+            await self.leases.run(self.leases.release, claim)
         outcome.new_head = new_head
         if new_head and not same_sha(new_head, request.head_sha):
-            self.leases.supersede_head(request.forge, request.repo, request.number, new_head)
+            await self.leases.run(
+                self.leases.supersede_head, request.forge, request.repo, request.number, new_head
+            )
             if self.re_review is not None:
                 try:
                     await self.re_review(request.forge, request.repo, request.number, new_head)
@@ -465,38 +473,15 @@ class Merger:
             return "failed"
 
 
-def standalone_pipeline(
-    settings: Settings,
-    db: Any,
-    forges: Mapping[str, Forge],
-    leases: LeaseStore,
-    worker: str,
-    clock: Callable[[], float] = time.time,
-) -> Any:
-    """A review pipeline over the store, for the state comment and a re-review at a new head,
-    where no review service runs (the command line). Its drainer is not started: what it
-    records is posted inline or by a server's drainer."""
-    from reviewbot.runtime.review.outbox import OutboxDrainer, StoreReviewerLeases
-    from reviewbot.runtime.review.pipeline import ReviewPipeline
-    from reviewbot.store.reviews import ReviewStore
-
-    store = ReviewStore(db, clock)
-    reviewer = StoreReviewerLeases(leases, worker)
-    drainer = OutboxDrainer(store, forges, reviewer, clock=clock)
-    return ReviewPipeline(settings, store, forges, reviewer, drainer, clock=clock)
-
-
 class ReviewRequestHook:
     """A :data:`ReReviewHook` that reviews the new head in this process, through ``pipeline``
     (where no server queues it through the gate: the command line)."""
 
-    def __init__(self, pipeline: Any, *, source: str) -> None:
+    def __init__(self, pipeline: ReviewPipeline, *, source: str) -> None:
         self.pipeline = pipeline
         self.source = source
 
     async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
-        from reviewbot.runtime.review.pipeline import ReviewRequest
-
         request = ReviewRequest(
             forge, repo, number, head_sha=head, source=self.source, event="head_moved"
         )

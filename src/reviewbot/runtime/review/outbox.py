@@ -22,6 +22,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
+from reviewbot.core import errors
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.core.models import ReviewEvent, ReviewState
 from reviewbot.core.prstate import HEAD_MOVED, DecisionKind
@@ -69,8 +70,10 @@ Fence = Callable[[Tx], None]
 FINISHED = frozenset({"posted", "adopted", "dropped", "failed"})
 
 
-class FenceRefused(Exception):
+class FenceRefused(errors.Refused):
     """A guarded write found that the lease epoch it carries is no longer the live one."""
+
+    code = "superseded"
 
 
 class ReviewerLeases(Protocol):
@@ -241,7 +244,7 @@ class OutboxDrainer:
             except Exception:  # one bad row must not stop the drainer
                 log.exception("outbox drain failed")
             self._wake.clear()
-            next_at = self.store.next_due_at()
+            next_at = await self.store.run(self.store.next_due_at)
             timeout = self.idle_poll_s
             if next_at is not None:
                 timeout = min(timeout, max(0.01, next_at - self.clock()))
@@ -251,7 +254,7 @@ class OutboxDrainer:
     async def drain_due(self) -> list[PostOutcome]:
         """One pass over every row that is due now."""
         outcomes = []
-        for row in self.store.due(self.clock()):
+        for row in await self.store.run(self.store.due, self.clock()):
             async with self.locks.hold(row.forge, row.repo, row.number):
                 outcome = await self.post_locked(row.id)
             outcomes.append(outcome)
@@ -265,7 +268,7 @@ class OutboxDrainer:
     # -- one row ---------------------------------------------------------------------
 
     async def post(self, outbox_id: int) -> PostOutcome | None:
-        row = self.store.outbox(outbox_id)
+        row = await self.store.run(self.store.outbox, outbox_id)
         if row is None:
             return None
         async with self.locks.hold(row.forge, row.repo, row.number):
@@ -273,30 +276,35 @@ class OutboxDrainer:
 
     async def post_locked(self, outbox_id: int, *, claim: LeaseClaim | None = None) -> PostOutcome:
         """Drain one row; the caller holds the PR's lock (and may lend its lease claim)."""
-        row = self.store.outbox(outbox_id)
+        row = await self.store.run(self.store.outbox, outbox_id)
         if row is None:
             raise KeyError(f"no outbox row {outbox_id}")
         if row.status != PENDING:
             return PostOutcome(row, "skipped", f"already {row.status}", row.forge_review_id)
         if claim is not None:
             return await self._attempt(row, claim)
-        got = await asyncio.to_thread(
+        got = await self.store.run(
             self.leases.acquire, row.forge, row.repo, row.number, row.head_sha
         )
         if isinstance(got, Refused):
             # Another live worker holds the reviewer role for this PR: try again later.
-            self.store.retry_later(row.id, self.clock() + self._delay(row.attempts), got.detail)
+            await self.store.run(
+                self.store.retry_later,
+                row.id,
+                self.clock() + self._delay(row.attempts),
+                got.detail,
+            )
             return PostOutcome(row, "busy", got.detail)
         try:
             return await self._attempt(row, got)
         finally:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self.leases.release, got)
+                await self.store.run(self.leases.release, got)
 
     async def _attempt(self, row: OutboxRow, claim: LeaseClaim) -> PostOutcome:
         fence = self.leases.fence(claim)
         try:
-            started = await asyncio.to_thread(self.store.begin_attempt, row.id, fence=fence)
+            started = await self.store.run(self.store.begin_attempt, row.id, fence=fence)
         except FenceRefused as exc:
             return PostOutcome(row, "busy", str(exc))
         if started is None:
@@ -376,7 +384,7 @@ class OutboxDrainer:
         except FenceRefused as exc:
             # Posted (maybe) but the record was fenced off: the row stays pending and the
             # next attempt adopts the review by its marker.
-            self.store.retry_later(row.id, self.clock(), str(exc))
+            await self.store.run(self.store.retry_later, row.id, self.clock(), str(exc))
             return PostOutcome(row, "busy", str(exc))
 
     def _note(self, row: OutboxRow, claim: LeaseClaim) -> Callable[[str, str, str], NewDecision]:
@@ -417,7 +425,7 @@ class OutboxDrainer:
         review_id: int | None = None,
         fence: Fence | None = None,
     ) -> PostOutcome:
-        done = await asyncio.to_thread(
+        done = await self.store.run(
             self.store.finish,
             row.id,
             status,
@@ -429,7 +437,7 @@ class OutboxDrainer:
         if not done:
             return PostOutcome(row, "skipped", "closed by another attempt")
         label = "adopted" if status == POSTED and detail.startswith("adopted") else status
-        finished = self.store.outbox(row.id)
+        finished = await self.store.run(self.store.outbox, row.id)
         if self.on_finished is not None and finished is not None:
             self.on_finished(finished)
         return PostOutcome(row, label, detail, review_id)

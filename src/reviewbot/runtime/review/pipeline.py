@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import policy
-from reviewbot.core.clock import iso
+from reviewbot.core.clock import Clock
 from reviewbot.core.findings import Finding, inline_comments, merge_findings, summary_lines
 from reviewbot.core.gate import same_login
 from reviewbot.core.leases import LeaseClaim, Refused
@@ -47,13 +45,7 @@ from reviewbot.core.prstate import (
     AUTHOR_IS_BOT,
     ERROR,
     HEAD_MOVED,
-    STATE_MARKER,
     DecisionKind,
-    DeliveryLine,
-    LeaseLine,
-    PostedReview,
-    PRStateRecords,
-    render_pr_state,
 )
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
@@ -63,29 +55,24 @@ from reviewbot.runtime.review.outbox import (
     FenceRefused,
     OutboxDrainer,
     PostOutcome,
-    PullLocks,
     ReviewerLeases,
-    StoreReviewerLeases,
     crash_point,
 )
+from reviewbot.runtime.review.state_comment import MISSING_CHECKS, StateComments
 from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
 from reviewbot.runtime.reviewers.runs import run_id_for
 from reviewbot.runtime.reviewers.sessions import SessionManager
-from reviewbot.store.database import SQLiteDatabase
-from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import (
     NewDecision,
     NewOutbox,
     OutboxRow,
     ReviewDecision,
     ReviewStore,
-    body_sha256,
 )
 
 log = logging.getLogger(__name__)
 
 CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
-MISSING_CHECKS = "missing_checks"
 # Decisions after which a check event at the same head is worth a new evaluation.
 REEVALUATE = frozenset(
     {
@@ -181,21 +168,21 @@ class ReviewPipeline:
         leases: ReviewerLeases,
         drainer: OutboxDrainer,
         *,
-        clock: Callable[[], float],
-        locks: PullLocks | None = None,
+        clock: Clock,
+        comments: StateComments | None = None,
         drain_inline: bool = True,
-        state_comment: bool = True,
         external: ExternalReviewers | None = None,
     ) -> None:
+        """``comments``: the PR state comment to keep up to date (``None``: none)."""
         self.settings = settings
         self.store = store
         self.forges = forges
         self.leases = leases
         self.drainer = drainer
         self.clock = clock
-        self.locks = locks or drainer.locks
+        self.locks = drainer.locks
         self.drain_inline = drain_inline
-        self.state_comment = state_comment
+        self.comments = comments
         self.external = external or ExternalReviewers()
 
     # -- the gate's hook ---------------------------------------------------------------
@@ -238,11 +225,13 @@ class ReviewPipeline:
             if dismissed and head:
                 evaluate = await self._reopen_if_dismissed(request, head)
             else:
-                evaluate = head is None or self._needs_evaluation(request, head)
+                evaluate = head is None or await self.store.run(
+                    self._needs_evaluation, request, head
+                )
             if evaluate:
                 return await self._review_locked(request)
-            if self.state_comment:
-                await self._sync_state_comment(
+            if self.comments is not None:
+                await self.comments.sync_locked(
                     request.forge, request.repo, request.number, request.pull
                 )
             return None
@@ -265,7 +254,9 @@ class ReviewPipeline:
         forge = self.forges[request.forge]
         posted = {
             row.forge_review_id: row
-            for row in self.store.outbox_for_pull(request.forge, request.repo, request.number)
+            for row in await self.store.run(
+                self.store.outbox_for_pull, request.forge, request.repo, request.number
+            )
             if row.status == "posted" and row.head_sha == head and row.forge_review_id
         }
         if not posted:
@@ -281,12 +272,15 @@ class ReviewPipeline:
         # Only a dismissal not yet answered re-opens (one round per dismissed review).
         reopened = [
             d
-            for d in self.store.decisions(request.forge, request.repo, request.number)
+            for d in await self.store.run(
+                self.store.decisions, request.forge, request.repo, request.number
+            )
             if d.decision == DecisionKind.REOPENED and d.head_sha == head
         ]
         if len(reopened) >= len(dismissed):
             return False
-        self.store.record_decision(
+        await self.store.run(
+            self.store.record_decision,
             NewDecision(
                 forge=request.forge,
                 repo=request.repo,
@@ -297,7 +291,7 @@ class ReviewPipeline:
                 detail=f"review {dismissed[-1]} was dismissed; the head is evaluated again",
                 delivery_id=request.delivery_id,
                 source=request.source,
-            )
+            ),
         )
         return True
 
@@ -316,13 +310,15 @@ class ReviewPipeline:
                     if row.status == "pending":
                         post = await self.drainer.post_locked(row.id, claim=outcome.claim)
                         outcome.posts.append(post)
-                outcome.outbox = [self.store.outbox(r.id) or r for r in outcome.outbox]
+                outcome.outbox = await self.store.run(
+                    lambda: [self.store.outbox(r.id) or r for r in outcome.outbox]
+                )
         finally:
             if outcome.claim is not None:
-                await asyncio.to_thread(self.leases.release, outcome.claim)
+                await self.store.run(self.leases.release, outcome.claim)
                 outcome.claim = None
-        if self.state_comment:
-            outcome.state_comment = await self._sync_state_comment(
+        if self.comments is not None:
+            outcome.state_comment = await self.comments.sync_locked(
                 request.forge, request.repo, request.number, outcome.pull or request.pull
             )
         return outcome
@@ -378,7 +374,7 @@ class ReviewPipeline:
                 f"{pull.author} is the bot's own login; reviewer and author must differ",
                 blockers=("the author is the bot",),
             )
-        await asyncio.to_thread(self._supersede_older_heads, request, head)
+        await self.store.run(self._supersede_older_heads, request, head)
         checks: Checks | None = None
         findings: tuple[Finding, ...] | None = None
         rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
@@ -394,7 +390,7 @@ class ReviewPipeline:
                     code = ReasonCode.REVIEWER_ERROR.value
                     return await self._note(base, ERROR, code, ran)
                 findings = ran
-        claim = await asyncio.to_thread(
+        claim = await self.store.run(
             self.leases.acquire, request.forge, request.repo, request.number, head
         )
         if isinstance(claim, Refused):
@@ -406,7 +402,7 @@ class ReviewPipeline:
                 request, forge, pull, claim, base, checks=checks, findings=findings
             )
         except BaseException:
-            await asyncio.to_thread(self.leases.release, claim)
+            await self.store.run(self.leases.release, claim)
             raise
         # Posting right away goes on under the same claim; the caller releases it.
         outcome.claim = claim
@@ -431,7 +427,7 @@ class ReviewPipeline:
         is not kept: the next evaluation of the head tries again. The caller runs this only
         when the checks no longer wait, so pending status events never start reviewers.
         """
-        kept = await asyncio.to_thread(
+        kept = await self.store.run(
             self.store.reviewer_findings, pull.forge, request.repo, pull.number, pull.head_sha
         )
         if kept is not None:
@@ -460,7 +456,7 @@ class ReviewPipeline:
             head_sha=pull.head_sha,
             delivery_id=delivery_id,
         )
-        return await asyncio.to_thread(
+        return await self.store.run(
             self.store.save_reviewer_findings,
             pull.forge,
             request.repo,
@@ -531,7 +527,7 @@ class ReviewPipeline:
                     comments=inline_comments(found),
                 )
             )
-        overdue = await asyncio.to_thread(self._overdue_missing, base, verdict)
+        overdue = await self.store.run(self._overdue_missing, base, verdict)
         if overdue and verdict.kind is VerdictKind.WAITING:
             grace = self.settings.missing_check_grace_s
             outboxes.append(
@@ -552,7 +548,7 @@ class ReviewPipeline:
             failed=tuple(c.name for c in verdict.failed),
         )
         try:
-            recorded = await asyncio.to_thread(
+            recorded = await self.store.run(
                 self.store.record, decision, outboxes, fence=self.leases.fence(claim)
             )
         except FenceRefused as exc:
@@ -583,7 +579,7 @@ class ReviewPipeline:
         *,
         blockers: tuple[str, ...] = (),
     ) -> ReviewOutcome:
-        recorded = await asyncio.to_thread(
+        recorded = await self.store.run(
             self.store.record_decision,
             _with(
                 base,
@@ -594,117 +590,6 @@ class ReviewPipeline:
             ),
         )
         return ReviewOutcome(recorded)
-
-    # -- the canonical state comment ---------------------------------------------------
-
-    async def sync_state_comment(
-        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None = None
-    ) -> str:
-        async with self.locks.hold(forge, repo, number):
-            return await self._sync_state_comment(forge, repo, number, pull)
-
-    async def _sync_state_comment(
-        self, forge_name: str, repo: str, number: int, pull: PullRequestSnapshot | None
-    ) -> str:
-        forge = self.forges[forge_name]
-        try:
-            if pull is None:
-                pull = await forge.get_pull(repo, number)
-            body = await asyncio.to_thread(self.render_state, forge_name, repo, number, pull)
-            if body is None:
-                return "unchanged"
-            known = self.store.state_comment(forge_name, repo, number)
-            if known is not None:
-                comment_id, sha = known
-                if sha == body_sha256(body):
-                    return "unchanged"
-                try:
-                    await forge.edit_comment(repo, comment_id, body)
-                except NotFound:
-                    known = None  # deleted by someone: look for another, else create
-                else:
-                    await asyncio.to_thread(
-                        self.store.save_state_comment, forge_name, repo, number, comment_id, body
-                    )
-                    return "edited"
-            found = await forge.find_comment(repo, number, STATE_MARKER)
-            if found is not None:
-                if found.body != body:
-                    await forge.edit_comment(repo, found.id, body)
-                await asyncio.to_thread(
-                    self.store.save_state_comment, forge_name, repo, number, found.id, body
-                )
-                return "edited"
-            created = await forge.create_comment(repo, number, body)
-            await asyncio.to_thread(
-                self.store.save_state_comment, forge_name, repo, number, created.id, body
-            )
-            return "created"
-        except ForgeError as exc:
-            log.warning("state comment of %s:%s#%s: %s", forge_name, repo, number, exc)
-            return "failed"
-
-    def render_state(
-        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None
-    ) -> str | None:
-        """The state comment from the records (``None`` before any decision)."""
-        latest = self.store.latest_verdict(forge, repo, number)
-        if latest is None:
-            return None
-        head = latest.head_sha
-        pr_state = "open"
-        author = ""
-        if pull is not None:
-            head = pull.head_sha if pull.head_sha else head
-            pr_state = "merged" if pull.merged else pull.state
-            author = pull.author
-        decision = latest if latest.head_sha == head else None
-        rows = [
-            r
-            for r in self.store.outbox_for_pull(forge, repo, number)
-            if r.head_sha == head and r.verdict != MISSING_CHECKS
-        ]
-        review = None
-        if rows:
-            newest = rows[-1]
-            review = PostedReview(
-                newest.verdict, newest.head_sha, newest.status, newest.forge_review_id
-            )
-        leases = tuple(
-            LeaseLine(
-                lease.target.role.value,
-                lease.holder,
-                lease.epoch,
-                lease.head_sha,
-                iso(lease.expires_at),
-            )
-            for lease in self.leases.active(forge, repo, number)
-        )
-        seen = self.store.last_delivery(forge, repo, number)
-        delivery = None
-        if seen is not None:
-            delivery = DeliveryLine(
-                str(seen["delivery_id"]),
-                str(seen["source"]),
-                str(seen["event"]),
-                seen["action"],
-                str(seen["received_at"]),
-            )
-        rules = self.settings.rules_for(forge, repo)
-        records = PRStateRecords(
-            pr=f"{forge}:{repo}#{number}",
-            pr_state=pr_state,
-            head_sha=head,
-            author=author or "the author",
-            decision=decision.decision if decision else None,
-            decision_detail=decision.detail if decision else "",
-            blockers=decision.blockers if decision else (),
-            review=review,
-            leases=leases,
-            last_delivery=delivery,
-            automerge=bool(rules and rules.automerge),
-        )
-        return render_pr_state(records)
 
 
 def _verdict(rules: RepoRules, checks: Checks) -> Verdict:
@@ -743,141 +628,4 @@ def _checks_summary(verdict: Verdict) -> str:
 
 
 def _with(base: NewDecision, **changes: Any) -> NewDecision:
-    from dataclasses import replace
-
     return replace(base, **changes)
-
-
-# -- assembly ----------------------------------------------------------------------------
-
-
-@dataclass
-class ReviewParts:
-    """A pipeline with its store, drainer and lease store, for one process."""
-
-    pipeline: ReviewPipeline
-    drainer: OutboxDrainer
-    store: ReviewStore
-    lease_store: LeaseStore
-    worker: str
-
-    def close(self) -> None:
-        self.lease_store.close()
-
-
-def build_review(
-    settings: Settings,
-    db: SQLiteDatabase,
-    forges: Mapping[str, Forge],
-    *,
-    client: str,
-    clock: Callable[[], float] = time.time,
-    backoff_base_s: float = 2.0,
-    sessions: SessionManager | None = None,
-    api_url: str | None = None,
-) -> ReviewParts:
-    """Register this process's reviewer worker and build the pipeline around it.
-
-    ``sessions`` and ``api_url`` are for the repositories' external reviewers (see
-    :class:`ExternalReviewers`); by default a fresh manager and no API URL.
-    """
-    lease_store = LeaseStore(db, settings.leases, clock=clock)
-    record = lease_store.register_worker(
-        "reviewbot", client=client, session_id=f"pid-{os.getpid()}", role="reviewer"
-    )
-    leases = StoreReviewerLeases(lease_store, record.identity)
-    store = ReviewStore(db, clock)
-    drainer = OutboxDrainer(store, forges, leases, clock=clock, backoff_base_s=backoff_base_s)
-    external = ExternalReviewers(sessions or SessionManager(), api_url)
-    pipeline = ReviewPipeline(
-        settings, store, forges, leases, drainer, clock=clock, external=external
-    )
-    drainer.after_drain = pipeline.sync_state_comment
-    return ReviewParts(pipeline, drainer, store, lease_store, record.identity)
-
-
-class ReviewService:
-    """The pipeline inside the server: the gate's eligible hook, the drainer, the sweep.
-
-    ``create_app(settings, on_eligible=service.on_eligible)`` then ``service.attach(app)``;
-    the parts are built at start-up, once the server opened the store and the forges.
-    External reviewers run as sessions of the app's manager (``app[SESSIONS]``, the one the
-    tools route answers for); once the site listens, ``set_api_url(base)`` gives them the
-    URL to call the tools at.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        clock: Callable[[], float] = time.time,
-        backoff_base_s: float = 2.0,
-        reconcile: bool = True,
-    ) -> None:
-        self.settings = settings
-        self.clock = clock
-        self.backoff_base_s = backoff_base_s
-        self.reconcile = reconcile
-        self.parts: ReviewParts | None = None
-        self.reconciler: Any = None
-        self.automerge: Any = None  # the automerger, when the server has the merge API
-        self.api_url: str | None = None
-        self._ready = asyncio.Event()
-
-    def set_api_url(self, url: str | None) -> None:
-        """The server's base URL, known once its site listens; reviewers run after it get it."""
-        self.api_url = url
-        if self.parts is not None:
-            self.parts.pipeline.external.api_url = url
-
-    async def on_eligible(self, eligible: Any) -> None:
-        await self._ready.wait()
-        assert self.parts is not None
-        await self.parts.pipeline.on_eligible(eligible)
-        if self.automerge is not None:  # a review or a check may have made it mergeable
-            await self.automerge.after_event(eligible.pull)
-
-    def attach(self, app: Any) -> None:
-        from reviewbot.app import STATE
-
-        app.on_startup.append(self._startup)
-        app.on_cleanup.insert(0, self._cleanup)
-        self._state_key = STATE
-
-    async def _startup(self, app: Any) -> None:
-        from reviewbot.runtime.review.reconcile import Reconciler
-        from reviewbot.runtime.reviewers.tools import SESSIONS
-
-        st = app[self._state_key]
-        assert st.db is not None
-        self.parts = build_review(
-            self.settings,
-            st.db,
-            st.forges,
-            client="reviewbot-serve",
-            clock=self.clock,
-            backoff_base_s=self.backoff_base_s,
-            sessions=app.get(SESSIONS),
-            api_url=self.api_url,
-        )
-        from reviewbot.api.leases import join_review
-
-        self.automerge = join_review(app, self.parts)
-        self.parts.drainer.start()
-        if self.reconcile and st.journal is not None:
-            self.reconciler = Reconciler(
-                self.settings,
-                self.parts.store,
-                st.forges,
-                self.parts.pipeline,
-                st.journal.append,
-            )
-            self.reconciler.start()
-        self._ready.set()
-
-    async def _cleanup(self, app: Any) -> None:
-        if self.reconciler is not None:
-            await self.reconciler.stop()
-        if self.parts is not None:
-            await self.parts.drainer.stop()
-            self.parts.close()

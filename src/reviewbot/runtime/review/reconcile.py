@@ -132,7 +132,7 @@ class Reconciler:
         forge = self.forges[forge_name]
         pulls = await forge.list_open_pulls(repo)
         report.open_pulls += len(pulls)
-        gated = self.store.gated_heads(forge_name, repo)
+        gated = await self.store.run(self.store.gated_heads, forge_name, repo)
         for pull in pulls:
             if pull.draft:
                 continue
@@ -142,7 +142,7 @@ class Reconciler:
                 if await self.enqueue(delivery):
                     report.queued.append(delivery.delivery_id)
                 continue
-            latest = self.store.latest_verdict(forge_name, repo, pull.number)
+            latest = await self.store.run(self.store.latest_verdict, forge_name, repo, pull.number)
             # Only heads the pipeline already took up: a head the gate skipped stays skipped.
             if (
                 latest is None
@@ -188,3 +188,16 @@ class Reconciler:
             except Exception:
                 log.exception("reconcile sweep failed")
             await asyncio.sleep(self.settings.reconcile_interval_s)
+
+
+class QueueHead:
+    """A merger's re-review hook: the head a PR moved to is queued through the gate, like a
+    head a sweep found (the server's way; the command line reviews it in process)."""
+
+    def __init__(self, enqueue: Enqueue, clock: Clock) -> None:
+        self.enqueue = enqueue
+        self.clock = clock
+
+    async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
+        now = iso(self.clock(), timespec="microseconds")
+        return await self.enqueue(sweep_delivery(forge, repo, number, head, now))

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewbot.core.errors import Refused
 from reviewbot.core.findings import Finding
 from reviewbot.store.tokens import hash_token
 from reviewbot.workflowdb.access import DBAccess
@@ -33,31 +34,26 @@ SESSION_TOKEN_PREFIX = "rbs_"  # noqa: S105 - a prefix, not a secret
 MAX_FINDINGS_PER_RUN = 5000
 
 
-class SessionError(Exception):
-    """A session refusal; ``code`` is the API error code, ``status`` the HTTP status."""
+class SessionError(Refused):
+    """A session refusal; ``code`` names it (the server maps it to a status)."""
 
     code = "session_error"
-    status = 400
 
 
 class SessionTokenInvalid(SessionError):
     code = "invalid_session_token"
-    status = 401
 
 
 class NotSessionOwner(SessionError):
     code = "not_session_owner"
-    status = 403
 
 
 class SessionNotFound(SessionError):
     code = "session_not_found"
-    status = 404
 
 
 class SessionExists(SessionError):
     code = "session_exists"
-    status = 409
 
 
 @dataclass(frozen=True)

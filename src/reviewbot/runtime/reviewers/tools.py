@@ -1,4 +1,4 @@
-"""Session-scoped tools: the standard set, the dispatcher, and ``POST /api/v1/tools/{name}``.
+"""Session-scoped tools: the standard set and the dispatcher (the route is ``server/tools.py``).
 
 A run registers its tools in its own session (:func:`run_tools`): ``query_workflow_db`` and
 ``mutate_workflow_db`` bound to the run's DB access, and ``record_finding`` appending to the
@@ -13,22 +13,19 @@ the caller's and the owner's, so a step granted ``read`` cannot write through it
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reviewbot.config import Settings
+from reviewbot.core.errors import Refused
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.runtime.reviewers.findings import FindingModel
 from reviewbot.runtime.reviewers.sessions import (
-    SESSION_TOKEN_PREFIX,
     Session,
     SessionError,
     SessionManager,
@@ -52,22 +49,13 @@ from reviewbot.workflowdb.query import (
 
 log = logging.getLogger(__name__)
 
-TOOLS_ROUTE = "/api/v1/tools/{name}"
 DB_TOOLS = frozenset({"query_workflow_db", "mutate_workflow_db"})
-MAX_TOOL_BODY_BYTES = 1024 * 1024
-MAX_TOOL_NAME_CHARS = 100
 
 JsonScalar = str | int | float | bool | None
 
 
-class ToolRefused(Exception):
-    """A call that did not run (or failed); ``code`` and ``status`` are its API error."""
-
-    def __init__(self, code: str, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.status = status
-        self.detail = detail
+class ToolRefused(Refused):
+    """A call that did not run (or failed); ``code`` names why."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +106,7 @@ def _parse(model: type[_Args] | type[FindingModel], arguments: Mapping[str, Any]
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        raise ToolRefused("invalid_arguments", 400, f"{where}: {err['msg']}") from None
+        raise ToolRefused(f"{where}: {err['msg']}", code="invalid_arguments") from None
 
 
 # -- the standard tools --------------------------------------------------------------------
@@ -204,7 +192,7 @@ class ToolDispatcher:
         try:
             return self.sessions.authenticate(token)
         except SessionTokenInvalid as exc:
-            raise ToolRefused(exc.code, exc.status, str(exc)) from None
+            raise ToolRefused(str(exc), code=exc.code) from None
 
     async def call(self, caller: Session, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Run tool ``name`` for ``caller``; every refusal is a :class:`ToolRefused`."""
@@ -214,14 +202,14 @@ class ToolDispatcher:
                 tool, owner = self.sessions.resolve(caller, name)
                 result = await tool.handler(ToolCall(caller, owner, arguments))
             except SessionError as exc:
-                raise ToolRefused(exc.code, exc.status, str(exc)) from None
+                raise ToolRefused(str(exc), code=exc.code) from None
             except AccessDenied as exc:
                 # Terminal and named: the detail says which access is missing.
-                raise ToolRefused("permission_denied", 403, str(exc)) from None
+                raise ToolRefused(str(exc), code="permission_denied") from None
             except QueryRefused as exc:
-                raise ToolRefused("statement_refused", 400, str(exc)) from None
+                raise ToolRefused(str(exc), code="statement_refused") from None
             except QueryFailed as exc:
-                raise ToolRefused("statement_failed", 422, str(exc)) from None
+                raise ToolRefused(str(exc), code="statement_failed") from None
         except ToolRefused as refusal:
             await self._record(caller, owner, name, refusal.code, refusal.detail)
             raise
@@ -235,7 +223,7 @@ class ToolDispatcher:
         if db is None:
             return
         try:
-            await asyncio.to_thread(
+            await db.run(
                 record_tool_call,
                 db,
                 session_id=caller.id,
@@ -250,11 +238,7 @@ class ToolDispatcher:
             log.exception("could not record the call of tool %r by %r", name, caller.id)
 
 
-# -- HTTP ----------------------------------------------------------------------------------
-
-
-def _error(status: int, code: str, detail: str) -> web.Response:
-    return web.json_response({"error": code, "detail": detail}, status=status)
+# -- API tokens as callers -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -267,7 +251,7 @@ class ApiTokenCallers:
     (``db:read`` -> read, ``db:write`` -> read-write), bounded by the server's own access.
     """
 
-    lookup: Callable[[str], TokenInfo | None]
+    lookup: Callable[[str], Awaitable[TokenInfo | None]]
     paths: WorkflowPaths
     process_access: DBAccess
 
@@ -284,111 +268,10 @@ class ApiTokenCallers:
 def api_token_callers(settings: Settings, db: Callable[[], Database | None]) -> ApiTokenCallers:
     """API-token callers for a server with these settings and this (lazily opened) store."""
 
-    def lookup(token: str) -> TokenInfo | None:
+    async def lookup(token: str) -> TokenInfo | None:
         store = db()
-        return None if store is None else lookup_token(store, token)
+        return None if store is None else await store.run(lookup_token, store, token)
 
     return ApiTokenCallers(
         lookup, WorkflowPaths.from_settings(settings), parse_access(settings.db_access)
     )
-
-
-def _bearer(request: web.Request) -> str | None:
-    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-    token = value.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
-def tool_handler(
-    dispatcher: ToolDispatcher,
-    *,
-    api_tokens: ApiTokenCallers | None = None,
-    max_body_bytes: int = MAX_TOOL_BODY_BYTES,
-) -> Callable[[web.Request], Any]:
-    async def handle(request: web.Request) -> web.Response:
-        token = _bearer(request)
-        api_token: TokenInfo | None = None
-        caller: Session | None = None
-        if token is not None and token.startswith(SESSION_TOKEN_PREFIX):
-            try:
-                caller = dispatcher.authenticate(token)
-            except ToolRefused as refusal:
-                return _error(refusal.status, refusal.code, refusal.detail)
-        elif token is not None and api_tokens is not None:
-            api_token = api_tokens.lookup(token)
-            if api_token is None:
-                return _error(401, "unauthorized", "unknown token")
-            if not api_token.active:
-                return _error(401, "unauthorized", f"token {api_token.name!r} was revoked")
-        else:
-            return _error(
-                401,
-                "unauthorized",
-                "send Authorization: Bearer <session token> (REVIEWBOT_SESSION_TOKEN)"
-                + (" or an API token with db:read / db:write" if api_tokens else ""),
-            )
-        # Any name: one that no registry holds is refused as not owned, like every other.
-        name = request.match_info["name"][:MAX_TOOL_NAME_CHARS]
-        if request.content_length is not None and request.content_length > max_body_bytes:
-            return _error(413, "too_large", f"the body is larger than {max_body_bytes} bytes")
-        raw = bytearray()
-        try:
-            # read() returns what has arrived so far, not the whole body: read to the end.
-            while chunk := await request.content.read(64 * 1024):
-                raw.extend(chunk)
-                if len(raw) > max_body_bytes:
-                    return _error(
-                        413, "too_large", f"the body is larger than {max_body_bytes} bytes"
-                    )
-        except (ValueError, ConnectionError) as exc:
-            return _error(400, "bad_body", f"cannot read the body: {exc}")
-        try:
-            body = ToolRequest.model_validate(json.loads(bytes(raw) or b"{}"))
-        except (ValueError, ValidationError) as exc:
-            text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            return _error(400, "invalid_body", f'expected {{"arguments": {{...}}}}: {text}')
-        if api_token is not None:
-            assert api_tokens is not None
-            sessions = dispatcher.sessions
-            caller = sessions.open_run(
-                f"token:{api_token.name}:{uuid.uuid4().hex[:12]}",
-                db_access=api_tokens.access_of(api_token),
-                tools=[t for t in run_tools(api_tokens.paths, sessions) if t.name in DB_TOOLS],
-            )
-        assert caller is not None
-        try:
-            outcome = await dispatcher.call(caller, name, body.arguments)
-        except ToolRefused as refusal:
-            return _error(refusal.status, refusal.code, refusal.detail)
-        finally:
-            if api_token is not None:
-                dispatcher.sessions.end(caller.id)
-        return web.json_response(outcome.to_json())
-
-    return handle
-
-
-SESSIONS = web.AppKey("reviewbot.sessions", SessionManager)
-
-
-def register_tool_routes(
-    app: web.Application,
-    *,
-    sessions: SessionManager | None = None,
-    audit: Callable[[], Database | None] | None = None,
-    api_tokens: ApiTokenCallers | None = None,
-    max_body_bytes: int = MAX_TOOL_BODY_BYTES,
-) -> SessionManager:
-    """Add ``POST /api/v1/tools/{name}`` to ``app``, answering for ``sessions``.
-
-    The manager (a new one when not given) is also stored as ``app[SESSIONS]``: the code
-    that starts runs in this server must open them in that same manager, or their tokens
-    would be unknown here. With ``api_tokens``, bearer API tokens may call the workflow-DB
-    tools too (see :class:`ApiTokenCallers`).
-    """
-    manager = sessions if sessions is not None else SessionManager()
-    app[SESSIONS] = manager
-    dispatcher = ToolDispatcher(manager, audit=audit)
-    handler = tool_handler(dispatcher, api_tokens=api_tokens, max_body_bytes=max_body_bytes)
-    app.router.add_post(TOOLS_ROUTE, handler)
-    return manager

@@ -55,7 +55,7 @@ def migrations_lock(paths: WorkflowPaths) -> Iterator[None]:
         if sys.platform == "win32":  # pragma: no cover - the ledger check still holds
             yield
             return
-        import fcntl
+        import fcntl  # POSIX only: Windows has no fcntl (and returns above)
 
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
