@@ -7,7 +7,7 @@
                  │
        ┌─────────┼──────────┬───────────┐
        ▼         ▼          ▼           ▼
-    ingress/   forges/    store/ ──► workflowdb/ (bootstrap, migrations, query, mutate)
+    ingress/   forges/    store/ ◄── workflowdb/ (bootstrap, migrations, query, mutate)
        └─────────┴──────────┴───────────┘
                        ▼
                      core/     (pure; the standard library only)
