@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.conftest import REFERENCE_DIR
 
 SOURCES = REFERENCE_DIR / "SOURCES.md"
