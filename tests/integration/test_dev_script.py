@@ -98,6 +98,14 @@ def test_test_needs_only_the_test_extra_and_lint_the_dev_extra(tmp_path: Path) -
     ]
 
 
+def test_a_relative_venv_is_taken_from_the_callers_directory(tmp_path: Path) -> None:
+    env = {**fake_env(tmp_path), "REVIEWBOT_VENV": "relative-venv"}
+    tested = run_dev("test", cwd=tmp_path, env=env)
+    assert tested.returncode == 0, tested.stderr
+    assert (tmp_path / "relative-venv" / "bin" / "python").exists()
+    assert not (REPO_ROOT / "relative-venv").exists()
+
+
 def test_ruff_and_mypy_are_in_the_dev_extra_not_the_test_extra() -> None:
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
