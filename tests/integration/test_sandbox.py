@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 
 from reviewbot.config import GrantRule, ReviewerRule, ReviewerSettings, SecretSource
-from reviewbot.runtime.reviewers import (
+from reviewbot.runtime.reviewers.runner import (
     ReviewerErrorKind,
     ReviewerLimits,
     ReviewersOutcome,
     run_external_reviewers,
 )
-from reviewbot.runtime.runs import RunFolder, start_run
-from reviewbot.runtime.sandbox import Sandbox, probe
-from reviewbot.runtime.sessions import SessionManager
+from reviewbot.runtime.reviewers.runs import RunFolder, start_run
+from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
+from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -300,7 +300,7 @@ async def test_grants_follow_the_folder_rules(tmp_path: Path, caplog: Any) -> No
             GrantRule(path="shared/cache", mode="rw"),
         ],
     )
-    with caplog.at_level(logging.WARNING, logger="reviewbot.runtime.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="reviewbot.runtime.reviewers.sandbox"):
         outcome = await review(paths, run, [entry])
     assert outcome.errors == ()
     seen = json.loads((run.path / "seen.json").read_text())
@@ -457,8 +457,8 @@ async def test_through_serve_a_reviewer_sees_no_server_secret_and_no_database(
     rules = {"reviewers": [entry]}
     repos = {f"github:{REPO}": rules, f"gitea:{REPO}": rules}
     async with running_bot(tmp_path, repos=repos) as bot:
-        assert bot.service.parts is not None
-        sandbox = bot.service.parts.pipeline.external.sandbox
+        assert bot.service.review is not None
+        sandbox = bot.service.review.pipeline.external.sandbox
         assert sandbox.state.describe()["status"] == "enforced"
         pr = await open_green_pr(bot, "gitea")
         reviews = bot.bot_reviews("gitea", pr.number)

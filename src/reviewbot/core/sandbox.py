@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from reviewbot.core.errors import Refused
+
 
 class GrantMode(StrEnum):
     RO = "ro"
@@ -68,8 +70,10 @@ SYSTEM_PATHS = (
 )
 
 
-class GrantRefused(ValueError):
-    """A grant that can never be honoured; the message names the path and the rule."""
+class GrantRefused(Refused):
+    """A grant that can never be honoured; the detail names the path and the rule."""
+
+    code = "grant_refused"
 
 
 def ledger_file(database_file: PurePosixPath) -> PurePosixPath:
