@@ -53,11 +53,11 @@ def test_log_on_a_fresh_data_dir_bootstraps_the_store(
 def test_apply_query_mutate_round_trip(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     add_migration(
         data_dir,
-        "0100_notes.sql",
+        "site_0100_notes.sql",
         "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body);",
     )
-    applied = cli_json(capsys, "db", "apply", "0100_notes.sql", "--by", "ops")
-    assert applied["file_name"] == "0100_notes.sql"
+    applied = cli_json(capsys, "db", "apply", "site_0100_notes.sql", "--by", "ops")
+    assert applied["file_name"] == "site_0100_notes.sql"
     assert applied["destructive"] is False and applied["backup_path"] is None
     assert applied["applied_by"] == "ops"
 
@@ -76,8 +76,8 @@ def test_apply_query_mutate_round_trip(data_dir: Path, capsys: pytest.CaptureFix
     code, out, _ = cli(capsys, "db", "query", "describe notes")
     assert code == 0 and "body" in out and "(2 rows)" in out
 
-    add_migration(data_dir, "0101_drop.sql", "ALTER TABLE notes DROP COLUMN body;")
-    code, out, _ = cli(capsys, "db", "apply", "0101_drop.sql")
+    add_migration(data_dir, "site_0101_drop.sql", "ALTER TABLE notes DROP COLUMN body;")
+    code, out, _ = cli(capsys, "db", "apply", "site_0101_drop.sql")
     assert code == 0 and "destructive, backup " in out
     backups = cli_json(capsys, "db", "backups")
     assert len(backups) == 1 and Path(backups[0]["path"]).is_file()
@@ -182,9 +182,9 @@ def test_process_with_read_access_cannot_raise_it_with_a_flag(tmp_path: Path) ->
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)[0]["file_name"] == "0001_foundation.sql"
 
-    add_migration(data, "0100_x.sql", "CREATE TABLE IF NOT EXISTS x (a);")
+    add_migration(data, "site_0100_x.sql", "CREATE TABLE IF NOT EXISTS x (a);")
     for argv in (
-        ["db", "apply", "0100_x.sql", "--access", "read-write"],
+        ["db", "apply", "site_0100_x.sql", "--access", "read-write"],
         ["db", "mutate", "DELETE FROM bot_meta", "--access", "read-write"],
     ):
         refused = run_cli(data, *argv, access="read")
@@ -200,8 +200,8 @@ def test_process_with_read_access_cannot_raise_it_with_a_flag(tmp_path: Path) ->
 @pytest.mark.slow
 def test_process_applies_a_migration_and_reports_json(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    add_migration(data, "0100_x.sql", "BEGIN;\nCREATE TABLE IF NOT EXISTS x (a);\nCOMMIT;\n")
-    done = run_cli(data, "db", "apply", "0100_x.sql", "--json")
+    add_migration(data, "site_0100_x.sql", "BEGIN;\nCREATE TABLE IF NOT EXISTS x (a);\nCOMMIT;\n")
+    done = run_cli(data, "db", "apply", "site_0100_x.sql", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["statements"] == 1 and result["log_id"] > 1
