@@ -130,7 +130,8 @@ class SQLiteDatabase:
         try:
             yield _SQLiteTx(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an interrupted statement has rolled back already
+                conn.execute("ROLLBACK")
             raise
         else:
             conn.execute("COMMIT")
