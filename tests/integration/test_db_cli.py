@@ -207,3 +207,62 @@ def test_process_applies_a_migration_and_reports_json(tmp_path: Path) -> None:
     assert result["statements"] == 1 and result["log_id"] > 1
     bad = run_cli(data, "db", "apply", "/etc/passwd")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "absolute path" in bad.stderr
+
+
+def test_pruning_a_backup_that_cannot_be_deleted_never_fails_the_migration(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    add_migration(data_dir, "site_t.sql", "CREATE TABLE IF NOT EXISTS t (a, b);")
+    assert cli(capsys, "db", "apply", "site_t.sql")[0] == 0
+    backups = WorkflowPaths(data_dir).backups_dir
+    backups.mkdir(parents=True)
+    (backups / "1-pre-migration.sqlite").mkdir()  # the oldest "snapshot" is a folder
+    for stamp in range(2, 22):
+        (backups / f"{stamp}-pre-migration.sqlite").write_bytes(b"old")
+    add_migration(data_dir, "site_drop.sql", "ALTER TABLE t DROP COLUMN b;")
+
+    applied = cli_json(capsys, "db", "apply", "site_drop.sql")
+
+    assert applied["destructive"] and Path(applied["backup_path"]).is_file()
+    assert cli_json(capsys, "db", "log")[-1]["file_name"] == "site_drop.sql"
+    assert (backups / "1-pre-migration.sqlite").is_dir()  # skipped, not fatal
+    assert not (backups / "2-pre-migration.sqlite").exists()  # the rest was pruned
+    assert "could not prune the backup" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "sql", "message"),
+    [
+        ("site_drop.sql", "DROP TABLE IF EXISTS api_tokens;", "api_tokens is one of reviewbot's"),
+        ("0100_notes.sql", "CREATE TABLE IF NOT EXISTS n (a);", "belong to reviewbot"),
+        ("0002_journal.sql", "", "the name of one of reviewbot's own migrations"),
+    ],
+)
+def test_db_apply_refuses_migrations_on_the_bot_schema(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], name: str, sql: str, message: str
+) -> None:
+    before = cli_json(capsys, "db", "log")
+    if sql:
+        add_migration(data_dir, name, sql)
+    code, _, err = cli(capsys, "db", "apply", name)
+    assert code != 0 and message in err
+    assert cli_json(capsys, "db", "log") == before
+    # Tokens still work: the table is intact.
+    assert cli(capsys, "token", "create", "--name", "ops", "--scopes", "read")[0] == 0
+
+
+def test_db_mutate_names_the_bot_table_it_refuses(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_json(capsys, "db", "log")
+    code, _, err = cli(capsys, "db", "mutate", "DELETE FROM bot_meta")
+    assert code != 0 and "bot_meta is one of reviewbot's own tables" in err
+
+
+@pytest.mark.parametrize("value", [" read-write", "read-write ", "Read", "rw"])
+def test_access_must_be_spelled_exactly(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_DB_ACCESS", value)
+    code, _, err = cli(capsys, "db", "log")
+    assert code != 0 and "this process has none" in err
