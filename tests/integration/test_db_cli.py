@@ -266,3 +266,13 @@ def test_access_must_be_spelled_exactly(
     monkeypatch.setenv("REVIEWBOT_DB_ACCESS", value)
     code, _, err = cli(capsys, "db", "log")
     assert code != 0 and "this process has none" in err
+
+
+def test_a_runaway_cli_query_is_cancelled_at_the_configured_time_limit(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli_json(capsys, "db", "log")
+    monkeypatch.setenv("REVIEWBOT_QUERY_TIMEOUT_S", "0.2")
+    runaway = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT max(i) FROM c"
+    code, _, err = cli(capsys, "db", "query", runaway)
+    assert code != 0 and "ran longer than 0.2 s and was cancelled" in err
