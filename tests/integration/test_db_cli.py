@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from reviewbot.cli import main
-from reviewbot.store.bootstrap import packaged_migrations
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
 
 
 @pytest.fixture

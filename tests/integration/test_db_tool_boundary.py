@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from reviewbot.app import STATE
-from reviewbot.runtime.tools import SESSIONS, run_tools
+from reviewbot.runtime.reviewers.tools import run_tools
+from reviewbot.server.tools import SESSIONS
 from reviewbot.store.tokens import hash_token
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.migrations import migration_log
@@ -43,7 +43,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Running]:
 
 
 def paths_of(srv: Running) -> WorkflowPaths:
-    return WorkflowPaths.from_settings(srv.app[STATE].settings)
+    return WorkflowPaths.from_settings(srv.service.settings)
 
 
 def add_migration(srv: Running, name: str, sql: str) -> None:

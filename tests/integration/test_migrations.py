@@ -13,13 +13,9 @@ from typing import Any
 
 import pytest
 
-from reviewbot.store.bootstrap import (
-    apply_packaged_migrations,
-    open_store,
-    packaged_migrations,
-)
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
+from reviewbot.workflowdb.bootstrap import apply_packaged_migrations, open_store
 from reviewbot.workflowdb.migrations import (
     BACKUPS_KEPT,
     BadMigrationName,
@@ -31,7 +27,7 @@ from reviewbot.workflowdb.migrations import (
     statements_sha256,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
-from reviewbot.workflowdb.protected import SECRET_TABLES, bot_schema
+from reviewbot.workflowdb.protected import SECRET_TABLES, bot_schema, packaged_migrations
 from reviewbot.workflowdb.sqltext import migration_statements
 
 
@@ -616,7 +612,7 @@ _START = """
 import sys
 import time
 from pathlib import Path
-from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 Path(sys.argv[2]).touch()
 while not all(Path(p).exists() for p in sys.argv[3:]):  # start together

@@ -17,18 +17,14 @@ health checks, ingress and the lease API need.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import SQLiteDatabase, StoreExecutor
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -92,27 +88,18 @@ DEFAULT_LIMITS = QueryLimits()
 
 # -- the bounded executor ------------------------------------------------------------------
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+# Apart from every store's own pool: a runaway statement waits here, never in the threads
+# that health checks, ingress and the lease API need.
+_QUERY_POOL = StoreExecutor(QUERY_WORKERS, name="workflowdb-query")
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def query_executor() -> ThreadPoolExecutor:
-    """The process's executor for tool and CLI statements (not the default thread pool)."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(QUERY_WORKERS, thread_name_prefix="workflowdb-query")
-        return _executor
-
-
 async def run_bounded(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run ``fn`` on :func:`query_executor`: at most ``QUERY_WORKERS`` at once, the rest
-    wait their turn there, and every other thread of the server stays free."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(query_executor(), functools.partial(fn, *args, **kwargs))
+    """Run ``fn`` on the process's pool for tool and CLI statements: at most
+    ``QUERY_WORKERS`` at once, the rest wait their turn there."""
+    return await _QUERY_POOL.run(fn, *args, **kwargs)
 
 
 @contextmanager
