@@ -167,6 +167,9 @@ class Settings(BaseSettings):
     gitea: GiteaSettings = Field(default_factory=GiteaSettings)
     # Raw on purpose: any value other than read / read-write means "no access".
     db_access: str | None = None
+    # What agent and reviewer sessions get, never more than db_access; unset: none.
+    reviewer_db_access: str | None = None
+    query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
     workers: int = Field(4, ge=1, le=64)
     reconcile_interval_s: float = Field(300.0, gt=0)

@@ -373,7 +373,10 @@ async def test_review_pull_derives_the_run_from_the_pull_request(tmp_path: Path)
         "print(json.dumps([{'path': 'f.py', 'line': 1, 'severity': 'info', "
         "'message': d['delivery_id'] + ' ' + v['head_sha'] + ' ' + d['payload']['action']}]))\n",
     )
-    settings = Settings(data_dir=tmp_path / "data", db_access="read")
+    # The reviewers' grant is explicit, and bounded by the server's own access.
+    settings = Settings(
+        data_dir=tmp_path / "data", db_access="read", reviewer_db_access="read-write"
+    )
     pull = PullRequestSnapshot(
         forge="github",
         owner="acme",
@@ -407,3 +410,39 @@ async def test_review_pull_derives_the_run_from_the_pull_request(tmp_path: Path)
     assert await review_pull(
         [], settings=settings, sessions=sessions, pull=pull, delivery_id="x", source="api"
     ) == ReviewersOutcome((), ())
+
+
+@pytest.mark.parametrize("granted", [None, " read-write", "read-write ", "READ", "rw"])
+async def test_review_pull_without_an_exact_grant_gives_reviewers_no_db_access(
+    tmp_path: Path, granted: str | None
+) -> None:
+    """Not the server's own (read-write here): a grant is explicit and spelled exactly."""
+    reviewer = script(
+        tmp_path,
+        "access.py",
+        "import os\nassert os.environ['REVIEWBOT_DB_ACCESS'] == 'none', "
+        "os.environ['REVIEWBOT_DB_ACCESS']\nprint('[]')\n",
+    )
+    settings = Settings(data_dir=tmp_path / "data", reviewer_db_access=granted)
+    pull = PullRequestSnapshot(
+        forge="gitea",
+        owner="acme",
+        name="api",
+        number=3,
+        state="open",
+        merged=False,
+        draft=False,
+        head_sha="d" * 40,
+        base_ref="main",
+        head_ref="feature",
+        author="alice",
+    )
+    outcome = await review_pull(
+        [py(reviewer)],
+        settings=settings,
+        sessions=SessionManager(),
+        pull=pull,
+        delivery_id="gt-1",
+        source="gitea",
+    )
+    assert outcome.errors == ()

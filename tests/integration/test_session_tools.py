@@ -297,10 +297,10 @@ async def test_an_unknown_tool_is_refused_with_the_ownership_error(
     s = api.sessions
     s.open_run("run-G", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
     token = s.issue_token("run-G", ttl_s=60)
-    status, body = await api.call(token, "apply_workflow_db_migration", {"file": "x.sql"})
+    status, body = await api.call(token, "drop_workflow_db", {"file": "x.sql"})
     assert status == 403
     assert body["error"] == "not_session_owner"
-    assert "'run-G'" in body["detail"] and "'apply_workflow_db_migration'" in body["detail"]
+    assert "'run-G'" in body["detail"] and "'drop_workflow_db'" in body["detail"]
     (call,) = tool_calls(db, session_id="run-G")
     assert (call.outcome, call.owner_session_id) == ("not_session_owner", None)
 

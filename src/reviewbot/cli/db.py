@@ -28,7 +28,9 @@ from reviewbot.workflowdb.migrations import (
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import (
+    DEFAULT_MAX_ROWS,
     QueryFailed,
+    QueryLimits,
     QueryRefused,
     QueryResult,
     mutate_workflow_db,
@@ -43,7 +45,7 @@ def register(sub: Any) -> None:
         "db",
         help="workflow database: migrations, queries, row changes",
         description=__doc__,
-        epilog="Example: reviewbot db apply 0100_add_notes.sql",
+        epilog="Example: reviewbot db apply site_0001_notes.sql",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
@@ -69,9 +71,9 @@ def register(sub: Any) -> None:
     apply = add(
         "apply",
         "apply a migration file from DATA_DIR/db/migrations/ (needs read-write access)",
-        "reviewbot db apply 0100_add_notes.sql --json",
+        "reviewbot db apply site_0001_notes.sql --json",
     )
-    apply.add_argument("file", metavar="FILE", help="bare file name, e.g. 0100_add_notes.sql")
+    apply.add_argument("file", metavar="FILE", help="bare file name, e.g. site_0001_notes.sql")
     apply.add_argument(
         "--by", dest="applied_by", help="who applies it, for the ledger (default: cli:$USER)"
     )
@@ -84,13 +86,15 @@ def register(sub: Any) -> None:
     )
     query.add_argument("sql", metavar="SQL")
     query.add_argument("--params", help="JSON array of values for ? placeholders")
-    query.add_argument("--max-rows", type=int, default=1000, help="row limit (default 1000)")
+    query.add_argument(
+        "--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="row limit (default 1000)"
+    )
     query.set_defaults(func=_query)
 
     mutate = add(
         "mutate",
         "run exactly one INSERT / UPDATE / DELETE (needs read-write access)",
-        'reviewbot db mutate "DELETE FROM bot_meta WHERE key = ?" --params \'["note"]\'',
+        "reviewbot db mutate \"DELETE FROM site_notes WHERE id = ?\" --params '[7]'",
     )
     mutate.add_argument("sql", metavar="SQL")
     mutate.add_argument("--params", help="JSON array of values for ? placeholders")
@@ -112,6 +116,11 @@ def _context(args: argparse.Namespace) -> tuple[WorkflowPaths, DBAccess]:
     settings = load_settings()
     access = effective_access(settings.db_access, args.access)
     return WorkflowPaths.from_settings(settings), access
+
+
+def _limits(max_rows: int = DEFAULT_MAX_ROWS) -> QueryLimits:
+    """The configured time limit; the operator's ``--max-rows`` is the row limit."""
+    return QueryLimits(timeout_s=load_settings().query_timeout_s, max_rows=max(1, max_rows))
 
 
 def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
@@ -222,7 +231,12 @@ def _query(args: argparse.Namespace) -> int:
     _open(paths, access).close()
     try:
         result = query_workflow_db(
-            args.sql, params, paths=paths, access=access, max_rows=max(1, args.max_rows)
+            args.sql,
+            params,
+            paths=paths,
+            access=access,
+            max_rows=max(1, args.max_rows),
+            limits=_limits(args.max_rows),
         )
     except (QueryRefused, QueryFailed) as exc:
         raise CommandError(_line(str(exc))) from None
@@ -236,7 +250,7 @@ def _mutate(args: argparse.Namespace) -> int:
     params = _params(args.params)
     _open(paths, access).close()
     try:
-        result = mutate_workflow_db(args.sql, params, paths=paths, access=access)
+        result = mutate_workflow_db(args.sql, params, paths=paths, access=access, limits=_limits())
     except (QueryRefused, QueryFailed) as exc:
         raise CommandError(_line(str(exc))) from None
     _show_result(args, result, changed=True)

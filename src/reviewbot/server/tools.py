@@ -28,6 +28,7 @@ from reviewbot.server.body import read_body
 from reviewbot.server.errors import error_response
 from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo
+from reviewbot.workflowdb.access import AccessDenied, DBAccess
 
 TOOLS_ROUTE = "/api/v1/tools/{name}"
 MAX_TOOL_BODY_BYTES = 1024 * 1024
@@ -38,13 +39,17 @@ SESSIONS = web.AppKey("reviewbot.sessions", SessionManager)
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-async def _api_token(api_tokens: ApiTokenCallers, token: str) -> TokenInfo:
+async def _api_token(api_tokens: ApiTokenCallers, token: str) -> tuple[TokenInfo, DBAccess]:
+    """The token and the DB access its scopes give it, or a refusal."""
     info = await api_tokens.lookup(token)
     if info is None:
         raise Refused("unknown token", code="unauthorized")
     if not info.active:
         raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
-    return info
+    try:
+        return info, api_tokens.access_of(info)
+    except AccessDenied as exc:  # bound to a repository: the tools cannot keep that
+        raise Refused(str(exc), code="repo_not_allowed") from None
 
 
 def tool_handler(
@@ -63,11 +68,12 @@ def tool_handler(
     async def _handle(request: web.Request) -> web.Response:
         token = bearer(request)
         api_token: TokenInfo | None = None
+        token_access = DBAccess.NONE
         caller: Session | None = None
         if token is not None and token.startswith(SESSION_TOKEN_PREFIX):
             caller = dispatcher.authenticate(token)
         elif token is not None and api_tokens is not None:
-            api_token = await _api_token(api_tokens, token)
+            api_token, token_access = await _api_token(api_tokens, token)
         else:
             raise Refused(
                 "send Authorization: Bearer <session token> (REVIEWBOT_SESSION_TOKEN)"
@@ -92,8 +98,12 @@ def tool_handler(
             sessions = dispatcher.sessions
             caller = sessions.open_run(
                 f"token:{api_token.name}:{uuid.uuid4().hex[:12]}",
-                db_access=api_tokens.access_of(api_token),
-                tools=[t for t in run_tools(api_tokens.paths, sessions) if t.name in DB_TOOLS],
+                db_access=token_access,
+                tools=[
+                    t
+                    for t in run_tools(api_tokens.paths, sessions, api_tokens.limits)
+                    if t.name in DB_TOOLS
+                ],
             )
         assert caller is not None
         try:

@@ -61,15 +61,16 @@ class Database(Protocol):
 class StoreExecutor:
     """The bounded pool of threads the event loop's store calls run on (started lazily)."""
 
-    def __init__(self, threads: int = STORE_THREADS) -> None:
+    def __init__(self, threads: int = STORE_THREADS, *, name: str = "store") -> None:
         self.threads = threads
+        self.name = name  # the threads' name prefix
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="store")
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
             pool = self._pool
         call = functools.partial(fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(pool, call)
@@ -174,7 +175,8 @@ class SQLiteDatabase:
         try:
             yield _SQLiteTx(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an interrupted statement has rolled back already
+                conn.execute("ROLLBACK")
             raise
         else:
             conn.execute("COMMIT")

@@ -14,11 +14,9 @@ ledger again inside its ``BEGIN IMMEDIATE`` transaction.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
 from reviewbot.config import Settings
@@ -30,21 +28,10 @@ from reviewbot.workflowdb.migrations import (
     apply_workflow_db_migration,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
 
-PACKAGED_NAME = re.compile(r"^[0-9]{4}_[a-z0-9_]+\.sql$")
 APPLIED_BY = "reviewbot (packaged migrations)"
 LOCK_FILE = ".lock"
-
-
-def packaged_migrations() -> list[tuple[str, bytes]]:
-    """The package's migration files ``(name, bytes)``, in name order."""
-    folder = resources.files("reviewbot.store").joinpath("migrations")
-    found = [
-        (entry.name, entry.read_bytes())
-        for entry in folder.iterdir()
-        if entry.is_file() and PACKAGED_NAME.match(entry.name)
-    ]
-    return sorted(found)
 
 
 @contextmanager
@@ -96,6 +83,7 @@ def apply_packaged_migrations(
                     applied_by=applied_by,
                     db=db,
                     skip_if_applied=True,
+                    packaged=True,
                 )
             )
     return results

@@ -36,8 +36,9 @@ from reviewbot.runtime.reviewers.runs import RunFolder, delivery_document, run_i
 from reviewbot.runtime.reviewers.sandbox import PrepareFailed, Sandbox, command_of, probe
 from reviewbot.runtime.reviewers.sessions import SessionExists, SessionManager
 from reviewbot.runtime.reviewers.tools import run_tools
-from reviewbot.workflowdb.access import DBAccess, parse_access
+from reviewbot.workflowdb.access import DBAccess, session_access
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.query import DEFAULT_LIMITS, QueryLimits
 
 # Exactly these names, plus the prefixes below, may reach a reviewer. PATH, HOME and LANG
 # come from the bot's environment; the REVIEWBOT_* values are set for the step.
@@ -479,6 +480,7 @@ async def review_in_run(
     step_access: DBAccess | None = None,
     limits: ReviewerLimits = ReviewerLimits(),
     sandbox: Sandbox | None = None,
+    query_limits: QueryLimits = DEFAULT_LIMITS,
 ) -> ReviewersOutcome:
     """The whole external review of one run, for the pipeline to call.
 
@@ -492,7 +494,9 @@ async def review_in_run(
         return ReviewersOutcome((), ())
     run = start_run(paths, run_id, delivery)
     try:
-        session = sessions.open_run(run_id, db_access=db_access, tools=run_tools(paths, sessions))
+        session = sessions.open_run(
+            run_id, db_access=db_access, tools=run_tools(paths, sessions, query_limits)
+        )
     except SessionExists as exc:
         error = ReviewerError(ReviewerErrorKind.SPAWN_FAILED, str(exc))
         failed = tuple(ReviewerResult(command_of(c), None, error=error) for c in commands)
@@ -535,7 +539,8 @@ async def review_pull(
     The run id comes from the delivery and the head (:func:`run_id_for`), ``delivery.json``
     is the delivery envelope (:func:`delivery_document`), the reviewers get ``VAR_FORGE``,
     ``VAR_OWNER``, ``VAR_REPO``, ``VAR_NUMBER`` and ``VAR_HEAD_SHA``, and the run's DB access
-    is the server's own (``REVIEWBOT_DB_ACCESS``).
+    is what ``REVIEWBOT_REVIEWER_DB_ACCESS`` grants (none when unset), never more than the
+    server's own.
     """
     delivery = delivery_document(
         delivery_id=delivery_id,
@@ -564,7 +569,8 @@ async def review_pull(
         sessions=sessions,
         run_id=run_id,
         delivery=delivery,
-        db_access=parse_access(settings.db_access),
+        db_access=session_access(settings.reviewer_db_access, settings.db_access),
+        query_limits=QueryLimits(timeout_s=settings.query_timeout_s),
         api_url=api_url,
         variables=pull_variables(
             forge=pull.forge,

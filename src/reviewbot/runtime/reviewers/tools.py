@@ -1,9 +1,10 @@
 """Session-scoped tools: the standard set and the dispatcher (the route is ``server/tools.py``).
 
-A run registers its tools in its own session (:func:`run_tools`): ``query_workflow_db`` and
-``mutate_workflow_db`` bound to the run's DB access, and ``record_finding`` appending to the
-run's findings. A step of the run (an external reviewer) calls them with its session token;
-the call resolves in the step's registry, then in its run's, and nowhere else.
+A run registers its tools in its own session (:func:`run_tools`): ``query_workflow_db``,
+``mutate_workflow_db`` and ``apply_workflow_db_migration`` bound to the run's DB access, and
+``record_finding`` appending to the run's findings. A step of the run (an external
+reviewer) calls them with its session token; the call resolves in the step's registry, then
+in its run's, and nowhere else.
 
 Every call is checked with the caller's own authority: the DB access used is the lower of
 the caller's and the owner's, so a step granted ``read`` cannot write through its run's
@@ -12,10 +13,9 @@ the caller's and the owner's, so a step granted ``read`` cannot write through it
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,15 +36,24 @@ from reviewbot.runtime.reviewers.sessions import (
 from reviewbot.store.database import Database
 from reviewbot.store.sessions import record_tool_call
 from reviewbot.store.tokens import TokenInfo, lookup_token
-from reviewbot.workflowdb.access import AccessDenied, DBAccess, parse_access
+from reviewbot.workflowdb.access import AccessDenied, DBAccess, api_token_access, parse_access
+from reviewbot.workflowdb.migrations import (
+    MAX_NAME_CHARS,
+    MigrationError,
+    apply_workflow_db_migration,
+)
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import ProtectedTable
 from reviewbot.workflowdb.query import (
+    DEFAULT_LIMITS,
     DEFAULT_MAX_ROWS,
     MAX_SQL_CHARS,
     QueryFailed,
+    QueryLimits,
     QueryRefused,
     mutate_workflow_db,
     query_workflow_db,
+    run_bounded,
 )
 
 log = logging.getLogger(__name__)
@@ -92,6 +101,10 @@ class MutateArgs(_Args):
     params: list[JsonScalar] = Field(default_factory=list, max_length=1000)
 
 
+class MigrationArgs(_Args):
+    file: str = Field(min_length=1, max_length=MAX_NAME_CHARS)  # a bare name in db/migrations/
+
+
 class ToolRequest(BaseModel):
     """The body of ``POST /api/v1/tools/{name}``."""
 
@@ -126,27 +139,51 @@ def _require_access(call: ToolCall, need: DBAccess, tool: str) -> None:
     raise AccessDenied(detail)
 
 
-def run_tools(paths: WorkflowPaths, sessions: SessionManager) -> list[Tool]:
-    """The tools a run registers for itself (and its steps)."""
+def run_tools(
+    paths: WorkflowPaths, sessions: SessionManager, limits: QueryLimits = DEFAULT_LIMITS
+) -> list[Tool]:
+    """The tools a run registers for itself (and its steps).
+
+    Statements and migrations run on the bounded workflow-DB executor, never on the
+    default thread pool the rest of the server shares.
+    """
 
     async def query(call: ToolCall) -> Any:
         _require_access(call, DBAccess.READ, "query_workflow_db")
         args: QueryArgs = _parse(QueryArgs, call.arguments)
-        result = await asyncio.to_thread(
+        result = await run_bounded(
             query_workflow_db,
             args.sql,
             args.params,
             paths=paths,
             access=call.db_access,
             max_rows=args.max_rows,
+            limits=limits,
         )
         return result.as_dict()
 
     async def mutate(call: ToolCall) -> Any:
         _require_access(call, DBAccess.READ_WRITE, "mutate_workflow_db")
         args: MutateArgs = _parse(MutateArgs, call.arguments)
-        result = await asyncio.to_thread(
-            mutate_workflow_db, args.sql, args.params, paths=paths, access=call.db_access
+        result = await run_bounded(
+            mutate_workflow_db,
+            args.sql,
+            args.params,
+            paths=paths,
+            access=call.db_access,
+            limits=limits,
+        )
+        return result.as_dict()
+
+    async def migrate(call: ToolCall) -> Any:
+        _require_access(call, DBAccess.READ_WRITE, "apply_workflow_db_migration")
+        args: MigrationArgs = _parse(MigrationArgs, call.arguments)
+        result = await run_bounded(
+            apply_workflow_db_migration,
+            args.file,
+            paths=paths,
+            access=call.db_access,
+            applied_by=f"session:{call.caller.id}",
         )
         return result.as_dict()
 
@@ -161,6 +198,7 @@ def run_tools(paths: WorkflowPaths, sessions: SessionManager) -> list[Tool]:
     return [
         Tool("query_workflow_db", query, "one SELECT / WITH / EXPLAIN or describe TABLE"),
         Tool("mutate_workflow_db", mutate, "one INSERT / UPDATE / DELETE"),
+        Tool("apply_workflow_db_migration", migrate, "apply {file} from db/migrations/"),
         Tool("record_finding", record, "add {path, line, message, severity} to the run"),
     ]
 
@@ -203,13 +241,17 @@ class ToolDispatcher:
                 result = await tool.handler(ToolCall(caller, owner, arguments))
             except SessionError as exc:
                 raise ToolRefused(str(exc), code=exc.code) from None
+            except ProtectedTable as exc:  # names the bot table it reached for
+                raise ToolRefused(str(exc), code="protected_table") from None
             except AccessDenied as exc:
                 # Terminal and named: the detail says which access is missing.
                 raise ToolRefused(str(exc), code="permission_denied") from None
             except QueryRefused as exc:
                 raise ToolRefused(str(exc), code="statement_refused") from None
-            except QueryFailed as exc:
-                raise ToolRefused(str(exc), code="statement_failed") from None
+            except QueryFailed as exc:  # statement_failed, query_timeout, query_too_large
+                raise ToolRefused(str(exc), code=exc.code) from None
+            except MigrationError as exc:
+                raise ToolRefused(str(exc), code="migration_refused") from None
         except ToolRefused as refusal:
             await self._record(caller, owner, name, refusal.code, refusal.detail)
             raise
@@ -248,21 +290,17 @@ class ApiTokenCallers:
     A call made with an API token is a session of its own, opened for that one call with
     ``query_workflow_db`` and ``mutate_workflow_db`` registered for it and ended right after:
     it never reaches a run's registry. Its DB access comes from the token's scopes
-    (``db:read`` -> read, ``db:write`` -> read-write), bounded by the server's own access.
+    (``db:read`` -> read, ``db:write`` -> read-write), bounded by the server's own access;
+    a repository-bound token is refused (:func:`~reviewbot.workflowdb.access.api_token_access`).
     """
 
     lookup: Callable[[str], Awaitable[TokenInfo | None]]
     paths: WorkflowPaths
     process_access: DBAccess
+    limits: QueryLimits = field(default_factory=QueryLimits)
 
     def access_of(self, info: TokenInfo) -> DBAccess:
-        if "db:write" in info.scopes:
-            scoped = DBAccess.READ_WRITE
-        elif "db:read" in info.scopes:
-            scoped = DBAccess.READ
-        else:
-            scoped = DBAccess.NONE
-        return min(scoped, self.process_access)
+        return api_token_access(info.name, info.scopes, info.repo, self.process_access)
 
 
 def api_token_callers(settings: Settings, db: Callable[[], Database | None]) -> ApiTokenCallers:
@@ -273,5 +311,8 @@ def api_token_callers(settings: Settings, db: Callable[[], Database | None]) -> 
         return None if store is None else await store.run(lookup_token, store, token)
 
     return ApiTokenCallers(
-        lookup, WorkflowPaths.from_settings(settings), parse_access(settings.db_access)
+        lookup,
+        WorkflowPaths.from_settings(settings),
+        parse_access(settings.db_access),
+        QueryLimits(timeout_s=settings.query_timeout_s),
     )
