@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reviewbot.config import Settings
-from reviewbot.core.models import Trigger
+from reviewbot.core.models import Trigger, repo_key
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.api import api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
@@ -413,6 +413,16 @@ def authenticate(request: web.Request, scope: str) -> TokenInfo:
     return info
 
 
+def query_repo(text: str | None) -> str | None:
+    """A ``repo`` query parameter as the canonical key (names are case-insensitive)."""
+    if not text:
+        return None
+    try:
+        return repo_key(text)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_request", f"repo: {exc}") from None
+
+
 def check_binding(info: TokenInfo, forge: str | None, repo: str | None) -> None:
     if not info.allows_repo(forge, repo):
         target = f"{forge}:{repo}" if forge and repo else "an unnamed repository"
@@ -562,7 +572,7 @@ async def api_decisions(request: web.Request) -> web.Response:
     st = request.app[STATE]
     info = authenticate(request, "read")
     forge = request.query.get("forge") or None
-    repo = request.query.get("repo") or None
+    repo = query_repo(request.query.get("repo"))
     number_text = request.query.get("number") or None
     number: int | None = None
     if number_text is not None:
@@ -572,7 +582,7 @@ async def api_decisions(request: web.Request) -> web.Response:
     if info.repo is not None:
         bound_forge, _, bound_repo = info.repo.partition(":")
         forge = forge or bound_forge
-        repo = repo or bound_repo
+        repo = repo or query_repo(bound_repo)
         check_binding(info, forge, repo)
     db = st.db
     assert db is not None

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reviewbot.app import STATE, ApiError, authenticate, check_binding
+from reviewbot.app import STATE, ApiError, authenticate, check_binding, query_repo
 from reviewbot.config import Settings
 from reviewbot.core.leases import (
     LeaseClaim,
@@ -29,6 +29,7 @@ from reviewbot.core.leases import (
     lease_json,
     refusal_view,
 )
+from reviewbot.core.models import repo_key
 from reviewbot.runtime.automerge import AutoMerger
 from reviewbot.runtime.merge import MergeError, Merger, MergeRequest
 from reviewbot.store.database import SQLiteDatabase
@@ -59,9 +60,16 @@ class WorkerHeartbeatBody(_Body):
     worker_identity: str = Field(min_length=1, max_length=200)
 
 
+def _canonical_repo_key(value: str) -> str:
+    # Any casing names the same repository: rules, leases and records use the key.
+    return repo_key(value)
+
+
 class TargetBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
     number: int = Field(ge=1)
     role: Role
 
@@ -86,6 +94,8 @@ class ClaimBody(TargetBody):
 class MergeBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
     number: int = Field(ge=1)
     head_sha: str = Field(min_length=4, max_length=64)
     worker_identity: str = Field(min_length=1, max_length=200)
@@ -323,7 +333,7 @@ async def api_list_leases(request: web.Request) -> web.Response:
     info = authenticate(request, "read")
     q = request.query
     forge = q.get("forge") or None
-    repo = q.get("repo") or None
+    repo = query_repo(q.get("repo"))
     number: int | None = None
     if q.get("number"):
         if not q["number"].isdigit():
@@ -338,7 +348,7 @@ async def api_list_leases(request: web.Request) -> web.Response:
     if info.repo is not None:
         bound_forge, _, bound_repo = info.repo.partition(":")
         forge = forge or bound_forge
-        repo = repo or bound_repo
+        repo = repo or query_repo(bound_repo)
         check_binding(info, forge, repo)
     live_only = q.get("live", "") in ("1", "true", "yes")
     api = _api(request)

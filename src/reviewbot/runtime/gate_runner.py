@@ -28,7 +28,7 @@ from reviewbot.core.gate import (
     no_open_pulls_decision,
     unresolved_decision,
 )
-from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, Trigger
+from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, RepoRef, Trigger
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
@@ -198,7 +198,7 @@ class GateRunner:
 
         if key is None and trigger.kind == "pull":
             key = replace(trigger, head_sha=pulls[0].head_sha).semantic_key()
-        rules = self.settings.rules_for(trigger.forge or "", trigger.repo_full_name or "")
+        rules = self.settings.rules_for(RepoRef.parse(trigger.repo_full_name or "", forge=trigger.forge))
         gated: list[tuple[Trigger, PullRequestSnapshot]] = []
         found: list[Decision] = []
         for pull in pulls:

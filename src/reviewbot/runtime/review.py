@@ -38,6 +38,7 @@ from reviewbot.core.leases import iso as lease_iso
 from reviewbot.core.models import (
     CheckResult,
     PullRequestSnapshot,
+    RepoRef,
     RequiredChecks,
     ReviewEvent,
     ReviewState,
@@ -371,7 +372,7 @@ class ReviewPipeline:
         await asyncio.to_thread(self._supersede_older_heads, request, head)
         checks: Checks | None = None
         findings: tuple[Finding, ...] | None = None
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
         if rules.reviewers:
             # Before the lease: it is short, and a reviewer may run for minutes.
             try:
@@ -494,7 +495,7 @@ class ReviewPipeline:
         """The verdict under the lease; ``checks`` already read (when the reviewers ran
         first) are not read again, ``findings`` are the reviewers' (``None``: none ran)."""
         base = _with(base, worker=claim.worker, epoch=claim.epoch)
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
         if checks is None:
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)
@@ -672,7 +673,7 @@ class ReviewPipeline:
                 seen["action"],
                 str(seen["received_at"]),
             )
-        rules = self.settings.rules_for(forge, repo)
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         records = PRStateRecords(
             pr=f"{forge}:{repo}#{number}",
             pr_state=pr_state,
