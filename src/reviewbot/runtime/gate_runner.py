@@ -34,7 +34,7 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.store import decisions
+from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord, Recorded
 from reviewbot.store.journal import StoredDelivery
@@ -160,6 +160,7 @@ class GateRunner:
         except TriggerError as exc:
             return self._pending(delivery, None, [unresolved_decision(exc.detail)], None)
 
+        trigger = await self._store(self._identify, trigger)
         if trigger.kind in ("ignored", "recorded"):
             return self._pending(delivery, trigger, [decision_without_gate(trigger)], None)
 
@@ -210,6 +211,28 @@ class GateRunner:
             )
             gated.append((per_pr, pull))
         return self._pending(delivery, trigger, found, key, gated)
+
+    def _identify(self, trigger: Trigger) -> Trigger:
+        """The trigger under its repository's current key (a renamed repository's old name
+        resolves to the new one). Only a signed webhook records the forge's spelling and
+        numeric id, and adds the repository to the sweep."""
+        repo = trigger.repo_full_name
+        if trigger.forge is None or repo is None:
+            return trigger
+        signed = trigger.source == trigger.forge  # a webhook whose signature was checked
+        key = repositories.observe(
+            self.db,
+            forge=trigger.forge,
+            repo=repo,
+            display_name=trigger.repo_spelling or repo,
+            forge_id=trigger.repo_id if signed else None,
+            signed=signed,
+            seen_at=self.clock().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        )
+        if key == repo:
+            return trigger
+        owner, _, name = key.partition("/")
+        return replace(trigger, owner=owner, name=name)
 
     async def _live_pulls(self, forge: Forge, trigger: Trigger) -> list[PullRequestSnapshot]:
         repo = trigger.repo_full_name

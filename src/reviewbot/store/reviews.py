@@ -565,13 +565,11 @@ class ReviewStore:
             )
         return {(int(r["number"]), str(r["head_sha"])) for r in rows}
 
-    def journal_repos(self) -> set[tuple[str, str]]:
-        """(forge, OWNER/NAME) of every repository the journal has seen."""
+    def signed_repos(self) -> set[tuple[str, str]]:
+        """(forge, key) of every repository a signed webhook named (see repositories.py);
+        an API caller naming a repository does not add it."""
         with self.db.read() as tx:
-            rows = tx.all(
-                "SELECT DISTINCT forge, repo FROM pr_gate_decisions "
-                "WHERE forge IS NOT NULL AND repo IS NOT NULL"
-            )
+            rows = tx.all("SELECT forge, repo FROM repositories WHERE signed = 1")
         return {(str(r["forge"]), str(r["repo"])) for r in rows}
 
     def state_comment(self, forge: str, repo: str, number: int) -> tuple[int, str] | None:
