@@ -292,7 +292,11 @@ def _repo_in(source: Source) -> tuple[tuple[str, str] | None, tuple[str, str] | 
         o, n = split_repo(value, where, name_only_ok=key == "repo")
         for part, current, label in ((o, owner, "owner"), (n, name, "name")):
             # Spellings of one name in two casings are one repository, as on the forges.
-            if part is not None and current is not None and current[0].casefold() != part.casefold():
+            if (
+                part is not None
+                and current is not None
+                and current[0].casefold() != part.casefold()
+            ):
                 raise TriggerError(
                     f"repo: {current[1]} and {where} name different repositories "
                     f"({label} {shown(current[0])} vs {shown(part)})"
@@ -318,7 +322,12 @@ def _resolve_repo(sources: Sequence[Source], origins: dict[str, str]) -> tuple[s
         if owner is not None and name is not None:
             break
         o, n = _repo_in(source)
-        if name is not None and o is not None and n is not None and n[0].casefold() != name[0].casefold():
+        if (
+            name is not None
+            and o is not None
+            and n is not None
+            and n[0].casefold() != name[0].casefold()
+        ):
             raise TriggerError(
                 f"owner: missing for repo {shown(name[0])} (from {name[1]}), and {n[1]} "
                 f"names another repository ({shown(o[0] + '/' + n[0])})"

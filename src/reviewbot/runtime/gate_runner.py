@@ -199,7 +199,9 @@ class GateRunner:
 
         if key is None and trigger.kind == "pull":
             key = replace(trigger, head_sha=pulls[0].head_sha).semantic_key()
-        rules = self.settings.rules_for(RepoRef.parse(trigger.repo_full_name or "", forge=trigger.forge))
+        rules = self.settings.rules_for(
+            RepoRef.parse(trigger.repo_full_name or "", forge=trigger.forge)
+        )
         gated: list[tuple[Trigger, PullRequestSnapshot]] = []
         found: list[Decision] = []
         for pull in pulls:

@@ -158,7 +158,9 @@ class Merger:
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     def method_for(self, request: MergeRequest) -> str:
-        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         method = request.method or rules.merge_method
         if method not in MERGE_METHODS:
             raise ValueError(f"method must be one of {', '.join(MERGE_METHODS)}, not {method!r}")
@@ -184,7 +186,9 @@ class Merger:
             pull, reviews, protection, results = await self._read(forge, request)
         except ForgeError as exc:
             raise _forge_failure(exc) from None
-        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         decision = decide(
             MergeInputs(
                 pull=pull,

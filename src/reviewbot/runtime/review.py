@@ -372,7 +372,9 @@ class ReviewPipeline:
         await asyncio.to_thread(self._supersede_older_heads, request, head)
         checks: Checks | None = None
         findings: tuple[Finding, ...] | None = None
-        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         if rules.reviewers:
             # Before the lease: it is short, and a reviewer may run for minutes.
             try:
@@ -495,7 +497,9 @@ class ReviewPipeline:
         """The verdict under the lease; ``checks`` already read (when the reviewers ran
         first) are not read again, ``findings`` are the reviewers' (``None``: none ran)."""
         base = _with(base, worker=claim.worker, epoch=claim.epoch)
-        rules = self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         if checks is None:
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)

@@ -51,6 +51,7 @@ from reviewbot.core.leases import (
     WorkerRecord,
     WorkerStatus,
 )
+from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
@@ -320,6 +321,7 @@ class LeaseStore:
 
     def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
+        repo = repo_key(repo)
         changed: list[Lease] = []
         with self.db.write() as tx:
             now = self.clock()
@@ -351,6 +353,7 @@ class LeaseStore:
         live_only: bool = False,
     ) -> list[Lease]:
         """Leases matching every given filter, by target; phases as seen now."""
+        repo = None if repo is None else repo_key(repo)
         where: list[str] = []
         params: list[Any] = []
         for column, value in (

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewbot.core.leases import LeaseClaim, iso
+from reviewbot.core.models import repo_key
 from reviewbot.store.database import Database, Row
 from reviewbot.store.leases import LeaseStore
 
@@ -210,6 +211,7 @@ class MergeStore:
     # -- reads -------------------------------------------------------------------------------
 
     def merge_of(self, forge: str, repo: str, number: int) -> MergeRecord | None:
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT * FROM merged_pulls WHERE forge = ? AND repo = ? AND number = ?",
@@ -219,6 +221,7 @@ class MergeStore:
 
     def attempts(self, forge: str, repo: str, number: int) -> list[MergeAttempt]:
         """Oldest first."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT * FROM merge_attempts WHERE forge = ? AND repo = ? AND number = ?"

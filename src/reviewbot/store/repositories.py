@@ -63,7 +63,11 @@ def observe(
         row = tx.one("SELECT * FROM repositories WHERE forge = ? AND repo = ?", (forge, repo))
         if row is not None and (
             not signed
-            or (row["signed"] and row["display_name"] == display_name and row["forge_id"] == forge_id)
+            or (
+                row["signed"]
+                and row["display_name"] == display_name
+                and row["forge_id"] == forge_id
+            )
         ):
             return repo  # nothing new: most deliveries end here, without a write
     with db.write() as tx:
@@ -134,7 +138,7 @@ def _resolve(tx: Tx, forge: str, repo: str) -> str:
 def _rename(tx: Tx, forge: str, old: str, new: str, at: str) -> None:
     for table in KEYED_TABLES:
         tx.execute(
-            f"UPDATE OR IGNORE {table} SET repo = ? WHERE forge = ? AND repo = ?",  # noqa: S608
+            f"UPDATE OR IGNORE {table} SET repo = ? WHERE forge = ? AND repo = ?",
             (new, forge, old),
         )
     # Fencing epochs only grow: the new key keeps the larger of the two.
@@ -150,9 +154,7 @@ def _rename(tx: Tx, forge: str, old: str, new: str, at: str) -> None:
         "UPDATE api_tokens SET repo = ? WHERE repo = ?", (f"{forge}:{new}", f"{forge}:{old}")
     )
     tx.execute("DELETE FROM repositories WHERE forge = ? AND repo = ?", (forge, new))
-    tx.execute(
-        "UPDATE repositories SET repo = ? WHERE forge = ? AND repo = ?", (new, forge, old)
-    )
+    tx.execute("UPDATE repositories SET repo = ? WHERE forge = ? AND repo = ?", (new, forge, old))
     # Older aliases follow the repository to its new key; the new key is no alias any more.
     tx.execute(
         "UPDATE repository_aliases SET repo = ? WHERE forge = ? AND repo = ?", (new, forge, old)
