@@ -46,6 +46,7 @@ from reviewbot.runtime.tools import api_token_callers, register_tool_routes
 from reviewbot.runtime.workers import WorkerPool
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
+from reviewbot.store import repositories
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.journal import GroupCommitJournal, NewDelivery, StoredDelivery
 from reviewbot.store.reviews import ReviewStore
@@ -589,7 +590,12 @@ async def api_decisions(request: web.Request) -> web.Response:
     rows = await asyncio.to_thread(
         lambda: decision_store.for_pull(db, forge=forge, repo=repo, number=number)
     )
-    answer: dict[str, Any] = {"decisions": [r.to_json() for r in rows]}
+    shown = await asyncio.to_thread(repositories.display_names, db)
+    answer: dict[str, Any] = {
+        "decisions": [
+            {**r.to_json(), "display_name": shown.get((r.forge, r.repo), r.repo)} for r in rows
+        ]
+    }
     if forge and repo and number is not None:
         # For one PR, also its review verdicts: what the checks said and what was posted.
         reviews = ReviewStore(db, time.time)

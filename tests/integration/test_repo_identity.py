@@ -181,3 +181,74 @@ def _reconciler(w: World) -> Reconciler:
     st = w.app[STATE]
     parts: Any = w.service.parts
     return Reconciler(w.settings, parts.store, st.forges, parts.pipeline, st.journal.append)
+
+
+@FORGES
+async def test_answers_show_the_forges_spelling_and_a_rename_keeps_the_records(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
+) -> None:
+    defaults = {"approve_without_checks": True}
+    async with bot_world(tmp_path, sim, sim_server, required=(), defaults=defaults) as w:
+        w.sim.create_repo(forge, "Acme/Widgets", default_branch="main")
+        pr = w.sim.open_pr(forge, "acme/widgets", author="alice")
+        await w.sim.deliver_pull_request(forge, "Acme/Widgets", pr.number, action="opened")
+        await w.settle()
+        read = w.token("read")
+        status, answer = await w.call(
+            "GET", f"/api/v1/decisions?forge={forge}&repo=ACME/WIDGETS", read
+        )
+        assert status == 200
+        (decision,) = answer["decisions"]
+        assert (decision["repo"], decision["display_name"]) == ("acme/widgets", "Acme/Widgets")
+        assert f"reviewbot state for {forge}:Acme/Widgets#{pr.number}" in _state_comment(
+            w, forge, "acme/widgets", pr.number
+        )
+
+        # renamed on the forge (same numeric id): the next signed webhook moves the records
+        w.sim.rename_repo(forge, "acme/widgets", "Acme/Gadgets")
+        old_head = pr.head_sha
+        new_head = w.sim.push(forge, "Acme/Gadgets", pr.number)
+        await w.sim.deliver_pull_request(forge, "Acme/Gadgets", pr.number, action="synchronize")
+        await w.settle()
+        status, answer = await w.call(
+            "GET", f"/api/v1/decisions?forge={forge}&repo=acme/gadgets&number={pr.number}", read
+        )
+        assert status == 200
+        assert [d["display_name"] for d in answer["decisions"]] == ["Acme/Gadgets"] * 2
+        assert {d["repo"] for d in answer["decisions"]} == {"acme/gadgets"}
+        heads = {r["head_sha"] for r in answer["reviews"]}
+        assert heads == {old_head, new_head}
+        # a caller still using the old name reaches the same repository
+        status, body = await w.call(
+            "POST",
+            "/api/v1/reviews",
+            w.token("review"),
+            {"forge": forge, "repo": "acme/widgets", "number": pr.number},
+        )
+        assert status == 202, body
+        await w.settle()
+        status, answer = await w.call(
+            "GET", f"/api/v1/decisions?forge={forge}&repo=acme/widgets", read
+        )
+        assert answer["decisions"] == []
+        reviews = [r for r in w.sim.pull(forge, "acme/gadgets", pr.number).reviews]
+        bot = [(r.state, r.commit_id) for r in reviews if r.user == "reviewbot"]
+        assert sorted(bot) == sorted([("APPROVED", old_head), ("APPROVED", new_head)]), bot
+        # and a lease on the new name holds against the old one
+        holder, other = Merger(w, "holder"), Merger(w, "other")
+        await holder.register()
+        await other.register()
+        status, body = await _acquire(w, holder, forge, "Acme/Gadgets", pr.number, new_head)
+        assert status == 200, body
+        status, body = await _acquire(w, other, forge, "acme/widgets", pr.number, new_head)
+        assert status == 409 and body["error"] == "lease_held", body
+        assert body["holder"] == holder.identity
+
+
+def _state_comment(w: World, forge: str, repo: str, number: int) -> str:
+    (body,) = [
+        c.body
+        for c in w.sim.pull(forge, repo, number).comments
+        if "<!-- reviewbot:pr-state -->" in c.body
+    ]
+    return body

@@ -32,6 +32,7 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import repo_key
 from reviewbot.runtime.automerge import AutoMerger
 from reviewbot.runtime.merge import MergeError, Merger, MergeRequest
+from reviewbot.store import repositories
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore, UnknownWorker, WorkerExists
 from reviewbot.store.merges import MergeStore
@@ -120,11 +121,20 @@ async def _parse(request: web.Request, model: type[M]) -> M:
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", "the body must be a JSON object")
     try:
-        return model.model_validate(data)
+        parsed = model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "body"
         raise ApiError(400, "invalid_request", f"{where}: {err['msg']}") from None
+    forge, repo = getattr(parsed, "forge", None), getattr(parsed, "repo", None)
+    if isinstance(forge, str) and isinstance(repo, str):
+        # A renamed repository's old name is the same repository: the same lease.
+        db = request.app[STATE].db
+        if db is not None:
+            current = await asyncio.to_thread(repositories.resolve, db, forge, repo)
+            if current != repo:
+                parsed = parsed.model_copy(update={"repo": current})
+    return parsed
 
 
 # --- JSON shapes -------------------------------------------------------------------------

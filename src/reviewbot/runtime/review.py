@@ -72,6 +72,7 @@ from reviewbot.runtime.outbox import (
 from reviewbot.runtime.reviewers import ReviewerLimits, review_pull
 from reviewbot.runtime.runs import run_id_for
 from reviewbot.runtime.sessions import SessionManager
+from reviewbot.store import repositories
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import (
@@ -679,7 +680,7 @@ class ReviewPipeline:
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         records = PRStateRecords(
-            pr=f"{forge}:{repo}#{number}",
+            pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",
             pr_state=pr_state,
             head_sha=head,
             author=author or "the author",

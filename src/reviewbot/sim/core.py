@@ -151,6 +151,20 @@ class SimCore:
         self.repos[forge][repo.lower()] = state
         return state
 
+    def rename_repo(self, forge: str, repo: str, new_full_name: str) -> SimRepo:
+        """Rename or transfer a repository: a new OWNER/NAME, the same numeric id."""
+        state = self.repo(forge, repo)
+        owner, _, name = new_full_name.partition("/")
+        if not owner or not name or "/" in name:
+            raise ScenarioError(f"repository must be OWNER/NAME, got {new_full_name!r}")
+        if new_full_name.lower() in self.repos[forge] and new_full_name.lower() != repo.lower():
+            raise ScenarioError(f"{forge}:{new_full_name} exists")
+        self.user(forge, owner)
+        del self.repos[forge][repo.lower()]
+        state.owner, state.name = owner, name
+        self.repos[forge][new_full_name.lower()] = state
+        return state
+
     def repo(self, forge: str, repo: str) -> SimRepo:
         check_forge(forge)
         state = self.repos[forge].get(repo.lower())

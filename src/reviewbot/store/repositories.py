@@ -119,6 +119,11 @@ def signed_repos(db: Database) -> set[tuple[str, str]]:
     return {(r.forge, r.repo) for r in known(db) if r.signed}
 
 
+def display_names(db: Database) -> dict[tuple[str | None, str | None], str]:
+    """(forge, key) -> the forge's spelling, for every repository a webhook spelled."""
+    return {(r.forge, r.repo): r.display_name for r in known(db)}
+
+
 def display_name(db: Database, forge: str, repo: str) -> str:
     """The forge's spelling of ``repo`` when a webhook told it, else the key itself."""
     with db.read() as tx:
