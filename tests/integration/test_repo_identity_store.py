@@ -137,6 +137,19 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: SQLiteDatabas
     )
     assert key == "acme/service"
     assert repositories.signed_repos(db) == {("github", "acme/service")}
+    # a new repository (another id) that takes the old name is a repository of its own
+    key = repositories.observe(
+        db,
+        forge="github",
+        repo="acme/api",
+        display_name="acme/api",
+        forge_id=77,
+        signed=True,
+        seen_at=seen,
+    )
+    assert key == "acme/api"
+    assert repositories.resolve(db, "github", "acme/api") == "acme/api"
+    assert repositories.signed_repos(db) == {("github", "acme/service"), ("github", "acme/api")}
     leases.close()
 
 

@@ -70,6 +70,9 @@ def observe(
             )
         ):
             return repo  # nothing new: most deliveries end here, without a write
+        if not signed:
+            # Only a signed webhook may add a repository or set its spelling.
+            return _resolve(tx, forge, repo)
     with db.write() as tx:
         if forge_id is not None:
             row = tx.one(
@@ -77,11 +80,9 @@ def observe(
             )
             if row is not None and row["repo"] != repo:
                 _rename(tx, forge, str(row["repo"]), repo, seen_at)
-        else:
-            repo = _resolve(tx, forge, repo)
-        if not signed:
-            # Only a signed webhook may add a repository or set its spelling.
-            return repo
+        # The forge says this name is a repository now: it is no longer an old name of
+        # another (a new repository may take the name a renamed one left).
+        tx.execute("DELETE FROM repository_aliases WHERE forge = ? AND old_repo = ?", (forge, repo))
         tx.execute(
             "INSERT INTO repositories (forge, repo, display_name, forge_id, signed, first_seen,"
             " updated_at) VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (forge, repo) DO UPDATE SET"
