@@ -288,3 +288,14 @@ def test_damaged_payloads_give_a_trigger_or_a_trigger_error(
             github_trigger(_headers(event), twin, delivery_id="x")
         except TriggerError as exc:
             assert exc.detail
+
+
+@pytest.mark.parametrize("full_name", ["Codertocat/Hello World", "Codertocat/Hello\x07", "/x"])
+def test_a_repository_name_no_forge_allows_is_unreadable(
+    reference_dir: Path, full_name: str
+) -> None:
+    payload = _load(reference_dir, "pull_request/opened.json")
+    payload["repository"]["full_name"] = full_name
+    payload["repository"]["name"] = ""
+    with pytest.raises(TriggerError, match="repository"):
+        github_trigger(_headers("pull_request"), payload, delivery_id="x")

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import PullRef, RepoRef, Trigger, repo_key
+from reviewbot.store.tokens import TokenError, TokenInfo, parse_repo_binding
 
 # The characters GitHub and Gitea allow in owner and repository names.
 NAME = st.text(
@@ -92,3 +93,16 @@ def test_parse_reads_both_forms_and_refuses_a_contradicting_forge() -> None:
         RepoRef.parse("acme/api")
     with pytest.raises(ValueError, match="unknown forge"):
         RepoRef.parse("bitbucket:acme/api")
+
+
+def test_a_token_binding_is_one_repository_in_any_casing() -> None:
+    assert parse_repo_binding(" gitea:Acme/API ") == "gitea:acme/api"
+    with pytest.raises(TokenError):
+        parse_repo_binding("gitea:acme/a b")
+    for bound in ("gitea:acme/api", "gitea:Acme/API"):  # also rows stored before keys
+        info = TokenInfo(1, "t", "rb_", ("merge",), bound, "2026-01-01T00:00:00Z", None)
+        assert info.allows_repo("gitea", "ACME/api")
+        assert info.allows_repo("gitea", "acme/api")
+        assert not info.allows_repo("github", "acme/api")
+        assert not info.allows_repo("gitea", "acme/other")
+        assert not info.allows_repo("gitea", None)
