@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from reviewbot.core.leases import DEFAULT_TIMING
 from reviewbot.core.models import RepoRef
 
 ENV_PREFIX = "REVIEWBOT_"
@@ -73,9 +74,9 @@ class GiteaSettings(_Section):
 class LeaseSettings(_Section):
     """Lease timing, in seconds. Refused unless lease > renew > 1.2 x retry."""
 
-    lease_s: float = Field(15.0, gt=0)
-    renew_s: float = Field(10.0, gt=0)
-    retry_s: float = Field(2.0, gt=0)
+    lease_s: float = Field(DEFAULT_TIMING.lease_s, gt=0)
+    renew_s: float = Field(DEFAULT_TIMING.renew_s, gt=0)
+    retry_s: float = Field(DEFAULT_TIMING.retry_s, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaseSettings:

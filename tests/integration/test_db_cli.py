@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from reviewbot.cli import main
-from reviewbot.store.bootstrap import packaged_migrations
+from reviewbot.workflowdb.bootstrap import packaged_migrations
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 

@@ -39,6 +39,9 @@ class Cli:
             "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
             "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
             "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
+            # Each command is a new Python process; on a busy machine a few of them outlast
+            # the default 15 s lease, and no test here is about expiry.
+            "REVIEWBOT_LEASES__LEASE_S": "600",
         }
 
     async def run(self, *args: str) -> tuple[int, str, str]:

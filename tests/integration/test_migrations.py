@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from reviewbot.store.bootstrap import (
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb.access import AccessDenied, DBAccess
+from reviewbot.workflowdb.bootstrap import (
     apply_packaged_migrations,
     open_store,
     packaged_migrations,
 )
-from reviewbot.store.database import SQLiteDatabase
-from reviewbot.workflowdb.access import AccessDenied, DBAccess
 from reviewbot.workflowdb.migrations import (
     BACKUPS_KEPT,
     BadMigrationName,
@@ -614,7 +614,7 @@ _START = """
 import sys
 import time
 from pathlib import Path
-from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 Path(sys.argv[2]).touch()
 while not all(Path(p).exists() for p in sys.argv[3:]):  # start together

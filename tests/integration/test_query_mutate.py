@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import (

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from reviewbot.app import STATE
-from reviewbot.runtime.reconcile import Reconciler
+from reviewbot.runtime.review.reconcile import Reconciler
 from reviewbot.sim import SimServer, Simulator
 from tests.integration.merge_support import REPO, World, bot_world, set_check
 from tests.integration.test_merge_api import Merger
@@ -178,9 +177,9 @@ async def _acquire(
 
 
 def _reconciler(w: World) -> Reconciler:
-    st = w.app[STATE]
-    parts: Any = w.service.parts
-    return Reconciler(w.settings, parts.store, st.forges, parts.pipeline, st.journal.append)
+    st = w.service
+    assert st.review is not None and st.journal is not None
+    return Reconciler(w.settings, st.review.store, st.forges, st.review.pipeline, st.journal.append)
 
 
 @FORGES

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.store import repositories
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import NewDecision, ReviewStore
 from reviewbot.store.tokens import create_token, lookup_token
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.unit.test_repo_identity import names_and_casings
 

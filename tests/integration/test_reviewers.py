@@ -21,21 +21,21 @@ from reviewbot.core.models import (
 )
 from reviewbot.core.policy import VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.runtime.reviewers import (
+from reviewbot.runtime.reviewers.runner import (
     ReviewerErrorKind,
     ReviewerLimits,
     ReviewersOutcome,
     review_pull,
     run_external_reviewers,
 )
-from reviewbot.runtime.runs import (
+from reviewbot.runtime.reviewers.runs import (
     RunFolderError,
     grant_folder,
     grant_folders,
     run_id_for,
     start_run,
 )
-from reviewbot.runtime.sessions import SessionManager
+from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 

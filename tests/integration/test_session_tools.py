@@ -19,14 +19,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reviewbot.runtime.reviewers import review_in_run
-from reviewbot.runtime.sessions import SessionManager
-from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
-from reviewbot.store.bootstrap import open_store
+from reviewbot.runtime.reviewers.runner import review_in_run
+from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.runtime.reviewers.tools import run_tools
+from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.sessions import tool_calls
 from reviewbot.store.tokens import revoke_token
 from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import make_settings, running_server

@@ -14,7 +14,7 @@ from reviewbot.core.findings import (
 from reviewbot.core.models import CheckResult, CheckState, InlineComment, RequiredChecks
 from reviewbot.core.policy import Verdict, VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.runtime.reviewers import MalformedFindings, parse_findings
+from reviewbot.runtime.reviewers.findings import MalformedFindings, parse_findings
 
 ERROR = Finding("a.py", 1, "broken", Severity.ERROR)
 WARNING = Finding("a.py", 2, "odd", Severity.WARNING)

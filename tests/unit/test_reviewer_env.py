@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewbot.runtime.reviewers import (
+from reviewbot.runtime.reviewers.runner import (
     ALLOWED_ENV,
     ALLOWED_ENV_PREFIXES,
     env_allowed,
@@ -21,8 +21,8 @@ from reviewbot.runtime.reviewers import (
     run_external_reviewers,
     variable_env_name,
 )
-from reviewbot.runtime.runs import start_run
-from reviewbot.runtime.sessions import SessionManager, SessionTokenInvalid
+from reviewbot.runtime.reviewers.runs import start_run
+from reviewbot.runtime.reviewers.sessions import SessionManager, SessionTokenInvalid
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import (
     MigrationError,
     apply_workflow_db_migration,

@@ -19,11 +19,11 @@ from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, journal, repositories
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 
 # What each reason code means, for people; the detail says the specifics.
 PLAIN_WORDS: dict[str, str] = {
@@ -115,9 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"no delivery {args.target!r} and not a PR reference")
         rows = decisions.for_delivery(db, args.target)
         if args.json:
-            from reviewbot.app import delivery_json
-
-            print(json.dumps(delivery_json(stored, [r.to_json() for r in rows])))
+            print(json.dumps(journal.delivery_json(stored, [r.to_json() for r in rows])))
         else:
             head = (
                 f"Delivery {stored.delivery_id} ({stored.source}"

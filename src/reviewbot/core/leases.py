@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from reviewbot.core.clock import iso
 from reviewbot.core.models import FORGES, repo_key
 from reviewbot.core.reasons import ReasonCode
 
@@ -77,6 +78,18 @@ class LeaseTiming(Protocol):
 
     @property
     def retry_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A plain :class:`LeaseTiming`; ``DEFAULT_TIMING`` holds the defaults the settings use."""
+
+    lease_s: float = 15.0
+    renew_s: float = 10.0
+    retry_s: float = 2.0
+
+
+DEFAULT_TIMING = Timing()
 
 
 @dataclass(frozen=True)
@@ -400,8 +413,3 @@ def refusal_view(refused: Refused) -> dict[str, object]:
     if refused.epoch is not None:
         body["epoch"] = refused.epoch
     return body
-
-
-def iso(ts: float) -> str:
-    """A UNIX time as ISO 8601 UTC with milliseconds (what the API shows)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

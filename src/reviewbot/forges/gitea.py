@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
     Comment,
@@ -38,7 +39,6 @@ from reviewbot.forges.errors import (
     PendingReview,
 )
 from reviewbot.forges.http import (
-    Clock,
     ErrorMap,
     HttpAdapter,
     HttpResult,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from reviewbot.sim.checks import protection_for
-from reviewbot.sim.clock import iso
+from reviewbot.sim.clock import forge_time
 from reviewbot.sim.errors import ApiError
 from reviewbot.sim.github_auth import GitHubIdentity, identify
 from reviewbot.sim.github_json import GitHubJson
@@ -325,7 +325,7 @@ class GitHubApi:
         token, expires_at = self.sim.issue_installation_token(installation)
         body = {
             "token": token,
-            "expires_at": iso(expires_at),
+            "expires_at": forge_time(expires_at),
             "permissions": self.json.installation(installation)["permissions"],
             "repository_selection": "selected",
         }

@@ -3,18 +3,30 @@
 SQL written by callers uses ``?`` placeholders and portable SQL; a PostgreSQL
 implementation translates placeholders and takes row locks where SQLite takes the
 database write lock (``BEGIN IMMEDIATE``).
+
+The one rule for async code: the event loop never calls the database itself. It awaits
+:meth:`Database.run`, which runs a blocking store call on the database's own bounded pool
+of threads (each with its own connection). ``tests/unit/test_async_store.py`` holds every
+``async def`` to it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 BUSY_TIMEOUT_MS = 10_000
+STORE_THREADS = 4  # the bound on store calls running at once for the event loop
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 Row = sqlite3.Row
 Params = Sequence[Any]
@@ -39,7 +51,34 @@ class Database(Protocol):
         """Context manager: a read-only snapshot."""
         ...
 
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await a blocking store call, run on the database's bounded executor."""
+        ...
+
     def close(self) -> None: ...
+
+
+class StoreExecutor:
+    """The bounded pool of threads the event loop's store calls run on (started lazily)."""
+
+    def __init__(self, threads: int = STORE_THREADS) -> None:
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="store")
+            pool = self._pool
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 class _SQLiteTx:
@@ -116,6 +155,11 @@ class SQLiteDatabase:
         # Read-only: every connection opens with ``mode=ro``; write() then fails in the engine.
         self.read_only = read_only
         self._conns = ThreadConnections(lambda: connect_sqlite(self.path, read_only=self.read_only))
+        self._executor = StoreExecutor()
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await a blocking store call, run on this database's bounded executor."""
+        return await self._executor.run(fn, *args, **kwargs)
 
     def _conn(self) -> sqlite3.Connection:
         return self._conns.get()
@@ -155,4 +199,5 @@ class SQLiteDatabase:
         self._conn().execute("VACUUM INTO ?", (str(target),))
 
     def close(self) -> None:
+        self._executor.shutdown()
         self._conns.close()

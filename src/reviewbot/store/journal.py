@@ -119,13 +119,20 @@ class GroupCommitJournal:
     that were new in each batch, so workers can start on them without polling.
     """
 
-    def __init__(self, path: Path, *, max_batch: int = 1024, checkpoints: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_batch: int = 1024,
+        checkpoints: bool = True,
+        on_commit: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self.path = path
         self.max_batch = max_batch
         # False: another connection (the workers') checkpoints the WAL, so copying pages
         # back into the database never delays an acknowledgement.
         self.checkpoints = checkpoints
-        self.on_commit: Callable[[list[str]], None] | None = None
+        self.on_commit = on_commit
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -356,3 +363,19 @@ def count_by_status(db: Database) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: int(r["n"]) for r in rows})
     return counts
+
+
+def delivery_json(stored: StoredDelivery, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A delivery and its decisions as the API and ``reviewbot explain --json`` show them."""
+    return {
+        "delivery_id": stored.delivery_id,
+        "source": stored.source,
+        "forge": stored.forge,
+        "event": stored.event,
+        "status": stored.status,
+        "received_at": stored.received_at,
+        "finished_at": stored.finished_at,
+        "attempts": stored.attempts,
+        "error": stored.error,
+        "decisions": rows,
+    }

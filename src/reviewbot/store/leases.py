@@ -37,37 +37,42 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reviewbot.config import LeaseSettings
+from reviewbot.core import errors
 from reviewbot.core import leases as core
+from reviewbot.core.clock import Clock
 from reviewbot.core.leases import (
+    DEFAULT_TIMING,
     AcquireRequest,
     Granted,
     GrantKind,
     Lease,
     LeaseClaim,
     LeaseTarget,
+    LeaseTiming,
     Refused,
     Role,
     WorkerRecord,
     WorkerStatus,
+    refusal_view,
 )
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
+    P,
     Params,
     Row,
     SQLiteDatabase,
+    T,
     ThreadConnections,
     Tx,
 )
 
-Clock = Callable[[], float]
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 _MAX_TEXT = 200
 
 
-class LeaseStoreError(Exception):
+class LeaseStoreError(errors.Refused):
     """A refused lease or worker call; ``code`` is the API's error code."""
 
     code = "lease_error"
@@ -85,9 +90,10 @@ class UnknownWorker(LeaseStoreError):
 
 class LeaseRefused(LeaseStoreError):
     def __init__(self, refusal: Refused) -> None:
-        super().__init__(refusal.detail)
+        view = refusal_view(refusal)
+        extra = {k: v for k, v in view.items() if k not in ("error", "detail")}
+        super().__init__(refusal.detail, code=refusal.code.value, **extra)
         self.refusal = refusal
-        self.code = refusal.code.value
 
     @property
     def holder(self) -> str | None:
@@ -204,17 +210,21 @@ class LeaseStore:
     def __init__(
         self,
         db: SQLiteDatabase,
-        timing: LeaseSettings | None = None,
+        timing: LeaseTiming = DEFAULT_TIMING,
         *,
         clock: Clock = time.time,
         random_bytes: Callable[[int], bytes] = os.urandom,
         ledger_path: Path | None = None,
     ) -> None:
         self.db = db
-        self.timing = timing if timing is not None else LeaseSettings()
+        self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
         self.ledger = EpochLedger(ledger_path or default_ledger_path(db.path))
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
         self.ledger.close()

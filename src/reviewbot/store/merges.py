@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reviewbot.core.leases import LeaseClaim, iso
+from reviewbot.core.clock import iso
+from reviewbot.core.leases import LeaseClaim
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, Row
+from reviewbot.store.database import Database, P, Row, T
 from reviewbot.store.leases import LeaseStore
 
 SENDING = "sending"
@@ -106,6 +107,10 @@ class MergeStore:
         self.clock = clock
 
     # -- fenced writes -----------------------------------------------------------------------
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
 
     def begin(self, claim: LeaseClaim, head_sha: str, method: str) -> int:
         """Record that a merge call is about to be sent; raises ``LeaseRefused`` if not held."""

@@ -13,12 +13,12 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment, repo_key
-from reviewbot.store.database import Database, Row, Tx
+from reviewbot.store.database import Database, P, Row, T, Tx
 
 Fence = Callable[[Tx], None]
 
@@ -33,10 +33,6 @@ MARKER_PREFIX = "<!-- reviewbot:outbox:"
 def outbox_marker(outbox_id: int) -> str:
     """The hidden line in a review body that proves which outbox row posted it."""
     return f"{MARKER_PREFIX}{outbox_id} -->"
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -233,6 +229,10 @@ class ReviewStore:
 
     # -- decisions ---------------------------------------------------------------------
 
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
+
     def record(
         self,
         decision: NewDecision,
@@ -273,7 +273,7 @@ class ReviewStore:
                         decision_id,
                         decision.worker,
                         decision.epoch,
-                        iso(now),
+                        iso(now, timespec="microseconds"),
                         now,
                     ),
                 )
@@ -424,7 +424,7 @@ class ReviewStore:
                 "UPDATE review_outbox SET status = ?, forge_review_id = COALESCE(?, "
                 "forge_review_id), last_error = COALESCE(?, last_error), finished_at = ? "
                 "WHERE id = ? AND status = 'pending'",
-                (status, forge_review_id, error, iso(now), outbox_id),
+                (status, forge_review_id, error, iso(now, timespec="microseconds"), outbox_id),
             )
             if cur.rowcount != 1:
                 return False
@@ -459,7 +459,7 @@ class ReviewStore:
                 tx.execute(
                     "UPDATE review_outbox SET status = 'dropped', last_error = ?, "
                     "finished_at = ? WHERE id = ?",
-                    (f"superseded by head {head_sha}", iso(now), oid),
+                    (f"superseded by head {head_sha}", iso(now, timespec="microseconds"), oid),
                 )
         return ids
 
@@ -509,7 +509,16 @@ class ReviewStore:
             tx.execute(
                 "INSERT OR IGNORE INTO review_reviewer_runs (forge, repo, number, head_sha, "
                 "round, run_id, findings, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (forge, repo, number, head_sha, rnd, run_id, data, iso(self.clock())),
+                (
+                    forge,
+                    repo,
+                    number,
+                    head_sha,
+                    rnd,
+                    run_id,
+                    data,
+                    iso(self.clock(), timespec="microseconds"),
+                ),
             )
             row = tx.one(
                 "SELECT findings FROM review_reviewer_runs WHERE forge = ? AND repo = ? "
@@ -606,7 +615,14 @@ class ReviewStore:
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number) DO "
                 "UPDATE SET comment_id = excluded.comment_id, body_sha256 = excluded.body_sha256, "
                 "updated_at = excluded.updated_at",
-                (forge, repo, number, comment_id, body_sha256(body), iso(self.clock())),
+                (
+                    forge,
+                    repo,
+                    number,
+                    comment_id,
+                    body_sha256(body),
+                    iso(self.clock(), timespec="microseconds"),
+                ),
             )
 
 
@@ -655,7 +671,7 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
             d.worker,
             d.epoch,
             outbox_id,
-            iso(now),
+            iso(now, timespec="microseconds"),
         ),
     )
     return int(cur.lastrowid or 0)

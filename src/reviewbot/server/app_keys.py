@@ -1,0 +1,24 @@
+"""The application's state keys (a module of their own, so handlers and the app factory
+import them without importing each other)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from reviewbot.server.metrics import Metrics
+from reviewbot.service import Service
+
+
+@dataclass
+class ServerState:
+    """What the HTTP face keeps beside the service: its counters and the webhook secrets."""
+
+    metrics: Metrics
+    secrets: dict[str, bytes | None]
+    owns_service: bool
+
+
+SERVICE = web.AppKey("reviewbot.service", Service)
+STATE = web.AppKey("reviewbot", ServerState)

@@ -1,0 +1,118 @@
+"""Opening the store at start: the workflow folder, then the bot's own migrations.
+
+The bot's schema ships as migration files in ``reviewbot/store/migrations/`` named
+``NNNN_name.sql``. At start every one of them is copied (byte for byte) into
+``db/migrations/`` of the workflow folder and applied, in name order, through the same
+engine users and agents get (:func:`~reviewbot.workflowdb.migrations.apply_workflow_db_migration`),
+unless the ledger already holds that file with the same statement hash.
+
+Two processes starting at once on one database apply each migration once: the whole
+start-up holds an exclusive lock on ``db/migrations/.lock``, and the engine checks the
+ledger again inside its ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+from reviewbot.config import Settings
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.migrations import (
+    MigrationError,
+    MigrationResult,
+    apply_workflow_db_migration,
+)
+from reviewbot.workflowdb.paths import WorkflowPaths
+
+PACKAGED_NAME = re.compile(r"^[0-9]{4}_[a-z0-9_]+\.sql$")
+APPLIED_BY = "reviewbot (packaged migrations)"
+LOCK_FILE = ".lock"
+
+
+def packaged_migrations() -> list[tuple[str, bytes]]:
+    """The package's migration files ``(name, bytes)``, in name order."""
+    folder = resources.files("reviewbot.store").joinpath("migrations")
+    found = [
+        (entry.name, entry.read_bytes())
+        for entry in folder.iterdir()
+        if entry.is_file() and PACKAGED_NAME.match(entry.name)
+    ]
+    return sorted(found)
+
+
+@contextmanager
+def migrations_lock(paths: WorkflowPaths) -> Iterator[None]:
+    """An exclusive lock on the migrations folder, held across processes."""
+    paths.migrations_dir.mkdir(parents=True, exist_ok=True)
+    with open(paths.migrations_dir / LOCK_FILE, "a+b") as handle:
+        if sys.platform == "win32":  # pragma: no cover - the ledger check still holds
+            yield
+            return
+        import fcntl  # POSIX only: Windows has no fcntl (and returns above)
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def install_migration(paths: WorkflowPaths, name: str, data: bytes) -> Path:
+    """Copy a packaged migration into ``db/migrations/``; refuse to replace a different file."""
+    target = paths.migrations_dir / name
+    if target.exists() or target.is_symlink():
+        if target.is_file() and target.read_bytes() == data:
+            return target
+        raise MigrationError(
+            f"{target} exists and differs from reviewbot's own migration {name}; "
+            "rename that file (reviewbot owns the NNNN_name.sql names)"
+        )
+    tmp = paths.migrations_dir / f".{name}.{os.getpid()}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
+def apply_packaged_migrations(
+    paths: WorkflowPaths, db: SQLiteDatabase, *, applied_by: str = APPLIED_BY
+) -> list[MigrationResult]:
+    """Install and apply every packaged migration not yet in the ledger (same hash)."""
+    results = []
+    with migrations_lock(paths):
+        for name, data in packaged_migrations():
+            install_migration(paths, name, data)
+            results.append(
+                apply_workflow_db_migration(
+                    name,
+                    paths=paths,
+                    access=DBAccess.READ_WRITE,
+                    applied_by=applied_by,
+                    db=db,
+                    skip_if_applied=True,
+                )
+            )
+    return results
+
+
+def open_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+    """Create the workflow folders, bring the bot's schema up to date, return the store.
+
+    Raises :class:`~reviewbot.workflowdb.migrations.MigrationError` if a packaged migration
+    cannot be installed or applied.
+    """
+    paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    paths.ensure()
+    db = SQLiteDatabase(paths.db_file)
+    try:
+        apply_packaged_migrations(paths, db)
+    except BaseException:
+        db.close()
+        raise
+    return db
