@@ -3,6 +3,8 @@ way, and a refusal names the missing scope or the binding."""
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from aiohttp import web
 
 from reviewbot.core.errors import Refused
@@ -55,11 +57,10 @@ def bound_target(
     """A listing's repository: a bound token's own when none is named, and checked."""
     if info.repo is not None:
         bound_forge, _, bound_repo = info.repo.partition(":")
-        try:
-            # A binding stored before names were case-insensitive may keep its spelling.
+        # A binding stored before names were case-insensitive may keep its spelling; one
+        # that names no repository is refused by check_binding below.
+        with suppress(ValueError):
             bound_repo = RepoRef.parse(info.repo).key
-        except ValueError:
-            pass  # check_binding refuses a binding that names no repository
         forge = forge or bound_forge
         repo = repo or bound_repo
         check_binding(info, forge, repo)

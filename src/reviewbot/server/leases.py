@@ -65,7 +65,8 @@ async def _read_target(request: web.Request, model: type[B]) -> B:
     body = await read_model(request, model)
     db = _db(request)
     current = await db.run(repositories.resolve, db, body.forge, body.repo)
-    return body if current == body.repo else body.model_copy(update={"repo": current})
+    body.repo = current
+    return body
 
 
 # --- workers -----------------------------------------------------------------------------
