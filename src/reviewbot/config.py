@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from reviewbot.core.leases import DEFAULT_TIMING
+from reviewbot.core.models import RepoRef
 from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
 
 ENV_PREFIX = "REVIEWBOT_"
@@ -210,11 +211,23 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _repo_keys_are_references(self) -> Settings:
-        for key in self.repos:
-            forge, sep, name = key.partition(":")
-            owner, slash, repo = name.partition("/")
-            if not sep or forge not in ("github", "gitea") or not slash or not owner or not repo:
-                raise ValueError(f"repos key {key!r} must look like FORGE:OWNER/NAME")
+        # Keys become canonical (``forge:owner/name``) here, so any casing of a repository
+        # reaches its table; two keys for one repository would make the rules ambiguous.
+        canonical: dict[str, RepoRules] = {}
+        spelled: dict[str, str] = {}
+        for key, rules in self.repos.items():
+            try:
+                ref = RepoRef.parse(key)
+            except ValueError:
+                raise ValueError(f"repos key {key!r} must look like FORGE:OWNER/NAME") from None
+            if ref.qualified_key in spelled:
+                raise ValueError(
+                    f"repos keys {spelled[ref.qualified_key]!r} and {key!r} name the same "
+                    "repository (repository names are case-insensitive)"
+                )
+            spelled[ref.qualified_key] = key
+            canonical[ref.qualified_key] = rules
+        self.repos = canonical
         return self
 
     @property
@@ -229,9 +242,9 @@ class Settings(BaseSettings):
             "this build supports sqlite:///PATH"
         )
 
-    def rules_for(self, forge: str, repo: str) -> RepoRules | None:
-        """The rules of ``forge:repo``; ``None`` means the repository is not configured."""
-        return self.repos.get(f"{forge}:{repo}", self.defaults)
+    def rules_for(self, repo: RepoRef) -> RepoRules | None:
+        """The rules of ``repo`` in any casing; ``None``: the repository is not configured."""
+        return self.repos.get(repo.qualified_key, self.defaults)
 
     @classmethod
     def settings_customise_sources(

@@ -18,7 +18,7 @@ from typing import Any
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
-from reviewbot.store import decisions, journal
+from reviewbot.store import decisions, journal, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
@@ -94,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
                 pr.forge, pr.full_name, pr.number, limit=args.limit
             )
             merge = merge_of(db, pr)
+            shown = (
+                f"{pr.forge}:{repositories.display_name(db, pr.forge, pr.full_name)}#{pr.number}"
+            )
             if args.json:
                 print(
                     json.dumps(
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
             else:
-                print(explain_pull(str(pr), rows, reviews, merge))
+                print(explain_pull(shown, rows, reviews, merge))
             return 0
         stored = journal.get_delivery(db, args.target)
         if stored is None:

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from reviewbot.core.clock import iso
-from reviewbot.core.models import FORGES
+from reviewbot.core.models import FORGES, repo_key
 from reviewbot.core.reasons import ReasonCode
 
 MAX_TTL_S = 3600.0
@@ -102,9 +102,13 @@ class LeaseTarget:
     def __post_init__(self) -> None:
         if self.forge not in FORGES:
             raise ValueError(f"unknown forge {self.forge!r}")
-        owner, slash, name = self.repo.partition("/")
-        if not slash or not owner or not name or "/" in name or any(c.isspace() for c in self.repo):
+        if self.repo != self.repo.strip():
             raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r}")
+        try:
+            # Any casing of a name is the same repository, so the same lease.
+            object.__setattr__(self, "repo", repo_key(self.repo))
+        except ValueError as exc:
+            raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r} ({exc})") from None
         if self.number < 1:
             raise ValueError(f"PR number must be positive, not {self.number}")
         object.__setattr__(self, "role", Role(self.role))

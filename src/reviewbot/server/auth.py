@@ -3,9 +3,12 @@ way, and a refusal names the missing scope or the binding."""
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from aiohttp import web
 
 from reviewbot.core.errors import Refused
+from reviewbot.core.models import RepoRef
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.store.tokens import TokenInfo, lookup_token
 
@@ -54,6 +57,10 @@ def bound_target(
     """A listing's repository: a bound token's own when none is named, and checked."""
     if info.repo is not None:
         bound_forge, _, bound_repo = info.repo.partition(":")
+        # A binding stored before names were case-insensitive may keep its spelling; one
+        # that names no repository is refused by check_binding below.
+        with suppress(ValueError):
+            bound_repo = RepoRef.parse(info.repo).key
         forge = forge or bound_forge
         repo = repo or bound_repo
         check_binding(info, forge, repo)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.core.models import repo_key
 
 
 class _Body(BaseModel):
@@ -24,10 +25,17 @@ class WorkerHeartbeatBody(_Body):
     worker_identity: str = Field(min_length=1, max_length=200)
 
 
+def _canonical_repo_key(value: str) -> str:
+    # Any casing names the same repository: rules, leases and records use the key.
+    return repo_key(value)
+
+
 class TargetBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
     number: int = Field(ge=1)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
     role: Role
 
     def target(self) -> LeaseTarget:
@@ -52,6 +60,8 @@ class MergeBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
     number: int = Field(ge=1)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
     head_sha: str = Field(min_length=4, max_length=64)
     worker_identity: str = Field(min_length=1, max_length=200)
     epoch: int = Field(ge=1)

@@ -8,6 +8,8 @@ carries them; ``server/errors.py`` answers it).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from aiohttp import web
 
 from reviewbot.core.clock import iso
@@ -22,12 +24,16 @@ from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
     MergeBody,
+    TargetBody,
     WorkerBody,
     WorkerHeartbeatBody,
 )
-from reviewbot.server.reads import query_number
+from reviewbot.server.reads import query_number, query_repo
 from reviewbot.service import MergeParts
+from reviewbot.store import repositories
 from reviewbot.store.database import SQLiteDatabase
+
+B = TypeVar("B", bound=TargetBody | MergeBody)
 
 
 def add_routes(app: web.Application) -> None:
@@ -51,6 +57,16 @@ def _db(request: web.Request) -> SQLiteDatabase:
     db = request.app[SERVICE].db
     assert db is not None
     return db
+
+
+async def _read_target(request: web.Request, model: type[B]) -> B:
+    """A body naming a repository, under its current key: a renamed repository's old name
+    is the same repository, so the same lease."""
+    body = await read_model(request, model)
+    db = _db(request)
+    current = await db.run(repositories.resolve, db, body.forge, body.repo)
+    body.repo = current
+    return body
 
 
 # --- workers -----------------------------------------------------------------------------
@@ -102,7 +118,7 @@ async def api_worker_heartbeat(request: web.Request) -> web.Response:
 
 async def api_acquire(request: web.Request) -> web.Response:
     info = await authenticate(request, "lease")
-    body = await read_model(request, AcquireBody)
+    body = await _read_target(request, AcquireBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
     try:
@@ -120,7 +136,7 @@ async def api_acquire(request: web.Request) -> web.Response:
 
 async def _transition(request: web.Request, release: bool) -> web.Response:
     info = await authenticate(request, "lease")
-    body = await read_model(request, ClaimBody)
+    body = await _read_target(request, ClaimBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
     try:
@@ -144,7 +160,7 @@ async def api_list_leases(request: web.Request) -> web.Response:
     info = await authenticate(request, "read")
     q = request.query
     forge = q.get("forge") or None
-    repo = q.get("repo") or None
+    repo = query_repo(q.get("repo"))
     number = query_number(q.get("number") or None)
     role: Role | None = None
     if q.get("role"):
@@ -169,7 +185,7 @@ async def api_list_leases(request: web.Request) -> web.Response:
 
 async def api_merge(request: web.Request) -> web.Response:
     info = await authenticate(request, "merge")
-    body = await read_model(request, MergeBody)
+    body = await _read_target(request, MergeBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
     try:

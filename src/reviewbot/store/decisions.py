@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reviewbot.core.models import Reason
+from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.store.database import Database, Row, Tx
 
@@ -219,6 +219,7 @@ def for_pull(
     limit: int = 100,
 ) -> list[DecisionRecord]:
     """Decisions, newest first, filtered by whichever of forge / repo / number are given."""
+    repo = None if repo is None else repo_key(repo)
     where: list[str] = []
     params: list[Any] = []
     for column, value in (("forge", forge), ("repo", repo), ("number", number)):

@@ -55,6 +55,7 @@ from reviewbot.core.leases import (
     WorkerStatus,
     refusal_view,
 )
+from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.core.sandbox import ledger_file
 from reviewbot.store.database import (
@@ -332,6 +333,7 @@ class LeaseStore:
 
     def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
+        repo = repo_key(repo)
         changed: list[Lease] = []
         with self.db.write() as tx:
             now = self.clock()
@@ -363,6 +365,7 @@ class LeaseStore:
         live_only: bool = False,
     ) -> list[Lease]:
         """Leases matching every given filter, by target; phases as seen now."""
+        repo = None if repo is None else repo_key(repo)
         where: list[str] = []
         params: list[Any] = []
         for column, value in (

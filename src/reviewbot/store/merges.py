@@ -13,6 +13,7 @@ from typing import Any
 
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import LeaseClaim
+from reviewbot.core.models import repo_key
 from reviewbot.store.database import Database, P, Row, T
 from reviewbot.store.leases import LeaseStore
 
@@ -215,6 +216,7 @@ class MergeStore:
     # -- reads -------------------------------------------------------------------------------
 
     def merge_of(self, forge: str, repo: str, number: int) -> MergeRecord | None:
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT * FROM merged_pulls WHERE forge = ? AND repo = ? AND number = ?",
@@ -224,6 +226,7 @@ class MergeStore:
 
     def attempts(self, forge: str, repo: str, number: int) -> list[MergeAttempt]:
         """Oldest first."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT * FROM merge_attempts WHERE forge = ? AND repo = ? AND number = ?"

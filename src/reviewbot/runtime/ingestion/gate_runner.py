@@ -29,13 +29,13 @@ from reviewbot.core.gate import (
     no_open_pulls_decision,
     unresolved_decision,
 )
-from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, Trigger
+from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, RepoRef, Trigger
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.store import decisions
+from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord, Recorded
 from reviewbot.store.journal import StoredDelivery
@@ -151,6 +151,7 @@ class GateRunner:
         except TriggerError as exc:
             return self._pending(delivery, None, [unresolved_decision(exc.detail)], None)
 
+        trigger = await self._store(self._identify, trigger)
         if trigger.kind in ("ignored", "recorded"):
             return self._pending(delivery, trigger, [decision_without_gate(trigger)], None)
 
@@ -189,7 +190,9 @@ class GateRunner:
 
         if key is None and trigger.kind == "pull":
             key = replace(trigger, head_sha=pulls[0].head_sha).semantic_key()
-        rules = self.settings.rules_for(trigger.forge or "", trigger.repo_full_name or "")
+        rules = self.settings.rules_for(
+            RepoRef.parse(trigger.repo_full_name or "", forge=trigger.forge)
+        )
         gated: list[tuple[Trigger, PullRequestSnapshot]] = []
         found: list[Decision] = []
         for pull in pulls:
@@ -201,6 +204,28 @@ class GateRunner:
             )
             gated.append((per_pr, pull))
         return self._pending(delivery, trigger, found, key, gated)
+
+    def _identify(self, trigger: Trigger) -> Trigger:
+        """The trigger under its repository's current key (a renamed repository's old name
+        resolves to the new one). Only a signed webhook records the forge's spelling and
+        numeric id, and adds the repository to the sweep."""
+        repo = trigger.repo_full_name
+        if trigger.forge is None or repo is None:
+            return trigger
+        signed = trigger.source == trigger.forge  # a webhook whose signature was checked
+        key = repositories.observe(
+            self.db,
+            forge=trigger.forge,
+            repo=repo,
+            display_name=trigger.repo_spelling or repo,
+            forge_id=trigger.repo_id if signed else None,
+            signed=signed,
+            seen_at=iso(self.clock()),
+        )
+        if key == repo:
+            return trigger
+        owner, _, name = key.partition("/")
+        return replace(trigger, owner=owner, name=name)
 
     async def _live_pulls(self, forge: Forge, trigger: Trigger) -> list[PullRequestSnapshot]:
         repo = trigger.repo_full_name

@@ -22,6 +22,7 @@ from typing import Any
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide
+from reviewbot.core.models import RepoRef
 from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
@@ -50,7 +51,7 @@ class AutoMerger:
         self.outcomes: list[MergeOutcome] = []  # what this process merged or tried, in order
 
     def enabled(self, forge: str, repo: str) -> bool:
-        rules = self.settings.rules_for(forge, repo)
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         return bool(rules is not None and rules.automerge and forge in self.forges)
 
     def consider(
@@ -142,7 +143,7 @@ class AutoMerger:
 
     async def _looks_mergeable(self, forge: Forge, forge_name: str, repo: str, pull: Any) -> bool:
         """The merge rules without a lease: no lease is taken for a PR that is not ready."""
-        rules = self.settings.rules_for(forge_name, repo) or RepoRules()
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge_name)) or RepoRules()
         reviews, protection, results = await asyncio.gather(
             forge.list_reviews(repo, pull.number),
             forge.required_checks(repo, pull.base_ref),

@@ -33,7 +33,7 @@ from reviewbot.config import RepoRules, Settings
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide, same_sha
-from reviewbot.core.models import PullRequestSnapshot
+from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import (
@@ -151,7 +151,9 @@ class Merger:
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     def method_for(self, request: MergeRequest) -> str:
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         method = request.method or rules.merge_method
         if method not in MERGE_METHODS:
             raise ValueError(f"method must be one of {', '.join(MERGE_METHODS)}, not {method!r}")
@@ -177,7 +179,9 @@ class Merger:
             pull, reviews, protection, results = await self._read(forge, request)
         except ForgeError as exc:
             raise _forge_failure(exc) from None
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         lease = await self.leases.run(self.leases.get, claim.target)
         decision = decide(
             MergeInputs(

@@ -36,6 +36,7 @@ from reviewbot.core.leases import LeaseClaim, Refused
 from reviewbot.core.models import (
     CheckResult,
     PullRequestSnapshot,
+    RepoRef,
     RequiredChecks,
     ReviewEvent,
     ReviewState,
@@ -389,7 +390,9 @@ class ReviewPipeline:
         await self.store.run(self._supersede_older_heads, request, head)
         checks: Checks | None = None
         findings: tuple[Finding, ...] | None = None
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         if rules.reviewers:
             # Before the lease: it is short, and a reviewer may run for minutes.
             try:
@@ -523,7 +526,9 @@ class ReviewPipeline:
         """The verdict under the lease; ``checks`` already read (when the reviewers ran
         first) are not read again, ``findings`` are the reviewers' (``None``: none ran)."""
         base = _with(base, worker=claim.worker, epoch=claim.epoch)
-        rules = self.settings.rules_for(request.forge, request.repo) or RepoRules()
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
         if checks is None:
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)

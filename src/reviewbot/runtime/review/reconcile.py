@@ -2,8 +2,8 @@
 
 Neither forge retries a failed delivery, and nothing arrives while the bot is down. Every
 ``reconcile_interval_s`` (and once at start) the sweep lists the open PRs of the configured
-repositories (the ``[repos]`` keys, plus every repository the journal has seen when
-``[defaults]`` applies to all) and:
+repositories (the ``[repos]`` keys, plus every repository a signed webhook named when
+``[defaults]`` applies to all; keys are canonical, so no casing is swept twice) and:
 
 - feeds a synthetic delivery (source ``sweep``) into the journal for every head that has no
   gate decision yet, so it goes through the same gate path as a webhook (its id is derived
@@ -94,7 +94,8 @@ class Reconciler:
             forge, _, repo = key.partition(":")
             found.add((forge, repo))
         if self.settings.defaults is not None:
-            found |= self.store.journal_repos()
+            # Only repositories a signed webhook named: an API call cannot grow the sweep.
+            found |= self.store.signed_repos()
         return sorted(r for r in found if r[0] in self.forges)
 
     async def sweep(self, progress: Write | None = None) -> SweepReport:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from reviewbot.config import Settings
 from reviewbot.core.clock import iso
-from reviewbot.core.models import PullRequestSnapshot
+from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.prstate import (
     STATE_MARKER,
     DeliveryLine,
@@ -24,6 +24,7 @@ from reviewbot.core.prstate import (
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
+from reviewbot.store import repositories
 from reviewbot.store.reviews import ReviewStore, body_sha256
 
 log = logging.getLogger(__name__)
@@ -140,9 +141,9 @@ class StateComments:
                 seen["action"],
                 str(seen["received_at"]),
             )
-        rules = self.settings.rules_for(forge, repo)
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         records = PRStateRecords(
-            pr=f"{forge}:{repo}#{number}",
+            pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",
             pr_state=pr_state,
             head_sha=head,
             author=author or "the author",
