@@ -172,6 +172,7 @@ class Service:
                 self.review.pipeline,
                 self.journal.append,
                 clock=self.clock,
+                verify_merges=self.merge.merger.verify_unverified if self.merge else None,
             )
             self.reconciler.start()
         self.started = True
