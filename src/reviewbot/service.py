@@ -29,6 +29,7 @@ from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, 
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
+from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
@@ -81,6 +82,7 @@ class ReviewParts:
     store: ReviewStore
     comments: StateComments
     worker: str  # the reviewer worker identity of this process
+    jobs: ReviewJobs  # the durable review intent (claimed, renewed, resumed)
 
 
 @dataclass
@@ -167,6 +169,9 @@ class Service:
             await self.pool.start()
         if self.review is not None and Parts.DRAIN in self.parts:
             self.review.drainer.start()
+        if self.review is not None and self.runner is not None and self.on_eligible is None:
+            # Reviews a stopped process left unfinished (their claims lapse).
+            self.review.jobs.start()
         if Parts.RECONCILE in self.parts and self.review is not None and self.journal:
             self.reconciler = Reconciler(
                 self.settings,
@@ -175,6 +180,7 @@ class Service:
                 self.review.pipeline,
                 self.journal.append,
                 clock=self.clock,
+                verify_merges=self.merge.merger.verify_unverified if self.merge else None,
             )
             self.reconciler.start()
         self.started = True
@@ -234,7 +240,11 @@ class Service:
             comments=comments,
             external=self.external,
         )
-        return ReviewParts(pipeline, drainer, store, comments, worker)
+        assert self.db is not None
+        jobs = ReviewJobs(
+            self.db, pipeline, worker, clock=self.clock, term_s=self.settings.leases.lease_s
+        )
+        return ReviewParts(pipeline, drainer, store, comments, worker, jobs)
 
     async def _merge_parts(
         self, db: SQLiteDatabase, comments: StateComments | None, re_review: ReReviewHook | None
@@ -257,8 +267,14 @@ class Service:
         return MergeParts(merger, merges, automerge, worker, self.leases)
 
     def _start_workers(self, db: SQLiteDatabase) -> None:
+        jobs = self.review.jobs if self.review is not None and self.on_eligible is None else None
         self.runner = GateRunner(
-            db, self.settings, self.forges, clock=self.clock, on_eligible=self._eligible_hook()
+            db,
+            self.settings,
+            self.forges,
+            clock=self.clock,
+            on_eligible=self._eligible_hook(),
+            job_claim=jobs.claim if jobs is not None else None,
         )
         self.pool = WorkerPool(
             db,
@@ -273,10 +289,16 @@ class Service:
         if self.review is None:
             return None
         pipeline = self.review.pipeline
+        jobs = self.review.jobs
         automerge = self.merge.automerge if self.merge is not None else None
 
         async def review_then_merge(eligible: EligiblePull) -> None:
-            await pipeline.on_eligible(eligible)
+            await jobs.run(
+                eligible.job_id,
+                eligible.job_claim,
+                1,
+                lambda: pipeline.on_eligible(eligible),
+            )
             if automerge is not None:  # a review or a check may have made it mergeable
                 await automerge.after_event(eligible.pull)
 
@@ -297,6 +319,7 @@ class Service:
         if self.reconciler is not None:
             await self.reconciler.stop()
         if self.review is not None:
+            await self.review.jobs.stop()
             await self.review.drainer.stop()
         if self.merge is not None and self.merge.automerge is not None:
             await self.merge.automerge.idle()

@@ -14,7 +14,9 @@ from typing import Any
 
 from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
+from reviewbot.store import review_jobs
 from reviewbot.store.database import Database, Row, Tx
+from reviewbot.store.review_jobs import JobClaim
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Recorded:
 
     records: tuple[DecisionRecord, ...]
     duplicate_of: str | None = None
+    jobs: tuple[int | None, ...] = ()  # the review job of each record (eligible ones)
 
 
 def semantic_owner(db: Database, semantic_key: str) -> str | None:
@@ -123,6 +126,9 @@ class ToRecord:
     records: Sequence[DecisionRecord]
     semantic_key: str | None = None
     finish_delivery: tuple[bool, str | None] | None = None
+    # Eligible decisions get a review job claimed this way (None: no review follows here);
+    # the second item is who caused the event.
+    review_job: tuple[JobClaim, str | None] | None = None
 
 
 def record(
@@ -168,13 +174,38 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
             first = str(owner["delivery_id"])
             rows = [duplicate_of(r, first) for r in rows]
     written = tuple(_insert(tx, r) for r in rows)
+    jobs = tuple(_job(tx, item, r) if first is None else None for r in written)
     if item.finish_delivery is not None:
         ok, error = item.finish_delivery
         tx.execute(
             "UPDATE deliveries SET status = ?, error = ?, finished_at = ? WHERE delivery_id = ?",
             ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
         )
-    return Recorded(written, first)
+    return Recorded(written, first, jobs)
+
+
+def _job(tx: Tx, item: ToRecord, r: DecisionRecord) -> int | None:
+    """The review job of an eligible decision, in the decision's own transaction."""
+    if item.review_job is None or r.decision != Outcome.ELIGIBLE.value:
+        return None
+    if r.id is None or r.forge is None or r.repo is None or r.number is None:
+        return None
+    claim, sender = item.review_job
+    return review_jobs.insert_in(
+        tx,
+        decision_id=r.id,
+        delivery_id=r.delivery_id,
+        source=r.source,
+        forge=r.forge,
+        repo=r.repo,
+        number=r.number,
+        head_sha=r.head_sha,
+        event=r.event,
+        action=r.action,
+        sender=sender,
+        claim=claim,
+        created_at=r.decided_at,
+    )
 
 
 def _insert(tx: Tx, r: DecisionRecord) -> DecisionRecord:

@@ -39,6 +39,7 @@ from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord, Recorded
 from reviewbot.store.journal import StoredDelivery
+from reviewbot.store.review_jobs import JobClaim
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,6 +53,8 @@ class EligiblePull:
     trigger: Trigger
     pull: PullRequestSnapshot
     decision: DecisionRecord
+    job_id: int | None = None  # the durable review job written with the decision
+    job_claim: JobClaim | None = None  # the claim it was written with
 
 
 EligibleHook = Callable[[EligiblePull], Awaitable[None]]
@@ -66,10 +69,14 @@ class Pending:
     semantic_key: str | None
     gated: tuple[tuple[Trigger, PullRequestSnapshot], ...] = ()
 
-    def to_record(self) -> decisions.ToRecord:
+    def to_record(self, job_claim: JobClaim | None = None) -> decisions.ToRecord:
         errors = [r for r in self.rows if r.decision == Outcome.ERROR.value]
+        sender = self.gated[0][0].sender if self.gated else None
         return decisions.ToRecord(
-            self.rows, self.semantic_key, (not errors, errors[0].detail if errors else None)
+            self.rows,
+            self.semantic_key,
+            (not errors, errors[0].detail if errors else None),
+            review_job=(job_claim, sender) if job_claim is not None and self.gated else None,
         )
 
 
@@ -91,8 +98,11 @@ class GateRunner:
         gate_fn: GateFn | None = None,
         clock: Clock = time.time,
         on_eligible: EligibleHook | None = None,
+        job_claim: Callable[[], JobClaim] | None = None,
     ) -> None:
+        """``job_claim``: eligible decisions get a durable review job claimed this way."""
         self.db = db
+        self.job_claim = job_claim
         self.settings = settings
         self.forges = dict(forges)
         self._parse = parse or parse_stored_delivery
@@ -125,12 +135,13 @@ class GateRunner:
         for delivery in batch:
             pending.append(await self.evaluate(delivery))
             await asyncio.sleep(0)  # let waiting acknowledgements run between deliveries
+        claim = self.job_claim() if self.job_claim is not None else None
         recorded = await self._store(
-            decisions.record_many, self.db, [p.to_record() for p in pending]
+            decisions.record_many, self.db, [p.to_record(claim) for p in pending]
         )
         for item, result in zip(pending, recorded, strict=True):
             if result.duplicate_of is None:
-                await self._notify(item.delivery, result, item.gated)
+                await self._notify(item.delivery, result, item.gated, claim)
         return recorded
 
     async def evaluate(self, delivery: StoredDelivery) -> Pending:
@@ -262,14 +273,17 @@ class GateRunner:
         delivery: StoredDelivery,
         recorded: Recorded,
         gated: Sequence[tuple[Trigger, PullRequestSnapshot]],
+        claim: JobClaim | None = None,
     ) -> None:
         if self.on_eligible is None or not gated:
             return  # only gated decisions (one per PR read) can be eligible
-        for row, (trigger, pull) in zip(recorded.records, gated, strict=True):
+        jobs = recorded.jobs or (None,) * len(recorded.records)
+        for row, job, (trigger, pull) in zip(recorded.records, jobs, gated, strict=True):
             if row.decision != Outcome.ELIGIBLE.value:
                 continue
             try:
-                await self.on_eligible(EligiblePull(delivery.delivery_id, trigger, pull, row))
+                eligible = EligiblePull(delivery.delivery_id, trigger, pull, row, job, claim)
+                await self.on_eligible(eligible)
             except asyncio.CancelledError:
                 raise
             except Exception:

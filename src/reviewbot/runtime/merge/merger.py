@@ -15,8 +15,12 @@ command line (``reviewbot merge``) and automerge all go through it.
    pin: it went through, record it. Otherwise nothing is retried: the caller gets
    ``forge_unavailable`` and a later call starts again from step 1 (which sees a merge that
    did happen).
-6. Merged: verify from the live PR, record the merge commit (fenced), release the lease,
-   and bring the PR state comment up to date.
+6. Merged: verify from the live PR (merged flag and merge commit at the pin), record the
+   merge commit (fenced), release the lease, and bring the PR state comment up to date.
+   Not confirmed (the re-read fails or shows it unmerged): the attempt is ``unverified``,
+   nothing is recorded as merged, and the lease stays held until the reconcile sweep (or
+   the holder's next call) sees the merge, or the lease expires. The merge is never sent
+   a second time while an attempt is unverified.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from reviewbot.forges.errors import (
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
-from reviewbot.store.merges import MergeStore
+from reviewbot.store.merges import MergeAttempt, MergeStore
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +179,11 @@ class Merger:
             )
         method = self.method_for(request)
         claim = request.claim
+        pending = await self.merges.run(
+            self.merges.unverified, request.forge, request.repo, request.number
+        )
+        if pending:
+            return await self._reverify(forge, claim, request, pending[-1])
         try:
             pull, reviews, protection, results = await self._read(forge, request)
         except ForgeError as exc:
@@ -269,30 +278,129 @@ class Merger:
         except (ForgeUnavailable, NotMergeable, RateLimited, ForgeError) as exc:
             # It may have merged all the same: look before deciding anything.
             return await self._after_failure(forge, claim, request, method, attempt, exc, approvers)
-        sha = result.merge_commit_sha
-        verified: PullRequestSnapshot | None = None
-        try:
-            verified = await forge.get_pull(request.repo, request.number)
-        except ForgeError as exc:
-            log.warning(
-                "merge of %s:%s#%s: verify read failed: %s",
-                request.forge,
-                request.repo,
-                request.number,
-                exc,
-            )
-        if verified is not None and not verified.merged:
-            log.warning(
-                "merge of %s:%s#%s answered merged, the PR does not show it yet",
-                request.forge,
-                request.repo,
-                request.number,
-            )
-        if verified is not None and verified.merged:
-            sha = sha or verified.merge_commit_sha
-        outcome = await self._merged(claim, verified or pull, pin, method, attempt, sha)
+        verified, why = await self._confirmed(forge, request, result.merge_commit_sha)
+        if verified is None:
+            return await self._unverified(claim, pin, attempt, why, approvers)
+        sha = result.merge_commit_sha or verified.merge_commit_sha
+        outcome = await self._merged(claim, verified, pin, method, attempt, sha)
         outcome.approvers = approvers
         return outcome
+
+    async def _confirmed(
+        self, forge: Forge, request: MergeRequest, answered_sha: str | None
+    ) -> tuple[PullRequestSnapshot | None, str]:
+        """The live PR when it confirms the merge at the pin (merged flag and a merge
+        commit), else ``None`` and why not."""
+        try:
+            pull = await forge.get_pull(request.repo, request.number)
+        except ForgeError as exc:
+            return None, f"the re-read after the merge call failed: {exc}"
+        if not pull.merged:
+            return None, "the re-read after the merge call shows the pull request unmerged"
+        if not same_sha(pull.head_sha, request.head_sha):
+            return None, f"the pull request merged at {pull.head_sha}, not at the pin"
+        if not (pull.merge_commit_sha or answered_sha):
+            return None, "the forge names no merge commit"
+        return pull, ""
+
+    async def _unverified(
+        self,
+        claim: LeaseClaim,
+        pin: str,
+        attempt: int,
+        why: str,
+        approvers: tuple[str, ...] = (),
+    ) -> MergeOutcome:
+        """Nothing is recorded as merged and the lease stays held: the sweep (or the next
+        call of the holder) reads the PR again; the merge is never sent twice."""
+        t = claim.target
+        detail = f"{why}; the merge stays unverified until the forge confirms it"
+        outcome = MergeOutcome(
+            False,
+            pin,
+            codes=(merge_rows.UNVERIFIED_CODE,),
+            detail=detail,
+            attempt_id=attempt,
+            approvers=approvers,
+        )
+        log.warning("merge of %s:%s#%s unverified: %s", t.forge, t.repo, t.number, why)
+        await self._finish(claim, attempt, merge_rows.UNVERIFIED, outcome)
+        return outcome
+
+    async def _reverify(
+        self, forge: Forge, claim: LeaseClaim, request: MergeRequest, attempt: MergeAttempt
+    ) -> MergeOutcome:
+        """A merge call already went out for this PR: read, never send again."""
+        pull, why = await self._confirmed(forge, request, None)
+        if pull is None:
+            detail = f"merge attempt {attempt.id} is unverified: {why}; it is not sent again"
+            return MergeOutcome(
+                False,
+                attempt.head_sha,
+                codes=(merge_rows.UNVERIFIED_CODE,),
+                detail=detail,
+                attempt_id=attempt.id,
+            )
+        return await self._record_confirmed(pull, attempt)
+
+    async def _record_confirmed(
+        self, pull: PullRequestSnapshot, attempt: MergeAttempt
+    ) -> MergeOutcome:
+        await self.merges.run(self.merges.confirm, attempt.id, pull.merge_commit_sha)
+        claim = LeaseClaim(
+            LeaseTarget(attempt.forge, attempt.repo, attempt.number, Role.MERGER),
+            attempt.holder,
+            attempt.epoch,
+        )
+        with contextlib.suppress(LeaseRefused):
+            await self.leases.run(self.leases.release, claim)
+        outcome = MergeOutcome(
+            True,
+            attempt.head_sha,
+            merge_commit_sha=pull.merge_commit_sha,
+            already_merged=True,
+            attempt_id=attempt.id,
+            recorded=True,
+            detail="the forge confirmed the merge",
+        )
+        outcome.state_comment = await self._comment(
+            attempt.forge, attempt.repo, attempt.number, pull
+        )
+        return outcome
+
+    async def verify_unverified(self) -> list[MergeOutcome]:
+        """The sweep's pass over unverified merges: record the confirmed ones, and end as
+        ``unknown`` those whose lease lapsed unconfirmed. Never sends a merge."""
+        done = []
+        for attempt in await self.merges.run(self.merges.unverified):
+            forge = self.forges.get(attempt.forge)
+            if forge is None:
+                continue
+            request = MergeRequest(
+                attempt.forge,
+                attempt.repo,
+                attempt.number,
+                attempt.head_sha,
+                attempt.holder,
+                attempt.epoch,
+            )
+            key = (attempt.forge, attempt.repo, attempt.number)
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                pull, why = await self._confirmed(forge, request, None)
+                if pull is not None:
+                    done.append(await self._record_confirmed(pull, attempt))
+                    continue
+                lease = await self.leases.run(self.leases.get, request.claim.target)
+                held = (
+                    lease is not None
+                    and lease.holder == attempt.holder
+                    and lease.epoch == attempt.epoch
+                    and lease.live(self.clock())
+                )
+                if not held:
+                    detail = f"the lease ended before the forge confirmed the merge ({why})"
+                    await self.merges.run(self.merges.give_up, attempt.id, detail)
+        return done
 
     async def _after_failure(
         self,

@@ -78,8 +78,11 @@ class Reconciler:
         enqueue: Enqueue,
         *,
         clock: Clock = time.time,
+        verify_merges: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """``verify_merges``: re-reads merges left unverified (the merger's)."""
         self.settings = settings
+        self.verify_merges = verify_merges
         self.clock = clock
         self.store = store
         self.forges = forges
@@ -126,6 +129,11 @@ class Reconciler:
                     f"{forge_name}:{repo}; so far {report.open_pulls} open pull requests, "
                     f"{len(report.queued)} queued, {len(report.reevaluated)} re-evaluated"
                 )
+        if self.verify_merges is not None:
+            try:
+                await self.verify_merges()
+            except ForgeError as exc:
+                report.errors.append(f"unverified merges: {exc}")
         self.sweeps += 1
         return report
 
