@@ -37,6 +37,8 @@ STATUS: dict[str, int] = {
     "repo_not_allowed": 403,
     "permission_denied": 403,
     "not_session_owner": 403,
+    "not_worker_owner": 403,
+    "worker_name_reserved": 403,
     "not_found": 404,
     "session_not_found": 404,
     "pr_not_found": 404,
