@@ -128,6 +128,7 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12" * 10)
     assert code == 1 and held["error"] == "lease_held"
     assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
+    assert "epoch" not in held and "epoch" not in held["detail"]  # never the holder's epoch
     ghost = other.replace("other", "ghost")
     code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
     assert code == 1 and unproven["error"] == "worker_unproven"
