@@ -172,6 +172,10 @@ class Settings(BaseSettings):
     reviewer_db_access: str | None = None
     query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
+    # Bytes buffered at once for webhook bodies whose signature is not checked yet, and how
+    # long one such body may take to arrive: an unauthenticated sender cannot hold more.
+    unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    body_read_timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(4, ge=1, le=64)
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
@@ -207,6 +211,16 @@ class Settings(BaseSettings):
                         )
                     except GrantRefused as exc:
                         raise ValueError(f"reviewers of {key}: {entry.command!r}: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _budget_holds_one_body(self) -> Settings:
+        if self.unverified_body_budget_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"unverified_body_budget_bytes ({self.unverified_body_budget_bytes}) must be at"
+                f" least max_body_bytes ({self.max_body_bytes}), or no large delivery could"
+                " ever be read"
+            )
         return self
 
     @model_validator(mode="after")

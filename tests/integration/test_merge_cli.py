@@ -125,9 +125,10 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     # another worker cannot take the lease meanwhile; an unregistered one is unproven
     code, out, _ = await cli.run("lease", "register", "--name", "other")
     other = out.strip()
-    code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12")
+    code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12" * 10)
     assert code == 1 and held["error"] == "lease_held"
     assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
+    assert "epoch" not in held and "epoch" not in held["detail"]  # never the holder's epoch
     ghost = other.replace("other", "ghost")
     code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
     assert code == 1 and unproven["error"] == "worker_unproven"

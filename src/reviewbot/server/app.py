@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.server import entry, health, leases, reads, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
+from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
 from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
@@ -34,7 +35,9 @@ def create_app(service: Service) -> web.Application:
             "gitea": _secret(settings.gitea.webhook_secret),
         },
         owns_service=not service.started,
+        body_budget=BodyBudget(settings.unverified_body_budget_bytes),
     )
+    state.metrics.watch_budget(state.body_budget)
 
     def count_refusal(request: web.Request, exc: ReviewbotError) -> None:
         if exc.code == "body_too_large" and request.path.startswith(_DELIVERY_PATHS):

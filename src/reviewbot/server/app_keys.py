@@ -7,17 +7,20 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from reviewbot.server.budget import BodyBudget
 from reviewbot.server.metrics import Metrics
 from reviewbot.service import Service
 
 
 @dataclass
 class ServerState:
-    """What the HTTP face keeps beside the service: its counters and the webhook secrets."""
+    """What the HTTP face keeps beside the service: its counters, the webhook secrets and
+    the byte budget of unverified bodies."""
 
     metrics: Metrics
     secrets: dict[str, bytes | None]
     owns_service: bool
+    body_budget: BodyBudget
 
 
 SERVICE = web.AppKey("reviewbot.service", Service)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TypeVar
 
@@ -20,20 +21,41 @@ class BodyTooLarge(Refused):
     code = "body_too_large"
 
 
-async def read_body(request: web.Request, limit: int, *, code: str = "body_too_large") -> bytes:
+async def read_body(
+    request: web.Request,
+    limit: int,
+    *,
+    code: str = "body_too_large",
+    timeout_s: float | None = None,
+) -> bytes:
     """The whole body, refused (``code``) once it passes ``limit`` bytes: by its declared
-    length before reading, or while reading a body that declared none."""
-    too_large = f"the body is larger than the limit of {limit} bytes"
+    length before reading, or while reading a body that declared none. With ``timeout_s``, a
+    body still arriving after that long is refused ``body_timeout``."""
+    check_length(request, limit, code=code)
+    body = bytearray()
+    try:
+        async with asyncio.timeout(timeout_s):
+            # read() returns what has arrived so far, not the whole body: read to the end.
+            while chunk := await request.content.read(CHUNK):
+                body.extend(chunk)
+                if len(body) > limit:
+                    raise BodyTooLarge(_too_large(limit), code=code)
+    except TimeoutError:
+        raise Refused(
+            f"the body did not arrive within {timeout_s:g} s", code="body_timeout"
+        ) from None
+    return bytes(body)
+
+
+def check_length(request: web.Request, limit: int, *, code: str = "body_too_large") -> None:
+    """Refuse a body whose declared length passes ``limit``, before reading any of it."""
     length = request.content_length
     if length is not None and length > limit:
-        raise BodyTooLarge(too_large, code=code)
-    body = bytearray()
-    # read() returns what has arrived so far, not the whole body: read to the end.
-    while chunk := await request.content.read(CHUNK):
-        body.extend(chunk)
-        if len(body) > limit:
-            raise BodyTooLarge(too_large, code=code)
-    return bytes(body)
+        raise BodyTooLarge(_too_large(limit), code=code)
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is larger than the limit of {limit} bytes"
 
 
 async def read_model(request: web.Request, model: type[M], limit: int = MAX_JSON_BODY) -> M:

@@ -39,11 +39,15 @@ STATUS: dict[str, int] = {
     "permission_denied": 403,
     "not_session_owner": 403,
     "protected_table": 403,
+    "not_worker_owner": 403,
+    "worker_name_reserved": 403,
     "not_found": 404,
     "session_not_found": 404,
     "pr_not_found": 404,
     "worker_unproven": 404,
     "method_not_allowed": 405,
+    "body_timeout": 408,
+    "unknown_event": 400,
     "body_too_large": 413,
     "too_large": 413,
     "statement_failed": 422,
@@ -52,6 +56,7 @@ STATUS: dict[str, int] = {
     "internal_error": 500,
     "forge_error": 502,
     "forge_unavailable": 503,
+    "server_busy": 503,
     "store_unavailable": 503,
 }
 
@@ -87,7 +92,11 @@ def status_of(exc: ReviewbotError, path: str = "") -> int:
 
 
 def error_response(exc: ReviewbotError, path: str = "") -> web.Response:
-    return web.json_response(exc.to_json(), status=status_of(exc, path))
+    response = web.json_response(exc.to_json(), status=status_of(exc, path))
+    retry_after = exc.extra.get("retry_after_s")
+    if retry_after is not None:  # a refusal that says when to come back says it in HTTP too
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def refused(code: str, detail: str, **extra: Any) -> Refused:

@@ -3,7 +3,12 @@
 Every call needs a bearer token with the scope the table in ``docs/leases.md`` names
 (``lease``, ``read`` or ``merge``); a token bound to one repository may act only on that
 repository. A refused lease also names ``holder`` and ``expires_at`` (the store's refusal
-carries them; ``server/errors.py`` answers it).
+carries them; ``server/errors.py`` answers it), never the holder's epoch.
+
+A worker identity belongs to the token that registered it: every call in a worker's name
+(its heartbeat, lease acquire, heartbeat and release, and merges) from another token is
+refused ``not_worker_owner`` before anything is read or written. The bot's own names
+(``reviewbot``, ``reviewbot.*``) cannot be registered here.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from aiohttp import web
 
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
-from reviewbot.core.leases import Role, lease_json
+from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate, bound_target, check_binding
@@ -32,6 +37,7 @@ from reviewbot.server.reads import query_number, query_repo
 from reviewbot.service import MergeParts
 from reviewbot.store import repositories
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.tokens import TokenInfo
 
 B = TypeVar("B", bound=TargetBody | MergeBody)
 
@@ -69,13 +75,28 @@ async def _read_target(request: web.Request, model: type[B]) -> B:
     return body
 
 
+def _owner(info: TokenInfo) -> WorkerOwner:
+    return WorkerOwner(info.id, None, info.name)
+
+
+async def _check_owner(request: web.Request, info: TokenInfo, identity: str) -> None:
+    """Refuse a call in the name of a worker that another caller registered."""
+    api = _merge_parts(request)
+    await _db(request).run(api.leases.check_owner, identity, _owner(info))
+
+
 # --- workers -----------------------------------------------------------------------------
 
 
 async def api_register_worker(request: web.Request) -> web.Response:
-    await authenticate(request, "lease")
+    info = await authenticate(request, "lease")
     body = await read_model(request, WorkerBody)
     api = _merge_parts(request)
+    if is_reserved_worker_name(body.name):
+        raise Refused(
+            f"worker name {body.name!r} is reserved for reviewbot's own workers",
+            code="worker_name_reserved",
+        )
     try:
         record = await _db(request).run(
             api.leases.register_worker,
@@ -84,6 +105,7 @@ async def api_register_worker(request: web.Request) -> web.Response:
             session_id=body.session_id,
             role=body.role,
             identity=body.worker_identity,
+            owner=_owner(info),
         )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
@@ -99,9 +121,10 @@ async def api_register_worker(request: web.Request) -> web.Response:
 
 
 async def api_worker_heartbeat(request: web.Request) -> web.Response:
-    await authenticate(request, "lease")
+    info = await authenticate(request, "lease")
     body = await read_model(request, WorkerHeartbeatBody)
     api = _merge_parts(request)
+    await _check_owner(request, info, body.worker_identity)
     record = await _db(request).run(api.leases.worker_heartbeat, body.worker_identity)
     status = await _db(request).run(api.leases.worker_status, record.identity)
     return web.json_response(
@@ -121,6 +144,7 @@ async def api_acquire(request: web.Request) -> web.Response:
     body = await _read_target(request, AcquireBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
+    await _check_owner(request, info, body.worker_identity)
     try:
         lease = await _db(request).run(
             api.leases.acquire,
@@ -139,6 +163,7 @@ async def _transition(request: web.Request, release: bool) -> web.Response:
     body = await _read_target(request, ClaimBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
+    await _check_owner(request, info, body.worker_identity)
     try:
         claim = body.claim()
         step = api.leases.release if release else api.leases.heartbeat
@@ -188,6 +213,7 @@ async def api_merge(request: web.Request) -> web.Response:
     body = await _read_target(request, MergeBody)
     check_binding(info, body.forge, body.repo)
     api = _merge_parts(request)
+    await _check_owner(request, info, body.worker_identity)
     try:
         merge_request = MergeRequest(
             body.forge,

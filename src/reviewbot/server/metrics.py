@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from reviewbot.server.budget import BodyBudget
 
 
 class Metrics:
@@ -26,3 +28,16 @@ class Metrics:
             ["source"],
             registry=self.registry,
         )
+
+    def watch_budget(self, budget: BodyBudget) -> None:
+        """Export the unverified-body budget: bytes reserved now and the most ever."""
+        Gauge(
+            "reviewbot_unverified_body_bytes",
+            "Bytes reserved now for webhook bodies whose signature is not checked yet",
+            registry=self.registry,
+        ).set_function(lambda: budget.in_use)
+        Gauge(
+            "reviewbot_unverified_body_bytes_peak",
+            "The most bytes ever reserved at once for unverified webhook bodies",
+            registry=self.registry,
+        ).set_function(lambda: budget.peak)

@@ -1,12 +1,15 @@
 """Forge webhooks: the acknowledgement path.
 
-It does only what cannot wait: bound the body, check the HMAC over the raw bytes, take the
+It does only what cannot wait: refuse a delivery without a signature or an event header
+before reading its body, read the body within the byte budget of unverified bodies
+(:mod:`reviewbot.server.budget`) and a deadline, check the HMAC over the raw bytes, take the
 delivery id from the headers, and commit the delivery to the journal (group commit,
 ``synchronous=FULL``). Parsing, forge reads and the gate run in the worker pool.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -21,12 +24,14 @@ from reviewbot.ingress.headers import (
     first_header,
 )
 from reviewbot.ingress.identity import delivery_identity
-from reviewbot.ingress.signatures import is_form, verify_delivery
+from reviewbot.ingress.signatures import is_form, signature_of, verify_delivery
 from reviewbot.server.app_keys import SERVICE, STATE
-from reviewbot.server.body import read_body
+from reviewbot.server.body import check_length, read_body
 from reviewbot.store.journal import NewDelivery
 
 FORGE_SOURCES = ("github", "gitea")
+# What a forge's event header looks like; anything else is refused unread.
+EVENT_NAME = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
 
 
 async def github_webhook(request: web.Request) -> web.Response:
@@ -73,7 +78,28 @@ async def forge_webhook(request: web.Request, forge: str) -> web.Response:
             f"(set REVIEWBOT_{forge.upper()}__WEBHOOK_SECRET)",
             code="signature_invalid",
         )
-    body = await read_body(request, service.settings.max_body_bytes)
+    headers = request.headers
+    # Refused before a byte of the body is read: nothing unsigned or unnamed is buffered.
+    if signature_of(forge, headers) is None:
+        st.metrics.refused.labels(forge, "bad_signature").inc()
+        raise Refused("missing or empty webhook signature header", code="signature_invalid")
+    if not EVENT_NAME.match(event_of(forge, headers)):
+        st.metrics.refused.labels(forge, "unknown_event").inc()
+        raise Refused(
+            "missing or malformed event header (X-GitHub-Event, X-Gitea-Event-Type)",
+            code="unknown_event",
+        )
+    limit = service.settings.max_body_bytes
+    check_length(request, limit)
+    size = limit if request.content_length is None else request.content_length
+    async with st.body_budget.reserve(size):
+        body = await read_body(request, size, timeout_s=service.settings.body_read_timeout_s)
+        return await _accept(request, forge, secret, body)
+
+
+async def _accept(request: web.Request, forge: str, secret: bytes, body: bytes) -> web.Response:
+    """Check the signature of a body read within the budget, and journal it."""
+    service, st = request.app[SERVICE], request.app[STATE]
     headers = request.headers
     if not verify_delivery(forge, secret, headers, body):
         st.metrics.refused.labels(forge, "bad_signature").inc()

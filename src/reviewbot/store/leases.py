@@ -28,6 +28,7 @@ ledger file.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -51,6 +52,7 @@ from reviewbot.core.leases import (
     LeaseTiming,
     Refused,
     Role,
+    WorkerOwner,
     WorkerRecord,
     WorkerStatus,
     refusal_view,
@@ -68,6 +70,8 @@ from reviewbot.store.database import (
     ThreadConnections,
     Tx,
 )
+
+log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 _MAX_TEXT = 200
@@ -87,6 +91,12 @@ class UnknownWorker(LeaseStoreError):
     """No record of this identity: it is ``unproven`` and may not hold leases."""
 
     code = "worker_unproven"
+
+
+class NotWorkerOwner(LeaseStoreError):
+    """A caller acted in the name of a worker another caller registered."""
+
+    code = "not_worker_owner"
 
 
 class LeaseRefused(LeaseStoreError):
@@ -241,8 +251,14 @@ class LeaseStore:
         session_id: str,
         role: str,
         identity: str | None = None,
+        owner: WorkerOwner | None = None,
     ) -> WorkerRecord:
-        """Register a new identity (minted here unless given); an existing one is refused."""
+        """Register a new identity (minted here unless given); an existing one is refused.
+
+        ``owner`` is the caller that registered it (``None``: the bot or its command line);
+        only that caller may act in the identity's name (:meth:`check_owner`).
+        """
+        owner = owner or WorkerOwner()
         _short_text("client", client)
         _short_text("session_id", session_id)
         _short_text("role", role)
@@ -263,8 +279,8 @@ class LeaseStore:
                 raise WorkerExists(f"worker identity {identity} already exists; mint a new one")
             tx.execute(
                 "INSERT INTO workers (identity, name, client, session_id, role, registered_at,"
-                " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (identity, name, client, session_id, role, now, now),
+                " heartbeat_at, owner_token_id, owner_session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (identity, name, client, session_id, role, now, now, owner.token_id, owner.session),
             )
         return record
 
@@ -283,6 +299,35 @@ class LeaseStore:
         with self.db.read() as tx:
             row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
         return None if row is None else _worker(row)
+
+    def check_owner(self, identity: str, caller: WorkerOwner) -> None:
+        """Raise :class:`NotWorkerOwner` unless ``caller`` registered ``identity``.
+
+        An identity nobody registered passes: the call itself then refuses it as unproven
+        or not held. The owner never changes after registration, so checking it before the
+        call's own transaction leaves no gap.
+        """
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
+                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
+                (identity,),
+            )
+        if row is None:
+            return
+        owner = WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
+        if owner.same_as(caller):
+            return
+        log.warning(
+            "refused: %s acted in the name of worker %s, which belongs to %s",
+            caller,
+            identity,
+            owner,
+        )
+        raise NotWorkerOwner(
+            f"worker {identity} was registered by another caller; register a worker of your own",
+            worker_identity=identity,
+        )
 
     def worker_status(self, identity: str) -> WorkerStatus:
         return core.worker_status(self.worker(identity), self.clock(), self.timing)

@@ -35,7 +35,7 @@ from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role, check_full_sha
 from reviewbot.core.merge import MergeAction, MergeInputs, decide, same_sha
 from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.reasons import ReasonCode
@@ -78,6 +78,10 @@ class MergeRequest:
     epoch: int
     method: str | None = None  # None: the repository's merge_method
     record_refusals: bool = True  # automerge asks often; it records only what it sends
+
+    def __post_init__(self) -> None:
+        # A prefix is refused: it could name another commit by the time the merge is sent.
+        check_full_sha(self.head_sha)
 
     @property
     def claim(self) -> LeaseClaim:
