@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     db_access: str | None = None
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
     workers: int = Field(4, ge=1, le=64)
+    delivery_max_attempts: int = Field(5, ge=1, le=100)
+    delivery_retry_base_s: float = Field(1.0, ge=0)
+    ready_max_queue_age_s: float = Field(300.0, gt=0)
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
