@@ -49,6 +49,7 @@ STATUS: dict[str, int] = {
     "forge_error": 502,
     "forge_unavailable": 503,
     "store_unavailable": 503,
+    "not_ready": 503,
 }
 
 # Where one code means another status on one route: acquiring a lease for a worker nobody
