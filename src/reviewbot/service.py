@@ -281,6 +281,8 @@ class Service:
             self.runner.process_batch,
             size=self.settings.workers,
             ingress_busy=self.journal.busy if self.journal is not None else None,
+            clock=self.clock,
+            retry=self.runner.retry,
         )
 
     def _eligible_hook(self) -> EligibleHook | None:

@@ -37,7 +37,7 @@ STORE_RECEIVERS = frozenset({"db", "store", "leases", "merges", "lease_store", "
 # Not store calls: the door itself, the injected clock, values without I/O, and closing.
 NOT_IO = frozenset({"run", "clock", "fence", "worker", "timing", "path", "close"})
 # Functions of store modules that are pure (shapes and hashes, no database).
-PURE = frozenset({"delivery_json", "body_sha256"})
+PURE = frozenset({"delivery_json", "body_sha256", "describe", "is_transient", "is_row_fault"})
 # Opening the store runs its migrations before there is a database to run them on.
 OPENING = frozenset({"open_store"})
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gate",
     "explain",
     "replay",
+    "doctor",
     "token",
     "lease",
     "merge",

@@ -46,6 +46,7 @@ PLAIN_WORDS: dict[str, str] = {
     "permission_denied": "the user lacks the permission the request needs",
     "recorded": "noted; nothing to review",
     "internal_error": "the bot failed; its log has the details",
+    "delivery_failed": "the delivery could not be recorded after every attempt; it is parked",
     "no_required_checks": "no check is required for the target branch: nothing to judge",
     "checks_pending": "required checks are still running or have not reported yet",
     "checks_failed": "a required check failed",

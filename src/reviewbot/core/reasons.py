@@ -32,6 +32,7 @@ class ReasonCode(StrEnum):
     PERMISSION_DENIED = "permission_denied"
     RECORDED = "recorded"
     INTERNAL_ERROR = "internal_error"  # a bug, never a forge or input problem
+    DELIVERY_FAILED = "delivery_failed"  # could not be recorded after every attempt
     # review policy
     NO_REQUIRED_CHECKS = "no_required_checks"
     CHECKS_PENDING = "checks_pending"

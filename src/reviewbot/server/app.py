@@ -57,6 +57,7 @@ def create_app(service: Service) -> web.Application:
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)
     app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post(TOOLS_ROUTE, _tools)
     leases.add_routes(app)

@@ -58,6 +58,7 @@ STATUS: dict[str, int] = {
     "forge_unavailable": 503,
     "server_busy": 503,
     "store_unavailable": 503,
+    "not_ready": 503,
 }
 
 # Where one code means another status on one route: acquiring a lease for a worker nobody

@@ -32,6 +32,26 @@ Row = sqlite3.Row
 Params = Sequence[Any]
 
 
+def is_row_fault(exc: BaseException) -> bool:
+    """The values of one row cannot be stored (a number past 64 bits, text that is not
+    UTF-8, a constraint): a fault of that row, not of the store, so retrying the rest of its
+    transaction without it succeeds."""
+    return isinstance(
+        exc,
+        ValueError  # UnicodeEncodeError is one
+        | OverflowError
+        | TypeError
+        | sqlite3.IntegrityError
+        | sqlite3.DataError
+        | sqlite3.InterfaceError,
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A store error that may clear by itself (disk full, I/O error, busy, locked)."""
+    return isinstance(exc, sqlite3.OperationalError)
+
+
 class Tx(Protocol):
     """An open transaction."""
 

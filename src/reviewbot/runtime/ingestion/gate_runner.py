@@ -12,6 +12,7 @@ review pipeline plugs in there.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from reviewbot.config import Settings
+from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock, iso
 from reviewbot.core.gate import (
     decision_without_gate,
@@ -109,6 +111,7 @@ class GateRunner:
         self._gate = gate_fn or gate
         self.clock = clock
         self.on_eligible = on_eligible
+        self.retry = RetryPolicy(settings.delivery_max_attempts, settings.delivery_retry_base_s)
         self._bot_logins: dict[str, str] = {}
         # Store calls run on threads of our own: close() waits until none is running.
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-record")
@@ -137,10 +140,23 @@ class GateRunner:
             await asyncio.sleep(0)  # let waiting acknowledgements run between deliveries
         claim = self.job_claim() if self.job_claim is not None else None
         recorded = await self._store(
-            decisions.record_many, self.db, [p.to_record(claim) for p in pending]
+            functools.partial(
+                decisions.record_many,
+                self.db,
+                [p.to_record(claim) for p in pending],
+                retry=self.retry,
+                now=self.clock(),
+            )
         )
         for item, result in zip(pending, recorded, strict=True):
-            if result.duplicate_of is None:
+            if result.failed is not None:
+                log.warning(
+                    "delivery %s not recorded (%s): %s",
+                    item.delivery.delivery_id,
+                    "dead" if result.dead else "will retry",
+                    result.failed,
+                )
+            elif result.duplicate_of is None:
                 await self._notify(item.delivery, result, item.gated, claim)
         return recorded
 

@@ -7,6 +7,12 @@ needs for its journal commits, free most of the time. The journal wakes the work
 commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
 taken up again. On stop, a batch in flight gets a grace period; what does not finish in it
 goes back to ``queued`` for the next start.
+
+The workers are supervised: one that raises is logged and started again after a backoff, and
+a store error (disk full, I/O error, busy) while claiming, gating or re-queueing backs off
+and retries instead of ending the worker, so the pool never shrinks. A batch that fails for
+another reason is gated again one delivery at a time, so one bad delivery holds up no other.
+Deliveries waiting out a retry backoff are claimed when it ends (a timer wakes the pool).
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from reviewbot.store import journal
-from reviewbot.store.database import Database
+from reviewbot.core.attempts import RetryPolicy
+from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.store import decisions, journal
+from reviewbot.store.database import Database, is_transient
 from reviewbot.store.journal import StoredDelivery
 
 log = logging.getLogger(__name__)
@@ -27,6 +36,8 @@ T = TypeVar("T")
 
 BatchFn = Callable[[Sequence[StoredDelivery]], Coroutine[Any, Any, object]]
 RETRY_AFTER_FAILURE_S = 1.0
+# Backoff of a worker restarted after it raised, and of a store call that failed transiently.
+RESTART = RetryPolicy(max_attempts=1_000_000, base_s=0.05, max_s=5.0)
 # While acknowledgements are being written, a worker waits for a quiet moment (checking
 # every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s (then it
 # takes a small batch): a burst is acknowledged first and gated right after, and sustained
@@ -44,6 +55,9 @@ class WorkerPool:
         batch: int = 16,
         ingress_busy: Callable[[], bool] | None = None,
         max_defer_s: float = 0.25,
+        clock: Clock = time.time,
+        restart: RetryPolicy = RESTART,
+        retry: RetryPolicy | None = None,
     ):
         self.db = db
         self.process_batch = process_batch
@@ -51,6 +65,12 @@ class WorkerPool:
         self.batch = batch
         self.ingress_busy = ingress_busy
         self.max_defer_s = max_defer_s
+        self.clock = clock
+        self.restart = restart
+        self.retry = retry or RetryPolicy()  # of one delivery that keeps failing
+        self.restarts = 0  # workers started again after they raised (health, metrics)
+        self.store_errors = 0  # transient store errors retried
+        self._retry_timer: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
         self._generation = 0  # bumped by every wake-up, so none is lost
         self._idle = asyncio.Event()
@@ -70,7 +90,7 @@ class WorkerPool:
         if resumed:
             log.info("resuming %d unfinished deliveries", len(resumed))
         for n in range(self.size):
-            self._tasks.append(asyncio.create_task(self._work(), name=f"gate-worker-{n}"))
+            self._tasks.append(asyncio.create_task(self._supervise(n), name=f"gate-worker-{n}"))
         self.submit(resumed or ["start"])
         return len(resumed)
 
@@ -84,8 +104,14 @@ class WorkerPool:
         """Until the journal has nothing queued for this pool (tests, one-shot commands)."""
         await self._idle.wait()
 
+    def alive(self) -> int:
+        """Workers running (a supervised worker that raised counts while it waits to restart)."""
+        return sum(1 for task in self._tasks if not task.done())
+
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
         for task in self._tasks:
             task.cancel()  # idle workers stop at once; busy ones are shielded below
         in_flight = dict(self._in_flight)
@@ -95,7 +121,7 @@ class WorkerPool:
                 busy.cancel()
                 with contextlib.suppress(BaseException):
                     await busy
-                await self._store(journal.requeue, self.db, in_flight[busy])
+                await self._requeue(in_flight[busy])
                 log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
@@ -106,12 +132,64 @@ class WorkerPool:
         if self._claims:
             await asyncio.wait(list(self._claims))
         if self._claimed:
-            await self._store(journal.requeue, self.db, sorted(self._claimed))
+            with contextlib.suppress(Exception):  # a failing store: resumed at the next start
+                await self._store(journal.requeue, self.db, sorted(self._claimed))
             self._claimed.clear()
         await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
 
     async def _store(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    async def _supervise(self, n: int) -> None:
+        """Run one worker; if it raises, log it and start it again after a backoff."""
+        failures = 0
+        while True:
+            try:
+                await self._work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                self.restarts += 1
+                delay = self.restart.delay(failures)
+                log.exception("gate worker %d failed; restarting it in %.2f s", n, delay)
+                await asyncio.sleep(delay)
+                self._wake.set()  # look at the queue again on restart
+
+    async def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call retried with backoff while it fails transiently (disk full, I/O)."""
+        failures = 0
+        while True:
+            try:
+                return await self._store(fn, *args)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                self.store_errors += 1
+                delay = self.restart.delay(failures)
+                log.warning("store error (%s); retrying in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _requeue(self, ids: Sequence[str]) -> None:
+        await self._retrying(journal.requeue, self.db, list(ids))
+
+    async def _schedule_retry(self) -> None:
+        """Wake the pool when the earliest delivery waiting out a backoff is due."""
+        due = await self._store(journal.next_attempt_at, self.db)
+        if due is None:
+            return
+        delay = max(0.0, parse_iso(due) - self.clock()) + 0.01
+        loop = asyncio.get_running_loop()
+        if self._retry_timer is not None:
+            if self._retry_timer.when() <= loop.time() + delay:
+                return
+            self._retry_timer.cancel()
+        self._retry_timer = loop.call_later(delay, self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry_timer = None
+        self.submit()
 
     async def _work(self) -> None:
         while True:
@@ -129,7 +207,8 @@ class WorkerPool:
                     break
             if generation == self._generation:
                 self._wake.clear()  # nothing new arrived while this worker looked
-                if self._busy == 0:
+                await self._schedule_retry()
+                if self._busy == 0 and generation == self._generation:
                     self._idle.set()
 
     async def _defer_to_ingress(self) -> int:
@@ -148,16 +227,19 @@ class WorkerPool:
 
     async def _claim(self) -> list[StoredDelivery]:
         size = await self._defer_to_ingress()
-        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size))
+        now = iso(self.clock(), timespec="microseconds")
+        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size, now))
         self._claims.add(claim)
         claim.add_done_callback(self._claim_done)
         try:
             return await asyncio.shield(claim)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("could not claim deliveries; retrying")
+        except Exception as exc:
+            self.store_errors += 1
+            log.warning("could not claim deliveries (%s); retrying", exc)
             await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            self._wake.set()  # the queue still holds them: look again
             return []
 
     def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
@@ -166,6 +248,49 @@ class WorkerPool:
             self._claimed.update(d.delivery_id for d in claim.result())
 
     async def _run(self, claimed: list[StoredDelivery]) -> None:
+        try:
+            await self._run_batch(claimed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                # The store failed: the batch is back in the queue, tried after a pause.
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                self._wake.set()
+            elif len(claimed) == 1:
+                await self._failed_attempt(claimed[0].delivery_id, exc)
+            else:
+                # Something in one delivery failed the batch: gate them one by one, so only
+                # that one fails (and is retried with its own backoff).
+                log.warning("gating a batch failed (%s); gating its deliveries one by one", exc)
+                for delivery in claimed:
+                    await self._run_alone(delivery.delivery_id)
+
+    async def _run_alone(self, delivery_id: str) -> None:
+        again = await self._retrying(journal.claim, self.db, delivery_id)
+        if again is None:
+            return
+        try:
+            await self._run_batch([again])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not is_transient(exc):
+                await self._failed_attempt(delivery_id, exc)
+
+    async def _failed_attempt(self, delivery_id: str, exc: Exception) -> None:
+        """A delivery that failed on its own: its backoff, or ``dead`` after the last try."""
+        await self._retrying(
+            decisions.fail_delivery,
+            self.db,
+            delivery_id,
+            decisions.describe(exc),
+            self.retry,
+            self.clock(),
+        )
+
+    async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
+        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised."""
         ids = [d.delivery_id for d in claimed]
         task: asyncio.Task[object] = asyncio.create_task(self.process_batch(claimed))
         self._in_flight[task] = ids
@@ -182,8 +307,8 @@ class WorkerPool:
             raise
         except Exception:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await self._store(journal.requeue, self.db, ids)
-            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            await self._requeue(ids)
+            raise
         finally:
             if task.done():
                 self._in_flight.pop(task, None)
