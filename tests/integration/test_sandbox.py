@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from reviewbot.config import GrantRule, ReviewerRule, ReviewerSettings, SecretSource
@@ -460,6 +461,9 @@ async def test_through_serve_a_reviewer_sees_no_server_secret_and_no_database(
         assert bot.service.review is not None
         sandbox = bot.service.review.pipeline.external.sandbox
         assert sandbox.state.describe()["status"] == "enforced"
+        async with httpx.AsyncClient() as client:
+            health = (await client.get(f"{bot.base_url}/healthz")).json()
+        assert health["sandbox"]["status"] == "enforced"
         pr = await open_green_pr(bot, "gitea")
         reviews = bot.bot_reviews("gitea", pr.number)
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED["gitea"], pr.head_sha)]
@@ -489,3 +493,8 @@ async def test_through_serve_no_sandbox_means_no_review_and_sandbox_unavailable(
         assert (latest.decision, latest.reason_code) == ("error", "sandbox_unavailable")
         assert "no-bwrap" in latest.detail and "is not installed" in latest.detail
         assert runs_of(runs) == []  # the reviewer never ran
+        # An operator sees it without reading the log: /healthz names the sandbox state.
+        async with httpx.AsyncClient() as client:
+            health = (await client.get(f"{bot.base_url}/healthz")).json()
+        assert health["sandbox"]["status"] == "unavailable"
+        assert "no-bwrap" in health["sandbox"]["reason"]

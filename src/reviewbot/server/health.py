@@ -1,6 +1,6 @@
 """Liveness, readiness and metrics: ``GET /healthz`` (the process serves and the store
-answers), ``GET /readyz`` (every check of :mod:`reviewbot.runtime.health`; 503 naming the
-failing ones) and ``GET /metrics``."""
+answers; it also shows the reviewer sandbox state), ``GET /readyz`` (every check of
+:mod:`reviewbot.runtime.health`; 503 naming the failing ones) and ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -15,13 +15,16 @@ from reviewbot.store import journal as journal_store
 
 
 async def healthz(request: web.Request) -> web.Response:
-    db = request.app[SERVICE].db
+    service = request.app[SERVICE]
+    db = service.db
     try:
         assert db is not None
         counts = await db.run(journal_store.count_by_status, db)
     except Exception as exc:
         raise ReviewbotError(str(exc), code="store_unavailable") from None
-    return web.json_response({"status": "ok", "deliveries": counts})
+    # The reviewer sandbox is shown here so that ``sandbox = "off"`` is never a silent state.
+    sandbox = service.external.sandbox.state.describe()
+    return web.json_response({"status": "ok", "deliveries": counts, "sandbox": sandbox})
 
 
 async def readyz(request: web.Request) -> web.Response:
