@@ -199,7 +199,8 @@ async def _startup(app: web.Application) -> None:
     if st.owns_forges:
         st.forges = configured_forges(st.settings)
     for forge in FORGE_SOURCES:
-        if st.secrets[forge] is None:
+        # Only a configured forge lacks its secret; the rest get "no forge configured".
+        if st.secrets[forge] is None and forge in st.forges:
             log.warning(
                 "no webhook secret for %s: /webhooks/%s refuses every delivery "
                 "(set REVIEWBOT_%s__WEBHOOK_SECRET)",
