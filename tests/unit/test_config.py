@@ -20,6 +20,7 @@ def pem_key() -> bytes:
         serialization.NoEncryption(),
     )
 
+
 TOML = """
 data_dir = "from-file"
 port = 9000
