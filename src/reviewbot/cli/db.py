@@ -17,7 +17,7 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.store.bootstrap import open_store
+from reviewbot.store.bootstrap import open_existing_store, open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.migrations import (
@@ -122,11 +122,13 @@ def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
             return open_store(paths)
     except MigrationError as exc:
         raise CommandError(_line(str(exc))) from None
-    if not paths.db_file.exists():
-        raise CommandError(
-            f"no workflow database at {paths.db_file} yet (reviewbot creates it at start)"
-        )
-    return SQLiteDatabase(paths.db_file, read_only=True)
+    return open_existing_store(paths)
+
+
+def _open_read(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+    """The existing store, read-only, for commands that only read (never creates one)."""
+    require(access, DBAccess.READ)
+    return open_existing_store(paths)
 
 
 def _line(text: str) -> str:
@@ -219,7 +221,7 @@ def _show_result(args: argparse.Namespace, result: QueryResult, *, changed: bool
 def _query(args: argparse.Namespace) -> int:
     paths, access = _context(args)
     params = _params(args.params)
-    _open(paths, access).close()
+    _open_read(paths, access).close()
     try:
         result = query_workflow_db(
             args.sql, params, paths=paths, access=access, max_rows=max(1, args.max_rows)
@@ -245,7 +247,7 @@ def _mutate(args: argparse.Namespace) -> int:
 
 def _log(args: argparse.Namespace) -> int:
     paths, access = _context(args)
-    db = _open(paths, access)
+    db = _open_read(paths, access)
     try:
         rows = migration_log(db)
     finally:

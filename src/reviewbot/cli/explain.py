@@ -19,7 +19,7 @@ from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
+from reviewbot.store.bootstrap import open_existing_store
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
@@ -82,7 +82,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     require(effective_access(settings.db_access), DBAccess.READ)
-    db = open_store(settings)
+    db = open_existing_store(settings)  # read-only: never creates a store
     try:
         pr = _as_pr(args.target)
         if pr is not None:
