@@ -22,6 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reviewbot.config import Settings
 from reviewbot.core.models import Trigger
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.api import api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
@@ -31,6 +32,7 @@ from reviewbot.ingress.headers import (
     GITHUB_EVENT,
     KEPT_HEADERS,
     first_header,
+    forge_of_headers,
 )
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form, verify_delivery
@@ -343,6 +345,15 @@ def looks_like_json_object(body: bytes, content_type: str | None) -> bool:
 
 async def _forge_webhook(request: web.Request, forge: str) -> web.Response:
     st = request.app[STATE]
+    sender = forge_of_headers(request.headers)
+    if sender is not None and sender != forge:
+        # Before the signature: the other forge's secret would only say "wrong signature".
+        st.metrics.refused.labels(forge, "wrong_endpoint").inc()
+        raise ApiError(
+            400,
+            ReasonCode.WRONG_ENDPOINT.value,
+            f"this is a {sender} webhook sent to /webhooks/{forge}; point it at /webhooks/{sender}",
+        )
     secret = st.secrets[forge]
     if secret is None:
         st.metrics.refused.labels(forge, "no_secret").inc()

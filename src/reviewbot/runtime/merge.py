@@ -44,6 +44,7 @@ from reviewbot.forges.errors import (
     NotMergeable,
     PermissionDenied,
     RateLimited,
+    reason_for,
 )
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
@@ -126,12 +127,14 @@ class MergeOutcome:
 
 
 def _forge_failure(exc: ForgeError) -> MergeError:
+    reason = reason_for(exc).value
     if isinstance(exc, PermissionDenied | AuthenticationFailed):
-        return MergeError(403, ReasonCode.PERMISSION_DENIED.value, f"the forge refused: {exc}")
+        return MergeError(403, reason, f"the forge refused: {exc}")
     if isinstance(exc, NotFound):
-        return MergeError(404, ReasonCode.PR_NOT_FOUND.value, str(exc))
+        return MergeError(404, reason, str(exc))
     if isinstance(exc, ForgeUnavailable | RateLimited):
-        return MergeError(503, "forge_unavailable", str(exc))
+        unreachable = reason == ReasonCode.FORGE_UNREACHABLE
+        return MergeError(503, reason if unreachable else "forge_unavailable", str(exc))
     return MergeError(502, ReasonCode.FORGE_ERROR.value, str(exc))
 
 
