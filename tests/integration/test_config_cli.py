@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -223,3 +224,13 @@ async def test_serve_warns_only_about_the_secret_of_a_configured_forge(tmp_path:
         stderr = (await asyncio.wait_for(server.proc.stderr.read(), 20)).decode()
     assert "no webhook secret for gitea" in stderr
     assert "github" not in stderr
+
+
+def test_db_apply_help_examples_avoid_the_bot_s_own_migration_names(tmp_path: Path) -> None:
+    from reviewbot.store.bootstrap import PACKAGED_NAME
+
+    shown = run_reviewbot("db", "apply", "--help", cwd=tmp_path).stdout
+    shown += run_reviewbot("db", "--help", cwd=tmp_path).stdout
+    examples = re.findall(r"reviewbot db apply (\S+)", shown)
+    assert examples and "site_0001_notes.sql" in examples
+    assert [name for name in examples if PACKAGED_NAME.match(name)] == []

@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
         "db",
         help="workflow database: migrations, queries, row changes",
         description=__doc__,
-        epilog="Example: reviewbot db apply 0100_add_notes.sql",
+        epilog="Example: reviewbot db apply site_0001_notes.sql",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
@@ -69,9 +69,14 @@ def register(sub: Any) -> None:
     apply = add(
         "apply",
         "apply a migration file from DATA_DIR/db/migrations/ (needs read-write access)",
-        "reviewbot db apply 0100_add_notes.sql --json",
+        "reviewbot db apply site_0001_notes.sql --json",
     )
-    apply.add_argument("file", metavar="FILE", help="bare file name, e.g. 0100_add_notes.sql")
+    apply.add_argument(
+        "file",
+        metavar="FILE",
+        # NNNN_name.sql is the pattern of reviewbot's own migrations: examples stay clear of it.
+        help="bare file name, e.g. site_0001_notes.sql (NNNN_name.sql names are reviewbot's own)",
+    )
     apply.add_argument(
         "--by", dest="applied_by", help="who applies it, for the ledger (default: cli:$USER)"
     )
