@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
+import shutil
 import socket
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pytest
 
 from reviewbot.config import Settings
 from reviewbot.store.bootstrap import open_store
+from reviewbot.store.database import SQLiteDatabase
 from tests.integration.process_support import clean_env, run_reviewbot, serve_process
 from tests.unit.test_config import pem_key
 
@@ -92,6 +96,52 @@ def test_read_command_works_on_a_read_only_data_dir(tmp_path: Path, argv: tuple[
     finally:
         for folder in folders:
             folder.chmod(stat.S_IRWXU)
+    assert done.returncode == 0, done.stderr
+
+
+def _read_only_mount_works(folder: Path) -> bool:
+    if not AS_ROOT or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind -o ro '{folder}' '{folder}'"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize("writer", [False, True], ids=["idle", "with a live writer"])
+@pytest.mark.parametrize("argv", [("explain", "gitea:acme/api#1"), ("token", "list")])
+def test_read_command_works_on_a_read_only_file_system(
+    tmp_path: Path, argv: tuple[str, ...], writer: bool
+) -> None:
+    """As root (CI), a read-only bind mount is the read-only data directory root meets."""
+    data = tmp_path / "data"
+    make_store(data)
+    if not _read_only_mount_works(data):
+        pytest.skip("needs root and unshare/mount to make a read-only file system")
+    db = SQLiteDatabase(data / "db" / "db.sqlite")
+    try:
+        if writer:  # the service is running: -wal and -shm exist
+            with db.write() as tx:
+                tx.execute(
+                    "INSERT OR REPLACE INTO bot_meta (key, value, updated_at) VALUES (?, ?, ?)",
+                    ("probe", "1", "2026-01-01T00:00:00Z"),
+                )
+            assert (data / "db" / "db.sqlite-wal").exists()
+        command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "reviewbot", *argv))
+        script = f"mount --bind -o ro '{data}' '{data}' && exec {command}"
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script],
+            cwd=tmp_path,
+            env=clean_env({"REVIEWBOT_DATA_DIR": str(data)}),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        db.close()
     assert done.returncode == 0, done.stderr
 
 
