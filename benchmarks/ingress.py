@@ -13,8 +13,8 @@ For each: acknowledged deliveries per second with 16 and 64 connections, and p50
 to acknowledge at a fixed offered rate (default 200/s for 30 s).
 
 Usage:
-  python benchmarks/ingress.py --reference-dir ../shared/reference            # full run
-  python benchmarks/ingress.py --reference-dir ../shared/reference --quick    # a few seconds each
+  python benchmarks/ingress.py            # full run
+  python benchmarks/ingress.py --quick    # a few seconds each
 
 With two or more cores the servers run on core 0 and the load generator on core 1.
 """
@@ -416,10 +416,7 @@ def main() -> None:
     parser.add_argument(
         "--reference-dir",
         type=Path,
-        default=Path(
-            os.environ.get("REVIEWBOT_REFERENCE_DIR")
-            or Path(__file__).resolve().parents[2] / "shared" / "reference"
-        ),
+        default=Path(__file__).resolve().parents[1] / "tests" / "fixtures",
     )
     parser.add_argument("--duration", type=float, default=30.0, help="seconds at the fixed rate")
     parser.add_argument("--rate", type=float, default=200.0, help="offered deliveries per second")

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.core.leases import LeaseTarget, Role
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "ab" * 20

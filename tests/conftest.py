@@ -8,20 +8,14 @@ import pytest
 pytest_plugins = ("tests.support.sim_fixtures",)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The shared reference material (official payloads, API descriptions, test vectors) sits
-# beside the checkout; REVIEWBOT_REFERENCE_DIR points elsewhere when it does not.
-REFERENCE_DIR = REPO_ROOT.parent / "shared" / "reference"
+# Official payloads, reduced API descriptions and signature test vectors, with their origin
+# and licence in SOURCES.md there. They live in the repository so a clone tests itself.
+REFERENCE_DIR = REPO_ROOT / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
-    import os
-
-    override = os.environ.get("REVIEWBOT_REFERENCE_DIR")
-    path = Path(override) if override else REFERENCE_DIR
-    if not path.is_dir():
-        pytest.fail(f"reference material not found at {path} (set REVIEWBOT_REFERENCE_DIR)")
-    return path
+    return REFERENCE_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +24,6 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import os
 
     for key in list(os.environ):
-        if key.startswith(("REVIEWBOT_", "VAR_")) and key != "REVIEWBOT_REFERENCE_DIR":
+        if key.startswith(("REVIEWBOT_", "VAR_")):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)

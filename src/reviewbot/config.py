@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -30,6 +31,10 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from reviewbot.core.leases import DEFAULT_TIMING
+from reviewbot.core.models import RepoRef
+from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
 
 ENV_PREFIX = "REVIEWBOT_"
 CONFIG_ENV = "REVIEWBOT_CONFIG"
@@ -111,9 +116,9 @@ class GiteaSettings(_Section):
 class LeaseSettings(_Section):
     """Lease timing, in seconds. Refused unless lease > renew > 1.2 x retry."""
 
-    lease_s: float = Field(15.0, gt=0)
-    renew_s: float = Field(10.0, gt=0)
-    retry_s: float = Field(2.0, gt=0)
+    lease_s: float = Field(DEFAULT_TIMING.lease_s, gt=0)
+    renew_s: float = Field(DEFAULT_TIMING.renew_s, gt=0)
+    retry_s: float = Field(DEFAULT_TIMING.retry_s, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaseSettings:
@@ -129,6 +134,51 @@ class LeaseSettings(_Section):
         return self
 
 
+class GrantRule(_Section):
+    """A folder a reviewer may see: relative to the data directory, or absolute."""
+
+    path: str
+    mode: Literal["ro", "rw"] = "ro"
+
+
+class ReviewerRule(_Section):
+    """A reviewer with more than a command: its name (for its secrets), grants, network."""
+
+    command: str = Field(min_length=1)
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    grants: list[GrantRule] = Field(default_factory=list)
+    network: bool = False  # share the host's network (needed to call the tools API over TCP)
+
+
+_SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class SecretSource(_Section):
+    """Where one reviewer secret's value comes from: an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretSource:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("a secret names exactly one of env or file")
+        return self
+
+
+class ReviewerSettings(_Section):
+    """``[reviewers.NAME]``: what only the reviewer called NAME receives."""
+
+    secrets: dict[str, SecretSource] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> ReviewerSettings:
+        for name in self.secrets:
+            if not _SECRET_NAME.match(name):
+                raise ValueError(f"secret name {name!r}: use letters, digits and '_'")
+        return self
+
+
 class RepoRules(_Section):
     """Rules for one repository (``[repos."FORGE:OWNER/NAME"]``) or for all (``[defaults]``)."""
 
@@ -137,7 +187,8 @@ class RepoRules(_Section):
     skip_labels: list[str] = Field(default_factory=list)
     automerge: bool = False
     merge_method: MergeMethod = "merge"
-    reviewers: list[str] = Field(default_factory=list)  # external reviewer commands
+    # External reviewers: a command, or a table with its name, grants and network.
+    reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
 
 
@@ -157,26 +208,88 @@ class Settings(BaseSettings):
     gitea: GiteaSettings = Field(default_factory=GiteaSettings)
     # Raw on purpose: any value other than read / read-write means "no access".
     db_access: str | None = None
+    # What agent and reviewer sessions get, never more than db_access; unset: none.
+    reviewer_db_access: str | None = None
+    query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
+    # Bytes buffered at once for webhook bodies whose signature is not checked yet, and how
+    # long one such body may take to arrive: an unauthenticated sender cannot hold more.
+    unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    body_read_timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(4, ge=1, le=64)
+    delivery_max_attempts: int = Field(5, ge=1, le=100)
+    delivery_retry_base_s: float = Field(1.0, ge=0)
+    ready_max_queue_age_s: float = Field(300.0, gt=0)
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
     defaults: RepoRules | None = None
     repos: dict[str, RepoRules] = Field(default_factory=dict)
+    # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
+    sandbox: Literal["on", "off"] = "on"
+    bwrap: str = "bwrap"  # the bubblewrap binary: a name looked up on PATH, or a path
+    reviewers: dict[str, ReviewerSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _grants_never_reach_the_database(self) -> Settings:
+        data_dir = PurePosixPath(self.data_dir.absolute())
+        try:
+            database = self.database_path
+        except ConfigError:
+            return self  # reported where the database is opened
+        forbidden = forbidden_files(PurePosixPath(database.absolute()))
+        backups = data_dir / "db" / "migrations" / ".backups"
+        tables = ([("defaults", self.defaults)] if self.defaults else []) + list(self.repos.items())
+        for key, rules in tables:
+            assert rules is not None
+            for entry in rules.reviewers:
+                if isinstance(entry, str):
+                    continue
+                for grant in entry.grants:
+                    try:
+                        check_grant(
+                            grant_path(grant.path, data_dir),
+                            forbidden=forbidden,
+                            backups_dir=backups,
+                        )
+                    except GrantRefused as exc:
+                        raise ValueError(f"reviewers of {key}: {entry.command!r}: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _budget_holds_one_body(self) -> Settings:
+        if self.unverified_body_budget_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"unverified_body_budget_bytes ({self.unverified_body_budget_bytes}) must be at"
+                f" least max_body_bytes ({self.max_body_bytes}), or no large delivery could"
+                " ever be read"
+            )
+        return self
 
     @field_validator("repos")
     @classmethod
     def _repo_keys_are_references(cls, repos: dict[str, RepoRules]) -> dict[str, RepoRules]:
-        for key in repos:
-            forge, sep, name = key.partition(":")
-            owner, slash, repo = name.partition("/")
-            if not sep or forge not in ("github", "gitea") or not slash or not owner or not repo:
+        # Keys become canonical (``forge:owner/name``) here, so any casing of a repository
+        # reaches its table; two keys for one repository would make the rules ambiguous.
+        canonical: dict[str, RepoRules] = {}
+        spelled: dict[str, str] = {}
+        for key, rules in repos.items():
+            try:
+                ref = RepoRef.parse(key)
+            except ValueError:
+                owner, _, repo = key.partition(":")[2].partition("/")
                 raise ValueError(
                     f"repos key {key!r} must look like FORGE:OWNER/NAME, "
-                    f'e.g. [repos."github:{owner or name or "acme"}/{repo or "api"}"]'
+                    f'e.g. [repos."github:{owner or "acme"}/{repo or "api"}"]'
+                ) from None
+            if ref.qualified_key in spelled:
+                raise ValueError(
+                    f"repos keys {spelled[ref.qualified_key]!r} and {key!r} name the same "
+                    "repository (repository names are case-insensitive)"
                 )
-        return repos
+            spelled[ref.qualified_key] = key
+            canonical[ref.qualified_key] = rules
+        return canonical
 
     @property
     def database_path(self) -> Path:
@@ -190,9 +303,9 @@ class Settings(BaseSettings):
             "this build supports sqlite:///PATH"
         )
 
-    def rules_for(self, forge: str, repo: str) -> RepoRules | None:
-        """The rules of ``forge:repo``; ``None`` means the repository is not configured."""
-        return self.repos.get(f"{forge}:{repo}", self.defaults)
+    def rules_for(self, repo: RepoRef) -> RepoRules | None:
+        """The rules of ``repo`` in any casing; ``None``: the repository is not configured."""
+        return self.repos.get(repo.qualified_key, self.defaults)
 
     @classmethod
     def settings_customise_sources(
@@ -243,6 +356,7 @@ def load_settings(**overrides: Any) -> Settings:
 
 def read_private_key(path: Path) -> bytes:
     """The GitHub App's PEM private key in ``path``, or a one-line :class:`ConfigError`."""
+    # Loaded only when an App key is configured: settings load for every command.
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     key_env = f"{ENV_PREFIX}GITHUB__PRIVATE_KEY_PATH"

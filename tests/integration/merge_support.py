@@ -17,10 +17,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from reviewbot.api.leases import LEASE_API, LeaseApi
-from reviewbot.app import STATE, create_app
 from reviewbot.config import Settings
-from reviewbot.runtime.review import ReviewService
+from reviewbot.server.app import create_app
+from reviewbot.service import MergeParts, Parts, Service, build_service
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token
@@ -86,19 +85,20 @@ class World:
     sim_server: SimServer
     settings: Settings
     app: web.Application
-    service: ReviewService
+    service: Service
     base: str
     http: aiohttp.ClientSession
 
     @property
     def db(self) -> SQLiteDatabase:
-        db = self.app[STATE].db
+        db = self.service.db
         assert db is not None
         return db
 
     @property
-    def api(self) -> LeaseApi:
-        return self.app[LEASE_API]
+    def api(self) -> MergeParts:
+        assert self.service.merge is not None
+        return self.service.merge
 
     def token(self, scopes: str, *, repo: str | None = None) -> str:
         plain, _ = create_token(
@@ -119,7 +119,7 @@ class World:
 
     async def settle(self) -> None:
         """Until every delivery is handled, every outbox row finished and no merge runs."""
-        st = self.app[STATE]
+        st = self.service
         assert st.pool is not None
         deadline = time.monotonic() + WAIT_S
         while True:
@@ -158,9 +158,10 @@ async def bot_world(
 ) -> AsyncIterator[World]:
     tokens = prepare_sim(sim, required)
     settings = bot_settings(tmp_path / "data", sim_server, tokens, **kw)
-    service = ReviewService(settings, backoff_base_s=0.05, reconcile=False)
-    app = create_app(settings, on_eligible=service.on_eligible, shutdown_grace_s=2.0)
-    service.attach(app)
+    service = build_service(
+        settings, parts=Parts.SERVE & ~Parts.RECONCILE, backoff_base_s=0.05, shutdown_grace_s=2.0
+    )
+    app = create_app(service)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

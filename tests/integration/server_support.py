@@ -15,11 +15,13 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reviewbot.app import STATE, create_app
 from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules, Settings
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.signatures import sign_gitea, sign_github
-from reviewbot.runtime.gate_runner import EligibleHook
+from reviewbot.runtime.ingestion.gate_runner import EligibleHook
+from reviewbot.server.app import create_app
+from reviewbot.server.app_keys import SERVICE
+from reviewbot.service import Parts, Service, build_service
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.decisions import DecisionRecord
@@ -50,8 +52,12 @@ class Running:
     http: aiohttp.ClientSession
 
     @property
+    def service(self) -> Service:
+        return self.app[SERVICE]
+
+    @property
     def db(self) -> SQLiteDatabase:
-        db = self.app[STATE].db
+        db = self.service.db
         assert db is not None
         return db
 
@@ -136,7 +142,7 @@ class Running:
 
     async def settle(self) -> None:
         """Until the workers are idle: every batch recorded and its eligible hooks called."""
-        pool = self.app[STATE].pool
+        pool = self.service.pool
         if pool is not None:
             await asyncio.wait_for(pool.wait_idle(), WAIT_S)
 
@@ -160,13 +166,17 @@ async def running_server(
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
 ) -> AsyncIterator[Running]:
-    app = create_app(
+    # The gate and the lease and merge API, without the review pipeline: a test gives the
+    # gate its own hook.
+    parts = Parts.JOURNAL | Parts.MERGE | Parts.AUTOMERGE
+    service = build_service(
         settings,
         forges=forges,
         on_eligible=on_eligible,
-        run_workers=run_workers,
+        parts=parts | Parts.WORKERS if run_workers else parts,
         shutdown_grace_s=shutdown_grace_s,
     )
+    app = create_app(service)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     try:

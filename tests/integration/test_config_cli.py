@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from reviewbot.config import Settings
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.protected import PACKAGED_NAME
 from tests.integration.process_support import clean_env, run_reviewbot, serve_process
 from tests.unit.test_config import pem_key
 
@@ -277,8 +278,6 @@ async def test_serve_warns_only_about_the_secret_of_a_configured_forge(tmp_path:
 
 
 def test_db_apply_help_examples_avoid_the_bot_s_own_migration_names(tmp_path: Path) -> None:
-    from reviewbot.store.bootstrap import PACKAGED_NAME
-
     shown = run_reviewbot("db", "apply", "--help", cwd=tmp_path).stdout
     shown += run_reviewbot("db", "--help", cwd=tmp_path).stdout
     examples = re.findall(r"reviewbot db apply (\S+)", shown)

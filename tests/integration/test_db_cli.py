@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from reviewbot.cli import main
-from reviewbot.store.bootstrap import open_store, packaged_migrations
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
 
 
 @pytest.fixture
@@ -61,11 +62,11 @@ def test_log_lists_the_bot_s_own_migrations(
 def test_apply_query_mutate_round_trip(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     add_migration(
         data_dir,
-        "0100_notes.sql",
+        "site_0100_notes.sql",
         "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body);",
     )
-    applied = cli_json(capsys, "db", "apply", "0100_notes.sql", "--by", "ops")
-    assert applied["file_name"] == "0100_notes.sql"
+    applied = cli_json(capsys, "db", "apply", "site_0100_notes.sql", "--by", "ops")
+    assert applied["file_name"] == "site_0100_notes.sql"
     assert applied["destructive"] is False and applied["backup_path"] is None
     assert applied["applied_by"] == "ops"
 
@@ -84,8 +85,8 @@ def test_apply_query_mutate_round_trip(data_dir: Path, capsys: pytest.CaptureFix
     code, out, _ = cli(capsys, "db", "query", "describe notes")
     assert code == 0 and "body" in out and "(2 rows)" in out
 
-    add_migration(data_dir, "0101_drop.sql", "ALTER TABLE notes DROP COLUMN body;")
-    code, out, _ = cli(capsys, "db", "apply", "0101_drop.sql")
+    add_migration(data_dir, "site_0101_drop.sql", "ALTER TABLE notes DROP COLUMN body;")
+    code, out, _ = cli(capsys, "db", "apply", "site_0101_drop.sql")
     assert code == 0 and "destructive, backup " in out
     backups = cli_json(capsys, "db", "backups")
     assert len(backups) == 1 and Path(backups[0]["path"]).is_file()
@@ -194,9 +195,9 @@ def test_process_with_read_access_cannot_raise_it_with_a_flag(tmp_path: Path) ->
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)[0]["file_name"] == "0001_foundation.sql"
 
-    add_migration(data, "0100_x.sql", "CREATE TABLE IF NOT EXISTS x (a);")
+    add_migration(data, "site_0100_x.sql", "CREATE TABLE IF NOT EXISTS x (a);")
     for argv in (
-        ["db", "apply", "0100_x.sql", "--access", "read-write"],
+        ["db", "apply", "site_0100_x.sql", "--access", "read-write"],
         ["db", "mutate", "DELETE FROM bot_meta", "--access", "read-write"],
     ):
         refused = run_cli(data, *argv, access="read")
@@ -212,10 +213,79 @@ def test_process_with_read_access_cannot_raise_it_with_a_flag(tmp_path: Path) ->
 @pytest.mark.slow
 def test_process_applies_a_migration_and_reports_json(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    add_migration(data, "0100_x.sql", "BEGIN;\nCREATE TABLE IF NOT EXISTS x (a);\nCOMMIT;\n")
-    done = run_cli(data, "db", "apply", "0100_x.sql", "--json")
+    add_migration(data, "site_0100_x.sql", "BEGIN;\nCREATE TABLE IF NOT EXISTS x (a);\nCOMMIT;\n")
+    done = run_cli(data, "db", "apply", "site_0100_x.sql", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["statements"] == 1 and result["log_id"] > 1
     bad = run_cli(data, "db", "apply", "/etc/passwd")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "absolute path" in bad.stderr
+
+
+def test_pruning_a_backup_that_cannot_be_deleted_never_fails_the_migration(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    add_migration(data_dir, "site_t.sql", "CREATE TABLE IF NOT EXISTS t (a, b);")
+    assert cli(capsys, "db", "apply", "site_t.sql")[0] == 0
+    backups = WorkflowPaths(data_dir).backups_dir
+    backups.mkdir(parents=True)
+    (backups / "1-pre-migration.sqlite").mkdir()  # the oldest "snapshot" is a folder
+    for stamp in range(2, 22):
+        (backups / f"{stamp}-pre-migration.sqlite").write_bytes(b"old")
+    add_migration(data_dir, "site_drop.sql", "ALTER TABLE t DROP COLUMN b;")
+
+    applied = cli_json(capsys, "db", "apply", "site_drop.sql")
+
+    assert applied["destructive"] and Path(applied["backup_path"]).is_file()
+    assert cli_json(capsys, "db", "log")[-1]["file_name"] == "site_drop.sql"
+    assert (backups / "1-pre-migration.sqlite").is_dir()  # skipped, not fatal
+    assert not (backups / "2-pre-migration.sqlite").exists()  # the rest was pruned
+    assert "could not prune the backup" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "sql", "message"),
+    [
+        ("site_drop.sql", "DROP TABLE IF EXISTS api_tokens;", "api_tokens is one of reviewbot's"),
+        ("0100_notes.sql", "CREATE TABLE IF NOT EXISTS n (a);", "belong to reviewbot"),
+        ("0002_journal.sql", "", "the name of one of reviewbot's own migrations"),
+    ],
+)
+def test_db_apply_refuses_migrations_on_the_bot_schema(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], name: str, sql: str, message: str
+) -> None:
+    before = cli_json(capsys, "db", "log")
+    if sql:
+        add_migration(data_dir, name, sql)
+    code, _, err = cli(capsys, "db", "apply", name)
+    assert code != 0 and message in err
+    assert cli_json(capsys, "db", "log") == before
+    # Tokens still work: the table is intact.
+    assert cli(capsys, "token", "create", "--name", "ops", "--scopes", "read")[0] == 0
+
+
+def test_db_mutate_names_the_bot_table_it_refuses(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_json(capsys, "db", "log")
+    code, _, err = cli(capsys, "db", "mutate", "DELETE FROM bot_meta")
+    assert code != 0 and "bot_meta is one of reviewbot's own tables" in err
+
+
+@pytest.mark.parametrize("value", [" read-write", "read-write ", "Read", "rw"])
+def test_access_must_be_spelled_exactly(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_DB_ACCESS", value)
+    code, _, err = cli(capsys, "db", "log")
+    assert code != 0 and "this process has none" in err
+
+
+def test_a_runaway_cli_query_is_cancelled_at_the_configured_time_limit(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli_json(capsys, "db", "log")
+    monkeypatch.setenv("REVIEWBOT_QUERY_TIMEOUT_S", "0.2")
+    runaway = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT max(i) FROM c"
+    code, _, err = cli(capsys, "db", "query", runaway)
+    assert code != 0 and "ran longer than 0.2 s and was cancelled" in err

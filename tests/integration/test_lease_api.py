@@ -114,7 +114,7 @@ async def test_acquire_held_heartbeat_release_and_superseded(server: Running) ->
     for path in ("/api/v1/leases/heartbeat", "/api/v1/leases/release"):
         status, answer = await call(server, "POST", path, token, claim)
         assert status == 409 and answer["error"] == "superseded"
-        assert answer["holder"] == b and answer["epoch"] == 2
+        assert answer["holder"] == b and "epoch" not in answer  # the holder's epoch stays private
     # a claim that never existed is not held
     status, answer = await call(
         server, "POST", "/api/v1/leases/heartbeat", token, {**claim, "worker_identity": b}
@@ -208,8 +208,13 @@ async def test_scopes_bindings_and_unproven_workers(server: Running) -> None:
         server, "POST", "/api/v1/workers/heartbeat", token, {"worker_identity": ghost}
     )
     assert status == 404 and answer["error"] == "worker_unproven"
+    # a worker answers only to the token that registered it
     status, answer = await call(
         server, "POST", "/api/v1/workers/heartbeat", token, {"worker_identity": a}
+    )
+    assert status == 403 and answer["error"] == "not_worker_owner"
+    status, answer = await call(
+        server, "POST", "/api/v1/workers/heartbeat", bound, {"worker_identity": a}
     )
     assert status == 200 and answer["status"] == "live"
 

@@ -28,9 +28,9 @@ import pytest
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase, Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "c0ffee" * 6 + "0000"

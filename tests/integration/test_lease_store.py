@@ -10,7 +10,6 @@ import pytest
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Phase, Role, WorkerStatus
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import (
     GuardedWriteError,
@@ -20,6 +19,7 @@ from reviewbot.store.leases import (
     WorkerExists,
     default_ledger_path,
 )
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "a" * 40

@@ -39,6 +39,9 @@ class Cli:
             "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
             "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
             "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
+            # Each command is a new Python process; on a busy machine a few of them outlast
+            # the default 15 s lease, and no test here is about expiry.
+            "REVIEWBOT_LEASES__LEASE_S": "600",
         }
 
     async def run(self, *args: str) -> tuple[int, str, str]:
@@ -122,9 +125,10 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     # another worker cannot take the lease meanwhile; an unregistered one is unproven
     code, out, _ = await cli.run("lease", "register", "--name", "other")
     other = out.strip()
-    code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12")
+    code, held = await cli.json("lease", "acquire", ref, "--worker", other, "--head", "ab12" * 10)
     assert code == 1 and held["error"] == "lease_held"
     assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
+    assert "epoch" not in held and "epoch" not in held["detail"]  # never the holder's epoch
     ghost = other.replace("other", "ghost")
     code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
     assert code == 1 and unproven["error"] == "worker_unproven"

@@ -7,18 +7,15 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reviewbot.store.bootstrap import (
-    apply_packaged_migrations,
-    open_store,
-    packaged_migrations,
-)
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
+from reviewbot.workflowdb.bootstrap import apply_packaged_migrations, open_store
 from reviewbot.workflowdb.migrations import (
     BACKUPS_KEPT,
     BadMigrationName,
@@ -30,6 +27,7 @@ from reviewbot.workflowdb.migrations import (
     statements_sha256,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import SECRET_TABLES, bot_schema, packaged_migrations
 from reviewbot.workflowdb.sqltext import migration_statements
 
 
@@ -614,7 +612,7 @@ _START = """
 import sys
 import time
 from pathlib import Path
-from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 Path(sys.argv[2]).touch()
 while not all(Path(p).exists() for p in sys.argv[3:]):  # start together
@@ -644,3 +642,18 @@ def test_concurrent_starts_apply_packaged_migrations_once(tmp_path: Path) -> Non
     paths = WorkflowPaths(data)
     names = [r["file_name"] for r in ledger(paths)]
     assert names == [name for name, _ in packaged_migrations()]
+
+
+def test_every_table_of_a_fresh_store_is_one_of_the_protected_bot_tables(tmp_path: Path) -> None:
+    """The protected set comes from the shipped files: nothing the bot creates is missed."""
+    paths = WorkflowPaths(tmp_path / "data")
+    open_store(paths).close()
+    schema = bot_schema()
+    with closing(sqlite3.connect(paths.db_file)) as conn:
+        found = conn.execute(
+            "SELECT type, name FROM sqlite_master "
+            "WHERE name NOT LIKE 'sqlite_%' AND sql IS NOT NULL"
+        ).fetchall()
+    assert {n.lower() for t, n in found if t == "table"} == set(schema.tables)
+    assert {n.lower() for t, n in found if t == "index"} == set(schema.indexes)
+    assert schema.tables >= SECRET_TABLES

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import (
@@ -27,10 +27,10 @@ RW = DBAccess.READ_WRITE
 def paths(tmp_path: Path) -> WorkflowPaths:
     paths = WorkflowPaths(tmp_path / "data")
     open_store(paths).close()
-    (paths.migrations_dir / "0100_notes.sql").write_text(
+    (paths.migrations_dir / "site_0100_notes.sql").write_text(
         "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, n INT);"
     )
-    apply_workflow_db_migration("0100_notes.sql", paths=paths, access=RW, applied_by="test")
+    apply_workflow_db_migration("site_0100_notes.sql", paths=paths, access=RW, applied_by="test")
     conn = sqlite3.connect(paths.db_file)
     conn.executemany("INSERT INTO notes (body, n) VALUES (?, ?)", [("a", 1), ("b;c", 2), ("d", 3)])
     conn.commit()

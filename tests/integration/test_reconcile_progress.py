@@ -8,12 +8,12 @@ import pytest
 
 from reviewbot.config import Settings
 from reviewbot.forges.factory import make_forge
-from reviewbot.runtime import reconcile
-from reviewbot.runtime.reconcile import Reconciler
-from reviewbot.runtime.review import build_review
+from reviewbot.runtime.review import reconcile
+from reviewbot.runtime.review.reconcile import Reconciler
+from reviewbot.service import Parts, build_service
 from reviewbot.sim import SimServer, Simulator
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.journal import NewDelivery
+from reviewbot.workflowdb.bootstrap import open_store
 
 REPOS = ("acme/api", "acme/web", "acme/docs")
 
@@ -39,12 +39,14 @@ async def sweep_lines(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> 
 
     lines: list[str] = []
     try:
-        parts = build_review(settings, db, {"github": forge}, client="sweep-test")
-        try:
+        service = build_service(
+            settings, forges={"github": forge}, db=db, parts=Parts.REVIEW, client="sweep-test"
+        )
+        async with service:
+            parts = service.review
+            assert parts is not None
             sweeper = Reconciler(settings, parts.store, {"github": forge}, parts.pipeline, enqueue)
             report = await sweeper.sweep(progress=lines.append)
-        finally:
-            parts.close()
     finally:
         await forge.aclose()
         db.close()

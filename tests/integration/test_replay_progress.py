@@ -10,8 +10,8 @@ import pytest
 from reviewbot.cli import main
 from reviewbot.config import load_settings
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.journal import NewDelivery
+from reviewbot.workflowdb.bootstrap import open_store
 
 
 def store_deliveries(ids: list[str]) -> None:

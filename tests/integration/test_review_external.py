@@ -77,8 +77,11 @@ def runs_of(runs: Path) -> list[str]:
     return runs.read_text().split() if runs.exists() else []
 
 
-def with_reviewers(command: str) -> dict[str, Any]:
-    rules = {"reviewers": [command]}
+def with_reviewers(command: str, *, network: bool = False) -> dict[str, Any]:
+    # Each reviewer counts its runs in tmp_path/reviewers: a writable grant of that folder.
+    folder = command.split()[-1].rsplit("/", 1)[0]
+    entry = {"command": command, "grants": [{"path": folder, "mode": "rw"}], "network": network}
+    rules = {"reviewers": [entry]}
     return {"repos": {f"github:{REPO}": rules, f"gitea:{REPO}": rules}}
 
 
@@ -173,7 +176,7 @@ async def test_a_finding_recorded_through_the_api_with_the_session_token_is_in_t
     tmp_path: Path, forge: str
 ) -> None:
     command, runs = reviewer(tmp_path, "recorder", RECORDS_THROUGH_THE_API)
-    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+    async with running_bot(tmp_path, **with_reviewers(command, network=True)) as bot:
         bot.service.set_api_url(bot.base_url)  # as ``reviewbot serve`` does once it listens
         pr = await open_green_pr(bot, forge)
         reviews = bot.bot_reviews(forge, pr.number)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from reviewbot.app import STATE, create_app
 from reviewbot.config import Settings
-from reviewbot.runtime.review import ReviewService
+from reviewbot.server.app import create_app
+from reviewbot.service import Parts, Service, build_service
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.reviews import ReviewStore
@@ -40,17 +40,17 @@ class Bot:
     settings: Settings
     app: web.Application
     runner: web.AppRunner
-    service: ReviewService
+    service: Service
     base_url: str
 
     @property
     def store(self) -> ReviewStore:
-        assert self.service.parts is not None
-        return self.service.parts.store
+        assert self.service.review is not None
+        return self.service.review.store
 
     async def settle(self, limit_s: float = 20.0) -> None:
         """Until every delivery is gated and every outbox row is finished."""
-        st = self.app[STATE]
+        st = self.service
         assert st.pool is not None
         deadline = time.monotonic() + limit_s
         while True:
@@ -113,9 +113,13 @@ async def running_bot(
     async with SimServer(sim) as sim_server:
         tokens = prepare_sim(sim, required)
         settings = make_settings(tmp_path / "data", sim_server, tokens, **kw)
-        service = ReviewService(settings, backoff_base_s=0.05, reconcile=False)
-        app = create_app(settings, on_eligible=service.on_eligible, shutdown_grace_s=2.0)
-        service.attach(app)
+        service = build_service(
+            settings,
+            parts=Parts.SERVE & ~Parts.RECONCILE,
+            backoff_base_s=0.05,
+            shutdown_grace_s=2.0,
+        )
+        app = create_app(service)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -369,13 +373,13 @@ async def test_dismissed_review_reopens_the_head(tmp_path: Path) -> None:
 async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
     tmp_path: Path, forge: str
 ) -> None:
-    from reviewbot.runtime.reconcile import Reconciler
+    from reviewbot.runtime.review.reconcile import Reconciler
 
     async with running_bot(tmp_path) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")
         bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
-        st = bot.app[STATE]
-        parts = bot.service.parts
+        st = bot.service
+        parts = st.review
         assert parts is not None and st.journal is not None
         sweeper = Reconciler(bot.settings, bot.store, st.forges, parts.pipeline, st.journal.append)
         report = await sweeper.sweep()

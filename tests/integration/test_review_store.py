@@ -8,11 +8,11 @@ import pytest
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Refused, Role
-from reviewbot.runtime.outbox import FenceRefused, StoreReviewerLeases
-from reviewbot.store.bootstrap import open_store
+from reviewbot.runtime.review.outbox import FenceRefused, StoreReviewerLeases
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import NewDecision, NewOutbox, ReviewStore, outbox_marker
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "a" * 40

@@ -21,21 +21,21 @@ from reviewbot.core.models import (
 )
 from reviewbot.core.policy import VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.runtime.reviewers import (
+from reviewbot.runtime.reviewers.runner import (
     ReviewerErrorKind,
     ReviewerLimits,
     ReviewersOutcome,
     review_pull,
     run_external_reviewers,
 )
-from reviewbot.runtime.runs import (
+from reviewbot.runtime.reviewers.runs import (
     RunFolderError,
     grant_folder,
     grant_folders,
     run_id_for,
     start_run,
 )
-from reviewbot.runtime.sessions import SessionManager
+from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -157,9 +157,10 @@ async def test_malformed_output_is_a_recorded_error(
     reviewer = script(
         tmp_path,
         "bad.py",
-        f"import sys; sys.stdout.write(open({str(tmp_path / 'out.txt')!r}).read())",
+        "import sys; sys.stdout.write(open(sys.argv[1]).read())",
     )
-    outcome = await review(tmp_path, [py(reviewer)])
+    # A file named in the command is part of the reviewer's program: visible, read-only.
+    outcome = await review(tmp_path, [py(reviewer, str(tmp_path / "out.txt"))])
     (result,) = outcome.results
     assert result.error is not None
     assert result.error.kind is ReviewerErrorKind.MALFORMED_OUTPUT
@@ -372,7 +373,10 @@ async def test_review_pull_derives_the_run_from_the_pull_request(tmp_path: Path)
         "print(json.dumps([{'path': 'f.py', 'line': 1, 'severity': 'info', "
         "'message': d['delivery_id'] + ' ' + v['head_sha'] + ' ' + d['payload']['action']}]))\n",
     )
-    settings = Settings(data_dir=tmp_path / "data", db_access="read")
+    # The reviewers' grant is explicit, and bounded by the server's own access.
+    settings = Settings(
+        data_dir=tmp_path / "data", db_access="read", reviewer_db_access="read-write"
+    )
     pull = PullRequestSnapshot(
         forge="github",
         owner="acme",
@@ -406,3 +410,39 @@ async def test_review_pull_derives_the_run_from_the_pull_request(tmp_path: Path)
     assert await review_pull(
         [], settings=settings, sessions=sessions, pull=pull, delivery_id="x", source="api"
     ) == ReviewersOutcome((), ())
+
+
+@pytest.mark.parametrize("granted", [None, " read-write", "read-write ", "READ", "rw"])
+async def test_review_pull_without_an_exact_grant_gives_reviewers_no_db_access(
+    tmp_path: Path, granted: str | None
+) -> None:
+    """Not the server's own (read-write here): a grant is explicit and spelled exactly."""
+    reviewer = script(
+        tmp_path,
+        "access.py",
+        "import os\nassert os.environ['REVIEWBOT_DB_ACCESS'] == 'none', "
+        "os.environ['REVIEWBOT_DB_ACCESS']\nprint('[]')\n",
+    )
+    settings = Settings(data_dir=tmp_path / "data", reviewer_db_access=granted)
+    pull = PullRequestSnapshot(
+        forge="gitea",
+        owner="acme",
+        name="api",
+        number=3,
+        state="open",
+        merged=False,
+        draft=False,
+        head_sha="d" * 40,
+        base_ref="main",
+        head_ref="feature",
+        author="alice",
+    )
+    outcome = await review_pull(
+        [py(reviewer)],
+        settings=settings,
+        sessions=SessionManager(),
+        pull=pull,
+        delivery_id="gt-1",
+        source="gitea",
+    )
+    assert outcome.errors == ()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.server_support import (
     GITHUB_SECRET,
     WAIT_S,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reviewbot.runtime.gate_runner import EligiblePull
+from reviewbot.runtime.ingestion.gate_runner import EligiblePull
 from tests.integration.server_support import (
     Running,
     SimWorld,

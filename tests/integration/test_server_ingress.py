@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 import pytest
 
-from reviewbot.app import STATE
 from reviewbot.config import GiteaSettings, GitHubSettings
 from reviewbot.ingress.signatures import sign_gitea, sign_github
+from reviewbot.server.app_keys import STATE
 from reviewbot.store import journal
 from tests.integration.server_support import (
     GITEA_SECRET,

@@ -1,4 +1,4 @@
-"""Every real payload in the shared reference folders goes through its endpoint, signed, and
+"""Every real payload in the fixture folders goes through its endpoint, signed, and
 ends in a recorded decision. Parametrized over the folders: a new example file is tested
 automatically."""
 

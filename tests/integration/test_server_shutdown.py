@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.server_support import (
     WAIT_S,
     Running,

@@ -19,14 +19,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reviewbot.runtime.reviewers import review_in_run
-from reviewbot.runtime.sessions import SessionManager
-from reviewbot.runtime.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes, run_tools
-from reviewbot.store.bootstrap import open_store
+from reviewbot.config import ReviewerRule
+from reviewbot.runtime.reviewers.runner import review_in_run
+from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.runtime.reviewers.tools import run_tools
+from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.sessions import tool_calls
 from reviewbot.store.tokens import revoke_token
 from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import make_settings, running_server
@@ -295,10 +297,10 @@ async def test_an_unknown_tool_is_refused_with_the_ownership_error(
     s = api.sessions
     s.open_run("run-G", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
     token = s.issue_token("run-G", ttl_s=60)
-    status, body = await api.call(token, "apply_workflow_db_migration", {"file": "x.sql"})
+    status, body = await api.call(token, "drop_workflow_db", {"file": "x.sql"})
     assert status == 403
     assert body["error"] == "not_session_owner"
-    assert "'run-G'" in body["detail"] and "'apply_workflow_db_migration'" in body["detail"]
+    assert "'run-G'" in body["detail"] and "'drop_workflow_db'" in body["detail"]
     (call,) = tool_calls(db, session_id="run-G")
     assert (call.outcome, call.owner_session_id) == ("not_session_owner", None)
 
@@ -434,7 +436,8 @@ async def test_a_reviewer_process_calls_the_tools_of_its_run(
     script.write_text(CALLING_REVIEWER)
 
     outcome = await review_in_run(
-        [shlex.join([sys.executable, str(script)])],
+        # network: the tools are called over TCP on the host's loopback.
+        [ReviewerRule(command=shlex.join([sys.executable, str(script)]), network=True)],
         paths=paths,
         sessions=api.sessions,
         run_id="run-K",

@@ -53,6 +53,15 @@ def test_help_has_an_example_of_the_command(
     assert f"reviewbot {' '.join(path)}".rstrip() in example, example
 
 
+@pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "reviewbot")
+def test_help_is_plain_text(path: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    # The descriptions are the modules' docstrings, written with reStructuredText marks.
+    with pytest.raises(SystemExit):
+        main([*path, "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out, out
+
+
 def test_explain_has_plain_words_for_every_reason_code() -> None:
     from reviewbot.cli.explain import PLAIN_WORDS
     from reviewbot.core.reasons import ReasonCode

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.core.models import RepoRef
 
 
 def pem_key() -> bytes:
@@ -76,11 +77,11 @@ def test_toml_file_is_read(config_file: Path) -> None:
     assert settings.github.api_url == "https://github.example/api/v3"
     assert settings.gitea.api_url == "https://gitea.example/api/v1"
     assert settings.leases.lease_s == 30
-    rules = settings.rules_for("gitea", "acme/api")
+    rules = settings.rules_for(RepoRef("gitea", "acme", "api"))
     assert rules is not None
     assert rules.required_checks == ["build", "test"]
     assert rules.automerge and rules.merge_method == "squash"
-    other = settings.rules_for("github", "acme/other")
+    other = settings.rules_for(RepoRef("github", "acme", "other"))
     assert other is not None and other.required_checks == ["ci"]
 
 
@@ -165,6 +166,41 @@ def test_bad_repo_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert message.startswith(f"invalid setting repos (in {path}): ")
     assert f"repos key {key!r} must look like FORGE:OWNER/NAME" in message
     assert "settings (REVIEWBOT_)" not in message
+
+
+@pytest.mark.parametrize("key", ["gitea:acme/a b", "github:acme/api/x", "gitea:acme/\\u0007"])
+def test_repo_key_with_characters_no_forge_allows_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    path = tmp_path / "repos.toml"
+    path.write_text(f'[repos."{key}"]\nrequired_checks = ["ci"]\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    assert "must look like FORGE:OWNER/NAME" in _one_line_error()
+
+
+def test_repo_keys_are_case_insensitive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "repos.toml"
+    path.write_text('[repos."github:Acme/Demo"]\nrequired_checks = ["ci/test"]\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    settings = load_settings()
+    assert list(settings.repos) == ["github:acme/demo"]
+    for spelling in ("acme/demo", "ACME/DEMO", "Acme/Demo"):
+        rules = settings.rules_for(RepoRef.parse(spelling, forge="github"))
+        assert rules is not None and rules.required_checks == ["ci/test"]
+    assert settings.rules_for(RepoRef.parse("acme/demo", forge="gitea")) is None
+
+
+def test_repo_keys_differing_only_by_case_stop_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "repos.toml"
+    path.write_text(
+        '[repos."github:acme/demo"]\nrequired_checks = ["ci/test"]\n'
+        '[repos."github:Acme/Demo"]\nautomerge = true\n'
+    )
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    message = _one_line_error()
+    assert "'github:acme/demo' and 'github:Acme/Demo' name the same repository" in message
 
 
 def test_unknown_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

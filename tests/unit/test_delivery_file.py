@@ -64,7 +64,8 @@ def test_a_forge_delivery_is_parsed_like_the_webhook(reference_dir: Path, tmp_pa
     trigger = _trigger(path, forges=("github", "gitea"))
     assert trigger.kind == "pull"
     assert trigger.event == "pull_request" and trigger.action == "opened"
-    assert (trigger.owner, trigger.name, trigger.number) == ("Codertocat", "Hello-World", 2)
+    assert (trigger.owner, trigger.name, trigger.number) == ("codertocat", "hello-world", 2)
+    assert trigger.repo_spelling == "Codertocat/Hello-World"
     assert trigger.head_sha == event["pull_request"]["head"]["sha"]
     assert trigger.source == "file"
 

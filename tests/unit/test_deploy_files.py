@@ -239,9 +239,10 @@ def test_dockerfile_runs_as_non_root_with_a_data_volume() -> None:
 
 
 def test_health_route_exists() -> None:
-    from reviewbot.app import create_app
+    from reviewbot.server.app import create_app
+    from reviewbot.service import build_service
 
-    app = create_app(Settings(), forges={}, run_workers=False)
+    app = create_app(build_service(Settings(), forges={}))
     routes = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
     assert ("GET", "/healthz") in routes
 

@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from reviewbot.config import ENV_PREFIX, RepoRules, Settings, load_settings
+from reviewbot.core.models import RepoRef
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "configuration.md"
@@ -51,8 +52,8 @@ def test_example_file_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REVIEWBOT_CONFIG", str(EXAMPLE))
     settings = load_settings()
     assert settings.port == 8080
-    assert settings.rules_for("github", "acme/api") is not None
-    assert settings.rules_for("github", "acme/api").automerge  # type: ignore[union-attr]
+    assert settings.rules_for(RepoRef("github", "acme", "api")) is not None
+    assert settings.rules_for(RepoRef("github", "acme", "api")).automerge  # type: ignore[union-attr]
 
 
 def test_every_example_key_is_a_setting() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reviewbot.core.findings import (
@@ -14,7 +16,7 @@ from reviewbot.core.findings import (
 from reviewbot.core.models import CheckResult, CheckState, InlineComment, RequiredChecks
 from reviewbot.core.policy import Verdict, VerdictKind, evaluate
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.runtime.reviewers import MalformedFindings, parse_findings
+from reviewbot.runtime.reviewers.findings import MalformedFindings, parse_findings
 
 ERROR = Finding("a.py", 1, "broken", Severity.ERROR)
 WARNING = Finding("a.py", 2, "odd", Severity.WARNING)
@@ -67,3 +69,21 @@ def test_parse_findings_accepts_both_shapes_and_names_the_bad_field() -> None:
         parse_findings(b'[{"path": "a", "line": 0, "message": "m", "severity": "info"}]')
     with pytest.raises(MalformedFindings, match="not UTF-8"):
         parse_findings(b"\xff\xfe")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "nests JSON arrays or objects too deeply"),
+        (b'{"findings": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "too deeply"),
+        (b"[" + b"9" * 5000 + b"]", "not usable JSON"),
+        (b"[\xff]", "not UTF-8 (byte 1)"),
+        (b'[{"path": "a", "line": 1e999, "message": "m", "severity": "info"}]', "[0].line"),
+        (b"3", "not a JSON int"),
+    ],
+)
+def test_output_the_runner_cannot_use_is_malformed_never_an_exception(
+    raw: bytes, expected: str
+) -> None:
+    with pytest.raises(MalformedFindings, match=re.escape(expected)):
+        parse_findings(raw)

@@ -88,7 +88,10 @@ def test_every_real_payload_becomes_the_expected_trigger(reference_dir: Path, re
     if code is not None:
         assert trigger.reason is not None and trigger.reason.code == code
     if kind == "pull":
-        assert f"{trigger.owner}/{trigger.name}" == payload["repository"]["full_name"]
+        full_name = payload["repository"]["full_name"]
+        assert f"{trigger.owner}/{trigger.name}" == full_name.lower()
+        assert trigger.repo_spelling == full_name
+        assert trigger.repo_id == payload["repository"]["id"]
         assert trigger.number == payload["number"]
         assert trigger.head_sha == payload["pull_request"]["head"]["sha"]
     assert (trigger.extra.get("flavor") == "forgejo") == rel.startswith("forgejo/")
@@ -183,7 +186,8 @@ def test_status_maps_to_a_commit(reference_dir: Path) -> None:
     assert trigger.commit_sha == SHA
     assert trigger.pull_numbers == ()
     assert trigger.extra["context"] == "ci/build"
-    assert (trigger.owner, trigger.name) == ("Test-CI", "multi-line-secrets")
+    assert (trigger.owner, trigger.name) == ("test-ci", "multi-line-secrets")
+    assert trigger.repo_spelling == "Test-CI/multi-line-secrets"
 
 
 def test_status_without_sha_is_an_error(reference_dir: Path) -> None:

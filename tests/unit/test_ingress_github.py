@@ -74,7 +74,10 @@ def test_every_real_payload_becomes_the_expected_trigger(reference_dir: Path, re
         assert trigger.reason is not None and trigger.reason.code == code
     if kind in ("pull", "commit"):
         full_name = payload["repository"]["full_name"]
-        assert f"{trigger.owner}/{trigger.name}" == full_name
+        # the canonical key for lookups, the forge's spelling and id for display
+        assert f"{trigger.owner}/{trigger.name}" == full_name.lower()
+        assert trigger.repo_spelling == full_name
+        assert trigger.repo_id == payload["repository"]["id"]
     if kind == "pull":
         assert trigger.number == payload["pull_request"]["number"]
         assert trigger.head_sha == payload["pull_request"]["head"]["sha"]
@@ -177,7 +180,8 @@ def test_unknown_event_is_ignored_with_its_repository(reference_dir: Path) -> No
     assert trigger.reason is not None
     assert trigger.reason.code == ReasonCode.NOT_PULL_REQUEST_EVENT
     assert "push" in trigger.reason.detail
-    assert (trigger.owner, trigger.name) == ("Codertocat", "Hello-World")
+    assert (trigger.owner, trigger.name) == ("codertocat", "hello-world")
+    assert trigger.repo_spelling == "Codertocat/Hello-World"
 
 
 def test_missing_event_header_is_an_error() -> None:
@@ -284,3 +288,14 @@ def test_damaged_payloads_give_a_trigger_or_a_trigger_error(
             github_trigger(_headers(event), twin, delivery_id="x")
         except TriggerError as exc:
             assert exc.detail
+
+
+@pytest.mark.parametrize("full_name", ["Codertocat/Hello World", "Codertocat/Hello\x07", "/x"])
+def test_a_repository_name_no_forge_allows_is_unreadable(
+    reference_dir: Path, full_name: str
+) -> None:
+    payload = _load(reference_dir, "pull_request/opened.json")
+    payload["repository"]["full_name"] = full_name
+    payload["repository"]["name"] = ""
+    with pytest.raises(TriggerError, match="repository"):
+        github_trigger(_headers("pull_request"), payload, delivery_id="x")

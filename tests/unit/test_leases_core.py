@@ -17,7 +17,9 @@ from reviewbot.core.leases import (
     WorkerStatus,
     acquire,
     check_fence,
+    check_full_sha,
     heartbeat,
+    is_reserved_worker_name,
     iso,
     lease_term,
     lease_view,
@@ -89,7 +91,8 @@ def test_live_lease_of_another_worker_is_refused_with_holder_and_expiry() -> Non
     held = grant(None).lease
     r = refused(acquire(held, 1, AcquireRequest(TARGET, "w2", HEAD), NOW + 5, T))
     assert r.code is ReasonCode.LEASE_HELD
-    assert (r.holder, r.expires_at, r.epoch) == ("w1", NOW + 15, 1)
+    assert (r.holder, r.expires_at) == ("w1", NOW + 15)
+    assert "epoch" not in r.detail  # the holder's epoch is never handed out
     assert "w1" in r.detail and iso(NOW + 15) in r.detail and str(TARGET) in r.detail
 
 
@@ -198,7 +201,7 @@ def test_superseded_holder_is_refused_with_the_new_holder() -> None:
     for op in (heartbeat, release):
         r = refused(op(new, old.claim, NOW + 21))
         assert r.code is ReasonCode.SUPERSEDED
-        assert (r.holder, r.epoch) == ("w2", 2)
+        assert r.holder == "w2" and "epoch 2" not in r.detail
     assert refused(check_fence(new, old.claim, NOW + 21)).code is ReasonCode.SUPERSEDED
 
 
@@ -299,7 +302,41 @@ def test_identity_depends_on_every_input() -> None:
     assert len(shas) == len(variants) and first.rsplit("-", 1)[1] not in shas
 
 
-@pytest.mark.parametrize("name", ["", "-x", "has-dash", "has space", "x" * 41, "ü"])
+def test_hyphenated_names_parse_from_the_right() -> None:
+    ident = mint_worker_identity(
+        "claude-opus-4", client="cli", session_id="s", now_ns=NS, nonce=b"x" * 16
+    )
+    assert ident.startswith("claude-opus-4-20251129T084244Z-")
+    assert parse_worker_identity(ident) == "claude-opus-4"
+    # a name that itself looks like a timestamp part still parses to the whole name
+    tricky = "a-20251129T084244Z-0123456789ab-20251129T084244Z-0123456789ab"
+    assert parse_worker_identity(tricky) == "a-20251129T084244Z-0123456789ab"
+
+
+@pytest.mark.parametrize(
+    ("name", "reserved"),
+    [
+        ("reviewbot", True),
+        ("reviewbot.merger", True),
+        ("ReviewBot.Merger", True),
+        ("reviewbot.anything", True),
+        ("reviewbots", False),
+        ("reviewbot-x", False),
+        ("agent.reviewbot", False),
+    ],
+)
+def test_reviewbot_names_are_reserved(name: str, reserved: bool) -> None:
+    assert is_reserved_worker_name(name) is reserved
+
+
+@pytest.mark.parametrize("sha", ["abcd", "a" * 39, "a" * 41, "a" * 63, "g" * 40, "a" * 65])
+def test_an_acquire_needs_a_full_sha(sha: str) -> None:
+    with pytest.raises(ValueError, match="full commit SHA"):
+        acquire(None, 0, AcquireRequest(TARGET, "w1", sha), NOW, T)
+    assert check_full_sha("A" * 40) and check_full_sha("0" * 64)
+
+
+@pytest.mark.parametrize("name", ["", "-x", "has space", "x" * 41, "ü", "a/b"])
 def test_bad_worker_names_are_refused(name: str) -> None:
     with pytest.raises(ValueError, match="worker name"):
         mint_worker_identity(name, client="c", session_id="s", now_ns=NS, nonce=b"n" * 16)
@@ -348,8 +385,8 @@ def test_views_have_the_api_shape() -> None:
         "detail": r.detail,
         "holder": "w1",
         "expires_at": iso(NOW + 15),
-        "epoch": 1,
     }
+    assert "epoch" not in r.detail
     assert refusal_view(refused(heartbeat(None, held.claim, NOW))) == {
         "error": "lease_not_held",
         "detail": f"{TARGET} has no lease",

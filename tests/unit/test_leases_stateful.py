@@ -28,9 +28,9 @@ from hypothesis.stateful import (
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Phase, Role, check_fence
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 TIMING = LeaseSettings()  # 15 s lease

@@ -178,7 +178,10 @@ def test_mergeable_unknown_is_left_to_the_forge() -> None:
 
 def test_merged_at_the_pin_is_already_merged_never_a_second_merge() -> None:
     merged = replace(PULL, merged=True, state="closed", merge_commit_sha="c" * 40)
-    assert decide(inputs(pull=merged, lease=None)).action is MergeAction.ALREADY_MERGED
+    assert decide(inputs(pull=merged)).action is MergeAction.ALREADY_MERGED
+    # the claim that merged it was released by the merge: its holder is still told
+    released = replace(LEASE, phase=Phase.RELEASED, expires_at=NOW - 1)
+    assert decide(inputs(pull=merged, lease=released)).action is MergeAction.ALREADY_MERGED
     elsewhere = replace(merged, head_sha=OLD)
     assert decide(inputs(pull=elsewhere)).codes == ("head_moved", "not_mergeable")
 
@@ -232,3 +235,21 @@ def test_every_refusal_code_is_documented() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "leases.md").read_text()
     for code in (*REFUSAL_CODES, "lease_held", "forge_unavailable", "worker_unproven"):
         assert f"| `{code}` |" in text, code
+
+
+@pytest.mark.parametrize(
+    ("lease", "claim"),
+    [
+        (None, LeaseClaim(TARGET, "m1", 3)),  # no lease at all
+        (LEASE, LeaseClaim(TARGET, "m2", 3)),  # another worker's claim
+        (LEASE, LeaseClaim(TARGET, "m1", 2)),  # an older epoch
+        (LEASE, LeaseClaim(replace(TARGET, role=Role.REVIEWER), "m1", 3)),  # the wrong role
+    ],
+)
+def test_merged_at_the_pin_without_the_claim_is_refused(
+    lease: Lease | None, claim: LeaseClaim
+) -> None:
+    merged = replace(PULL, merged=True, state="closed", merge_commit_sha="c" * 40)
+    decision = decide(inputs(pull=merged, lease=lease, claim=claim))
+    assert decision.action is MergeAction.REFUSE
+    assert decision.codes[0] in ("lease_not_held", "superseded")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reviewbot.runtime.progress import Progress
+from reviewbot.progress import Progress
 
 
 def test_every_item_gets_a_line_without_an_interval() -> None:

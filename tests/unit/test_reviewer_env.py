@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewbot.runtime.reviewers import (
+from reviewbot.runtime.reviewers.runner import (
     ALLOWED_ENV,
     ALLOWED_ENV_PREFIXES,
     env_allowed,
@@ -21,8 +21,8 @@ from reviewbot.runtime.reviewers import (
     run_external_reviewers,
     variable_env_name,
 )
-from reviewbot.runtime.runs import start_run
-from reviewbot.runtime.sessions import SessionManager, SessionTokenInvalid
+from reviewbot.runtime.reviewers.runs import start_run
+from reviewbot.runtime.reviewers.sessions import SessionManager, SessionTokenInvalid
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -159,6 +159,8 @@ async def test_a_real_child_sees_exactly_the_allow_list(
 
     assert outcome.errors == ()
     child = json.loads((run.path / "env.json").read_text())
+    # PWD is the sandbox's: bwrap sets it to the folder it starts the reviewer in.
+    assert child.pop("PWD") == str(run.path)
     assert set(child) == PINNED_NAMES | {"VAR_FROM_PARENT", "STEP_NAME", "VAR_FORGE", "VAR_NUMBER"}
     assert child["REVIEWBOT_TRIGGER_FILE"] == str(run.delivery_file)
     assert child["REVIEWBOT_RUN_FOLDER"] == str(run.path)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reviewbot.core.findings import Finding, Severity
-from reviewbot.runtime.sessions import (
+from reviewbot.runtime.reviewers.sessions import (
     NotSessionOwner,
     SessionError,
     SessionExists,

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gate",
     "explain",
     "replay",
+    "doctor",
     "token",
     "lease",
     "merge",
@@ -55,7 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"reviewbot.cli.{name}")
         module.register(sub)
+    _plain_help(parser)
     return parser
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Drop the reStructuredText literal marks of the module docstrings the commands use as
+    their descriptions: ``--help`` is read in a terminal, not rendered."""
+    for text in ("description", "epilog"):
+        value = getattr(parser, text)
+        if value:
+            setattr(parser, text, value.replace("``", ""))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _plain_help(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,9 +17,9 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.store.bootstrap import open_existing_store, open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 from reviewbot.workflowdb.migrations import (
     MigrationError,
     apply_workflow_db_migration,
@@ -28,7 +28,9 @@ from reviewbot.workflowdb.migrations import (
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import (
+    DEFAULT_MAX_ROWS,
     QueryFailed,
+    QueryLimits,
     QueryRefused,
     QueryResult,
     mutate_workflow_db,
@@ -89,13 +91,15 @@ def register(sub: Any) -> None:
     )
     query.add_argument("sql", metavar="SQL")
     query.add_argument("--params", help="JSON array of values for ? placeholders")
-    query.add_argument("--max-rows", type=int, default=1000, help="row limit (default 1000)")
+    query.add_argument(
+        "--max-rows", type=int, default=DEFAULT_MAX_ROWS, help="row limit (default 1000)"
+    )
     query.set_defaults(func=_query)
 
     mutate = add(
         "mutate",
         "run exactly one INSERT / UPDATE / DELETE (needs read-write access)",
-        'reviewbot db mutate "DELETE FROM bot_meta WHERE key = ?" --params \'["note"]\'',
+        "reviewbot db mutate \"DELETE FROM site_notes WHERE id = ?\" --params '[7]'",
     )
     mutate.add_argument("sql", metavar="SQL")
     mutate.add_argument("--params", help="JSON array of values for ? placeholders")
@@ -117,6 +121,11 @@ def _context(args: argparse.Namespace) -> tuple[WorkflowPaths, DBAccess]:
     settings = load_settings()
     access = effective_access(settings.db_access, args.access)
     return WorkflowPaths.from_settings(settings), access
+
+
+def _limits(max_rows: int = DEFAULT_MAX_ROWS) -> QueryLimits:
+    """The configured time limit; the operator's ``--max-rows`` is the row limit."""
+    return QueryLimits(timeout_s=load_settings().query_timeout_s, max_rows=max(1, max_rows))
 
 
 def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
@@ -229,7 +238,12 @@ def _query(args: argparse.Namespace) -> int:
     _open_read(paths, access).close()
     try:
         result = query_workflow_db(
-            args.sql, params, paths=paths, access=access, max_rows=max(1, args.max_rows)
+            args.sql,
+            params,
+            paths=paths,
+            access=access,
+            max_rows=max(1, args.max_rows),
+            limits=_limits(args.max_rows),
         )
     except (QueryRefused, QueryFailed) as exc:
         raise CommandError(_line(str(exc))) from None
@@ -243,7 +257,7 @@ def _mutate(args: argparse.Namespace) -> int:
     params = _params(args.params)
     _open(paths, access).close()
     try:
-        result = mutate_workflow_db(args.sql, params, paths=paths, access=access)
+        result = mutate_workflow_db(args.sql, params, paths=paths, access=access, limits=_limits())
     except (QueryRefused, QueryFailed) as exc:
         raise CommandError(_line(str(exc))) from None
     _show_result(args, result, changed=True)

@@ -49,6 +49,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Start-up cost: the demo (a simulator and a whole server) loads only when it runs.
     from reviewbot.demo import FAULTS, DataDirInUse, fresh_data_dir, run_demo
 
     if args.inject_fault is not None and args.inject_fault not in FAULTS:

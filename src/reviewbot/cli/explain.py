@@ -18,12 +18,12 @@ from typing import Any
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
-from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_existing_store
+from reviewbot.store import decisions, journal, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_existing_store
 
 # What each reason code means, for people; the detail says the specifics.
 PLAIN_WORDS: dict[str, str] = {
@@ -52,12 +52,14 @@ PLAIN_WORDS: dict[str, str] = {
     "permission_denied": "the user lacks the permission the request needs",
     "recorded": "noted; nothing to review",
     "internal_error": "the bot failed; its log has the details",
+    "delivery_failed": "the delivery could not be recorded after every attempt; it is parked",
     "no_required_checks": "no check is required for the target branch: nothing to judge",
     "checks_pending": "required checks are still running or have not reported yet",
     "checks_failed": "a required check failed",
     "checks_passed": "every required check passed",
     "reviewer_findings": "an external reviewer reported errors",
     "reviewer_error": "an external reviewer could not be run or gave unreadable output",
+    "sandbox_unavailable": "external reviewers did not run: the sandbox cannot run here",
     "review_posted": "the review was posted on the forge",
     "review_dismissed": "someone dismissed the bot's review, so the head is evaluated again",
     "not_approved": "no approval by someone other than the author at exactly this head",
@@ -99,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
                 pr.forge, pr.full_name, pr.number, limit=args.limit
             )
             merge = merge_of(db, pr)
+            shown = (
+                f"{pr.forge}:{repositories.display_name(db, pr.forge, pr.full_name)}#{pr.number}"
+            )
             if args.json:
                 print(
                     json.dumps(
@@ -111,16 +116,14 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
             else:
-                print(explain_pull(str(pr), rows, reviews, merge))
+                print(explain_pull(shown, rows, reviews, merge))
             return 0
         stored = journal.get_delivery(db, args.target)
         if stored is None:
             raise CommandError(f"no delivery {args.target!r} and not a PR reference")
         rows = decisions.for_delivery(db, args.target)
         if args.json:
-            from reviewbot.app import delivery_json
-
-            print(json.dumps(delivery_json(stored, [r.to_json() for r in rows])))
+            print(json.dumps(journal.delivery_json(stored, [r.to_json() for r in rows])))
         else:
             head = (
                 f"Delivery {stored.delivery_id} ({stored.source}"

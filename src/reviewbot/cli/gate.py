@@ -15,23 +15,25 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import Settings, load_settings
+from reviewbot.core.clock import iso
 from reviewbot.core.gate import unresolved_decision
 from reviewbot.core.reasons import Outcome
 from reviewbot.ingress.delivery_file import DeliveryFile, read_delivery_file
 from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
-from reviewbot.runtime.gate_runner import ENV_HEADER_PREFIX, GateRunner, iso, utc_now
+from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner
 from reviewbot.store import decisions, journal
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import NewDelivery
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 
 ROUTE_FILE = "route_selection.json"
 EXIT_ERROR = 2
@@ -105,7 +107,7 @@ async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> 
 async def _gate_file(
     settings: Settings, db: SQLiteDatabase, path: Path, environ: dict[str, str]
 ) -> dict[str, Any]:
-    now = iso(utc_now())
+    now = iso(time.time(), timespec="microseconds")
     env = {
         f"{ENV_HEADER_PREFIX}{ENV_PREFIX}{name.upper()}": environ[ENV_PREFIX + name.upper()]
         for name in FIELD_NAMES
@@ -114,7 +116,7 @@ async def _gate_file(
     parsed, body = await asyncio.to_thread(_load, path, now)
     if not isinstance(parsed, DeliveryFile):
         assert isinstance(body, str)
-        return await asyncio.to_thread(_record_unreadable, db, parsed, body, now)
+        return await db.run(_record_unreadable, db, parsed, body, now)
     assert isinstance(body, bytes)
     delivery_id = parsed.delivery_id
     new = NewDelivery(
@@ -125,14 +127,15 @@ async def _gate_file(
         event="delivery_file",
         headers={**parsed.headers, **env},
     )
-    await asyncio.to_thread(journal.insert_delivery, db, new)
-    earlier = await asyncio.to_thread(decisions.for_delivery, db, delivery_id)
+    await db.run(journal.insert_delivery, db, new)
+    earlier = await db.run(decisions.for_delivery, db, delivery_id)
     if earlier:  # the same delivery was gated before: its decisions stand, no second action
         return route_of(delivery_id, earlier)
-    stored = await asyncio.to_thread(journal.claim, db, delivery_id)
+    stored = await db.run(journal.claim, db, delivery_id)
     if stored is None:
         raise CommandError(f"delivery {delivery_id} is being gated by another process")
-    from reviewbot.app import configured_forges
+    # Start-up cost: the forge clients load only when a delivery file is gated.
+    from reviewbot.service import configured_forges
 
     forges = configured_forges(settings)
     runner = GateRunner(db, settings, forges)

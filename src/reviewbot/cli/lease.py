@@ -28,9 +28,9 @@ from reviewbot.core.leases import (
     refusal_view,
 )
 from reviewbot.core.models import PullRef
-from reviewbot.store.bootstrap import open_existing_store, open_store
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
 
 def register(sub: Any) -> None:

@@ -23,11 +23,11 @@ from typing import Any
 from reviewbot.cli import CommandError
 from reviewbot.cli.lease import parse_pr
 from reviewbot.config import Settings, load_settings
-from reviewbot.core.leases import LeaseTarget, Role
+from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.core.models import PullRef
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.leases import LeaseRefused, LeaseStore, LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 
 
 def register(sub: Any) -> None:
@@ -68,66 +68,63 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> dict[str, Any]:
+    # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
-    from reviewbot.runtime.merge import (
-        MergeError,
-        Merger,
-        MergeRequest,
-        ReviewRequestHook,
-        standalone_pipeline,
-    )
-    from reviewbot.store.merges import MergeStore
+    from reviewbot.runtime.merge.merger import MergeError, MergeRequest
+    from reviewbot.service import Parts, build_service
 
     try:
         forge = make_forge(settings, ref.forge)
     except Exception as exc:
         raise CommandError(str(exc)) from None
-    db = open_store(settings)
+    db = await asyncio.to_thread(open_store, settings)
     leases = LeaseStore(db, settings.leases)
     worker, epoch = args.worker, args.epoch
     own_lease = worker is None
     target = LeaseTarget(ref.forge, ref.full_name, ref.number, Role.MERGER)
     try:
         if own_lease:
-            worker = leases.register_worker(
-                "reviewbot.cli", client="reviewbot-merge", session_id=f"pid-{os.getpid()}",
-                role="merger",
-            ).identity  # fmt: skip
+            worker = (
+                await db.run(
+                    leases.register_worker,
+                    "reviewbot.cli",
+                    client="reviewbot-merge",
+                    session_id=f"pid-{os.getpid()}",
+                    role="merger",
+                )
+            ).identity
             try:
-                epoch = leases.acquire(target, worker, args.head).epoch
+                epoch = (await db.run(leases.acquire, target, worker, args.head)).epoch
             except (LeaseStoreError, ValueError) as exc:
                 raise CommandError(f"{getattr(exc, 'code', 'invalid_request')}: {exc}") from None
         assert worker is not None and epoch is not None
-        forges = {ref.forge: forge}
-        pipeline = standalone_pipeline(settings, db, forges, leases, worker)
-        merger = Merger(
+        # A moved head is reviewed in this process, under the same worker.
+        service = build_service(
             settings,
-            forges,
-            leases,
-            MergeStore(db, leases, leases.clock),
-            state_comment=pipeline.sync_state_comment,
-            re_review=ReviewRequestHook(pipeline, source="cli"),
+            forges={ref.forge: forge},
+            db=db,
+            parts=Parts.REVIEW | Parts.MERGE,
+            client="reviewbot-merge",
+            worker=worker,
         )
-        try:
-            outcome = await merger.merge(
-                MergeRequest(
-                    ref.forge, ref.full_name, ref.number, args.head, worker, epoch,
-                    method=args.method,
-                )
-            )  # fmt: skip
-        except MergeError as exc:
-            raise CommandError(f"{exc.code}: {exc.detail}") from None
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        async with service:
+            assert service.merge is not None
+            request = MergeRequest(
+                ref.forge, ref.full_name, ref.number, args.head, worker, epoch, method=args.method
+            )
+            try:
+                outcome = await service.merge.merger.merge(request)
+            except MergeError as exc:
+                raise CommandError(f"{exc.code}: {exc.detail}") from None
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
         result = outcome.to_json()
         result.update({"pr": str(ref), "worker": worker, "epoch": epoch})
         return result
     finally:
         if own_lease and worker is not None and epoch is not None:
-            from reviewbot.core.leases import LeaseClaim
-
             with contextlib.suppress(LeaseRefused):
-                leases.release(LeaseClaim(target, worker, epoch))
+                await db.run(leases.release, LeaseClaim(target, worker, epoch))
         leases.close()
         await forge.aclose()
         db.close()

@@ -14,13 +14,14 @@ import json
 from typing import Any
 
 from reviewbot.cli import CommandError
+from reviewbot.cli.explain import explain_decision
 from reviewbot.config import Settings, load_settings
-from reviewbot.runtime.gate_runner import GateRunner
-from reviewbot.runtime.progress import Progress
+from reviewbot.progress import Progress
+from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.store import journal
-from reviewbot.store.bootstrap import open_store
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_store
 
 
 def register(sub: Any) -> None:
@@ -49,8 +50,6 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(docs[0] if len(docs) == 1 else {"replayed": docs}))
     else:
-        from reviewbot.cli.explain import explain_decision
-
         for did, rows in replayed:
             print(f"Replayed delivery {did}:")
             for row in rows:
@@ -66,14 +65,15 @@ async def replay_many(
     settings: Settings, delivery_ids: list[str], progress: Progress | None = None
 ) -> list[tuple[str, list[DecisionRecord]]]:
     """Gate each stored delivery again, in order (all ids must be in the journal)."""
-    from reviewbot.app import configured_forges
+    # Start-up cost: the forge clients load only when deliveries are replayed.
+    from reviewbot.service import configured_forges
 
     db = await asyncio.to_thread(open_store, settings)
     forges = configured_forges(settings)
     out: list[tuple[str, list[DecisionRecord]]] = []
     runner: GateRunner | None = None
     try:
-        stored = [await asyncio.to_thread(journal.get_delivery, db, d) for d in delivery_ids]
+        stored = [await db.run(journal.get_delivery, db, d) for d in delivery_ids]
         missing = [d for d, s in zip(delivery_ids, stored, strict=True) if s is None]
         if missing:
             raise CommandError(f"no delivery {missing[0]!r} in the journal")

@@ -14,13 +14,15 @@ import argparse
 import asyncio
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
-from reviewbot.store.bootstrap import open_store
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+if TYPE_CHECKING:
+    from reviewbot.service import ReviewParts
 
 
 def register(sub: Any) -> None:
@@ -61,48 +63,52 @@ def _review(args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
+    # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
-    from reviewbot.runtime.review import ReviewRequest, build_review
+    from reviewbot.service import Parts, build_service
 
     forge = make_forge(settings, ref.forge)
-    db = open_store(settings)
-    parts = None
+    service = build_service(
+        settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"
+    )
     try:
-        parts = build_review(settings, db, {ref.forge: forge}, client="reviewbot-cli")
-        outcome = await parts.pipeline.review(
-            ReviewRequest(ref.forge, ref.full_name, ref.number, source="cli", event="cli")
-        )
-        deadline = time.monotonic() + wait_s
-        retried = False
-        while True:
-            pending = [
-                row
-                for row in (parts.store.outbox(r.id) for r in outcome.outbox)
-                if row is not None and row.status == "pending"
-            ]
-            if not pending or time.monotonic() >= deadline:
-                break
-            due = min(row.next_attempt_at for row in pending)
-            await asyncio.sleep(min(max(0.0, due - time.time()), deadline - time.monotonic()))
-            for row in pending:
-                post = await parts.drainer.post(row.id)
-                if post is not None:
-                    outcome.posts.append(post)
-                    retried = True
-        outcome.outbox = [parts.store.outbox(r.id) or r for r in outcome.outbox]
-        if retried:
-            outcome.state_comment = await parts.pipeline.sync_state_comment(
-                ref.forge, ref.full_name, ref.number
-            )
-        result = outcome.to_json()
-        result["pr"] = str(ref)
-        result["worker"] = parts.worker
-        return result
+        async with service:
+            parts = service.review
+            assert parts is not None
+            return await _review_once(parts, ref, wait_s)
     finally:
-        if parts is not None:
-            parts.close()
         await forge.aclose()
-        db.close()
+
+
+async def _review_once(parts: ReviewParts, ref: PullRef, wait_s: float) -> dict[str, Any]:
+    # Start-up cost, as above.
+    from reviewbot.runtime.review.pipeline import ReviewRequest
+
+    outcome = await parts.pipeline.review(
+        ReviewRequest(ref.forge, ref.full_name, ref.number, source="cli", event="cli")
+    )
+    store = parts.store
+    deadline = time.monotonic() + wait_s
+    retried = False
+    while True:
+        rows = await store.db.run(lambda: [store.outbox(r.id) for r in outcome.outbox])
+        pending = [row for row in rows if row is not None and row.status == "pending"]
+        if not pending or time.monotonic() >= deadline:
+            break
+        due = min(row.next_attempt_at for row in pending)
+        await asyncio.sleep(min(max(0.0, due - time.time()), deadline - time.monotonic()))
+        for row in pending:
+            post = await parts.drainer.post(row.id)
+            if post is not None:
+                outcome.posts.append(post)
+                retried = True
+    outcome.outbox = await store.db.run(lambda: [store.outbox(r.id) or r for r in outcome.outbox])
+    if retried:
+        outcome.state_comment = await parts.comments.sync(ref.forge, ref.full_name, ref.number)
+    result: dict[str, Any] = outcome.to_json()
+    result["pr"] = str(ref)
+    result["worker"] = parts.worker
+    return result
 
 
 def _print(ref: PullRef, result: dict[str, Any]) -> None:

@@ -12,13 +12,21 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import secrets
 import signal
 import sys
 from typing import Any
 
 from aiohttp import web
 
-from reviewbot.config import ConfigError, Settings, load_settings
+from reviewbot.config import (
+    ConfigError,
+    GiteaSettings,
+    GitHubSettings,
+    RepoRules,
+    Settings,
+    load_settings,
+)
 
 HOW_TO_CONFIGURE = """\
 No forge is configured, so every webhook is refused. To connect one, set for example:
@@ -91,8 +99,9 @@ async def serve(
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
 ) -> None:
-    from reviewbot.app import STATE, create_app
-    from reviewbot.runtime.review import ReviewService
+    # Start-up cost: every command's module loads with `reviewbot --help`; the server only here.
+    from reviewbot.server.app import create_app
+    from reviewbot.service import Parts, build_service
 
     sim_session = None
     if sim:
@@ -101,16 +110,11 @@ async def serve(
     elif not (settings.github.configured or settings.gitea.configured):
         _say(HOW_TO_CONFIGURE)
 
-    # The review pipeline plugs into the gate's eligible hook (it needs the workers).
-    review = ReviewService(settings) if run_workers else None
-    app = create_app(
-        settings,
-        run_workers=run_workers,
-        shutdown_grace_s=shutdown_grace_s,
-        on_eligible=review.on_eligible if review is not None else None,
-    )
-    if review is not None:
-        review.attach(app)
+    # Without workers only the journal and the lease API run: deliveries wait for a start
+    # with workers, which gates (and reviews) them.
+    parts = Parts.SERVE if run_workers else Parts.JOURNAL | Parts.MERGE
+    service = build_service(settings, parts=parts, shutdown_grace_s=shutdown_grace_s)
+    app = create_app(service)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
@@ -123,14 +127,12 @@ async def serve(
         raise ConfigError(_listen_problem(settings.host, settings.port, exc)) from None
     host, port = runner.addresses[0][:2]
     base = f"http://{host}:{port}"
-    if review is not None:  # external reviewers call the session tools here
-        review.set_api_url(_local_url(host, port))
-    state = app[STATE]
+    service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
     if sim_session is not None:
         await sim_session.connect(base)
         _say(sim_session.describe())
     _say(f"reviewbot: listening on {base} (store {settings.database_path})")
-    _say(f"reviewbot: forges {', '.join(state.forges) or 'none'}; Ctrl-C stops")
+    _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -192,9 +194,7 @@ class SimSession:
 
     @classmethod
     async def start(cls, settings: Settings) -> SimSession:
-        import secrets
-
-        from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules
+        # Only `serve --sim` needs the simulator, which is never on the serving path.
         from reviewbot.sim import SimServer, Simulator
 
         sim = Simulator()

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(host: str, port: int) -> None:
+    # Start-up cost: the simulator loads only for `reviewbot sim`.
     from reviewbot.sim import SimServer, Simulator
 
     stop = asyncio.Event()

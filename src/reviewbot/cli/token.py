@@ -14,9 +14,9 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.store.bootstrap import open_existing_store, open_store
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
 
 def register(sub: Any) -> None:

@@ -13,9 +13,14 @@ from datetime import UTC, datetime
 Clock = Callable[[], float]
 
 
-def iso(ts: float) -> str:
-    """A UNIX time as ISO 8601 UTC with milliseconds, e.g. ``2026-11-30T23:35:03.120Z``."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def iso(ts: float, *, timespec: str = "milliseconds") -> str:
+    """A UNIX time as ISO 8601 UTC, e.g. ``2026-11-30T23:35:03.120Z``.
+
+    ``timespec="microseconds"`` is for the tables that always stored six digits (journal,
+    gate and review records): their text stays sortable against the rows already there.
+    """
+    moment = datetime.fromtimestamp(ts, UTC)
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def parse_iso(text: str) -> float:

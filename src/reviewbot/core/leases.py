@@ -33,15 +33,20 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reviewbot.core.models import FORGES
+from reviewbot.core.clock import iso
+from reviewbot.core.models import FORGES, repo_key
 from reviewbot.core.reasons import ReasonCode
 
 MAX_TTL_S = 3600.0
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._]{0,39}$")
+# Hyphens are allowed in names (``claude-opus-4``): an identity is parsed from the right.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _IDENTITY = re.compile(
-    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]{0,39})-(?P<ts>\d{8}T\d{6}Z)-[0-9a-f]{12}$"
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,39})-(?P<ts>\d{8}T\d{6}Z)-[0-9a-f]{12}$"
 )
-_SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
+# A full commit SHA (SHA-1 or SHA-256): a prefix could name another commit later.
+_FULL_SHA = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
+# The bot's own workers are ``reviewbot`` and ``reviewbot.*``; no caller may take such a name.
+RESERVED_PREFIX = "reviewbot"
 
 
 class Role(StrEnum):
@@ -80,6 +85,18 @@ class LeaseTiming(Protocol):
 
 
 @dataclass(frozen=True)
+class Timing:
+    """A plain :class:`LeaseTiming`; ``DEFAULT_TIMING`` holds the defaults the settings use."""
+
+    lease_s: float = 15.0
+    renew_s: float = 10.0
+    retry_s: float = 2.0
+
+
+DEFAULT_TIMING = Timing()
+
+
+@dataclass(frozen=True)
 class LeaseTarget:
     forge: str
     repo: str  # OWNER/NAME
@@ -89,9 +106,13 @@ class LeaseTarget:
     def __post_init__(self) -> None:
         if self.forge not in FORGES:
             raise ValueError(f"unknown forge {self.forge!r}")
-        owner, slash, name = self.repo.partition("/")
-        if not slash or not owner or not name or "/" in name or any(c.isspace() for c in self.repo):
+        if self.repo != self.repo.strip():
             raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r}")
+        try:
+            # Any casing of a name is the same repository, so the same lease.
+            object.__setattr__(self, "repo", repo_key(self.repo))
+        except ValueError as exc:
+            raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r} ({exc})") from None
         if self.number < 1:
             raise ValueError(f"PR number must be positive, not {self.number}")
         object.__setattr__(self, "role", Role(self.role))
@@ -151,11 +172,13 @@ class Granted:
 
 @dataclass(frozen=True)
 class Refused:
+    """Why a lease call was refused. It names the holder and its expiry but never the
+    holder's epoch: a refusal must not hand a caller what it would need to act as another."""
+
     code: ReasonCode  # LEASE_HELD, SUPERSEDED or LEASE_NOT_HELD
     detail: str
     holder: str | None = None
     expires_at: float | None = None
-    epoch: int | None = None  # the target's current epoch, when there is a row
 
 
 LeaseResult = Granted | Refused
@@ -184,18 +207,15 @@ def acquire(
     """Grant, renew or refuse a claim on ``request.target``."""
     if current is not None and current.target != request.target:
         raise ValueError("the current row belongs to another target")
-    if not _SHA.match(request.head_sha):
-        raise ValueError(f"head_sha must be a hex commit SHA, not {request.head_sha!r}")
+    check_full_sha(request.head_sha)
     term = lease_term(timing, request.ttl_s)
     if current is not None and current.live(now):
         if current.holder != request.worker:
             return Refused(
                 ReasonCode.LEASE_HELD,
-                f"{request.target} is held by {current.holder} (epoch {current.epoch}) until "
-                f"{iso(current.expires_at)}",
+                f"{request.target} is held by {current.holder} until {iso(current.expires_at)}",
                 holder=current.holder,
                 expires_at=current.expires_at,
-                epoch=current.epoch,
             )
         if current.head_sha == request.head_sha:
             renewed = replace(current, ttl_s=term, heartbeat_at=now, expires_at=now + term)
@@ -228,8 +248,7 @@ def check_fence(current: Lease | None, claim: LeaseClaim, now: float) -> Refused
     if claim.epoch < current.epoch:
         return _refuse(
             ReasonCode.SUPERSEDED,
-            f"epoch {claim.epoch} of {target} was superseded by epoch {current.epoch} "
-            f"({current.holder})",
+            f"epoch {claim.epoch} of {target} was superseded by a later claim ({current.holder})",
             current,
         )
     if claim.epoch > current.epoch or current.holder != claim.worker:
@@ -261,7 +280,7 @@ def check_fence(current: Lease | None, claim: LeaseClaim, now: float) -> Refused
 
 
 def _refuse(code: ReasonCode, detail: str, current: Lease) -> Refused:
-    return Refused(code, detail, current.holder, current.expires_at, current.epoch)
+    return Refused(code, detail, current.holder, current.expires_at)
 
 
 def heartbeat(current: Lease | None, claim: LeaseClaim, now: float) -> LeaseResult:
@@ -316,13 +335,49 @@ class WorkerRecord:
     heartbeat_at: float
 
 
+@dataclass(frozen=True)
+class WorkerOwner:
+    """Who registered a worker: an API token (by id) and, for sessions, the session.
+
+    ``token_id`` ``None`` is the bot itself or its command line on the bot's machine.
+    """
+
+    token_id: int | None = None
+    session: str | None = None
+    name: str = ""  # the token's name, for messages and logs only
+
+    def same_as(self, other: WorkerOwner) -> bool:
+        return (self.token_id, self.session) == (other.token_id, other.session)
+
+    def __str__(self) -> str:
+        who = "reviewbot (local)"
+        if self.token_id is not None:
+            who = f"token {self.name!r} (id {self.token_id})"
+        return who if self.session is None else f"{who}, session {self.session}"
+
+
+def check_full_sha(sha: str) -> str:
+    """``sha`` when it is a full hex commit SHA (40 or 64 digits); ``ValueError`` otherwise."""
+    if not _FULL_SHA.match(sha):
+        raise ValueError(
+            f"head_sha must be a full commit SHA (40 or 64 hex digits), not {sha[:80]!r}"
+        )
+    return sha
+
+
 def check_worker_name(name: str) -> str:
     if not _NAME.match(name):
         raise ValueError(
-            f"worker name {name!r}: 1-40 letters, digits, '.' or '_', starting with a letter"
-            " or digit"
+            f"worker name {name!r}: 1-40 letters, digits, '.', '_' or '-', starting with a"
+            " letter or digit"
         )
     return name
+
+
+def is_reserved_worker_name(name: str) -> bool:
+    """``reviewbot`` and ``reviewbot.*`` (any casing) belong to the bot's own workers."""
+    low = name.lower()
+    return low == RESERVED_PREFIX or low.startswith(RESERVED_PREFIX + ".")
 
 
 def mint_worker_identity(
@@ -345,7 +400,10 @@ def mint_worker_identity(
 
 
 def parse_worker_identity(identity: str) -> str:
-    """The name part of a well-formed identity; ``ValueError`` otherwise."""
+    """The name part of a well-formed identity; ``ValueError`` otherwise.
+
+    The timestamp and the short sha are fixed-width, so the name is everything left of
+    them, hyphens included."""
     m = _IDENTITY.match(identity)
     if m is None:
         raise ValueError(
@@ -393,11 +451,4 @@ def refusal_view(refused: Refused) -> dict[str, object]:
         body["holder"] = refused.holder
     if refused.expires_at is not None:
         body["expires_at"] = iso(refused.expires_at)
-    if refused.epoch is not None:
-        body["epoch"] = refused.epoch
     return body
-
-
-def iso(ts: float) -> str:
-    """A UNIX time as ISO 8601 UTC with milliseconds (what the API shows)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -154,11 +154,33 @@ def lease_refusal(lease: Lease | None, claim: LeaseClaim, pin: str, now: float) 
     return None
 
 
+def merged_claim_refusal(
+    lease: Lease | None, claim: LeaseClaim, pin: str, now: float
+) -> Refusal | None:
+    """For a PR already merged at ``pin``: ``None`` when ``claim`` is the live merger claim,
+    or the claim that merged it (the merge released it), else the lease refusal."""
+    refused = lease_refusal(lease, claim, pin, now)
+    if refused is None:
+        return None
+    if (
+        lease is not None
+        and claim.target.role is Role.MERGER
+        and (lease.holder, lease.epoch) == (claim.worker, claim.epoch)
+        and same_sha(lease.head_sha, pin)
+    ):
+        return None
+    return refused
+
+
 def decide(inputs: MergeInputs) -> MergeDecision:
     """Merge, already merged, or refuse with every reason. See the module docstring."""
     pull, pin = inputs.pull, inputs.pin
     if pull.merged and same_sha(pull.head_sha, pin):
         # An earlier attempt (maybe answered with an error) went through: never merge twice.
+        # Only a caller with a claim on it is told so (and gets the record written).
+        refused = merged_claim_refusal(inputs.lease, inputs.claim, pin, inputs.now)
+        if refused is not None:
+            return MergeDecision(MergeAction.REFUSE, (refused,))
         return MergeDecision(MergeAction.ALREADY_MERGED)
     refusals: list[Refusal] = []
     lease = lease_refusal(inputs.lease, inputs.claim, pin, inputs.now)

@@ -13,18 +13,112 @@ FORGES = ("github", "gitea")
 _PR_REF = re.compile(r"^(?P<forge>github|gitea):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
 
 
-@dataclass(frozen=True)
+REPO_PART_MAX = 100  # GitHub and Gitea both cap owner and repository names at 100
+
+
+def _repo_part(label: str, value: str) -> str:
+    """One part of a repository name, checked: neither forge allows these characters."""
+    if not value:
+        raise ValueError(f"repository {label} is empty")
+    if len(value) > REPO_PART_MAX:
+        raise ValueError(f"repository {label} is longer than {REPO_PART_MAX} characters")
+    if "/" in value or "#" in value or ":" in value:
+        raise ValueError(f"repository {label} {value!r} contains '/', '#' or ':'")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(f"repository {label} {value!r} contains whitespace or control characters")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
 class RepoRef:
+    """A repository: ``(forge, owner, name)``, compared case-insensitively as the forges do.
+
+    ``owner`` and ``name`` keep the spelling they were given (for display); equality, the
+    hash and :attr:`key` use the case-folded form, so any casing is the same repository.
+    """
+
     forge: str
     owner: str
     name: str
 
+    def __post_init__(self) -> None:
+        if self.forge not in FORGES:
+            raise ValueError(f"unknown forge {self.forge!r}; expected one of {', '.join(FORGES)}")
+        _repo_part("owner", self.owner)
+        _repo_part("name", self.name)
+
+    @classmethod
+    def parse(cls, text: str, *, forge: str | None = None) -> RepoRef:
+        """``FORGE:OWNER/NAME``, or ``OWNER/NAME`` with ``forge`` given."""
+        text = text.strip()
+        named, sep, rest = text.partition(":")
+        if sep:
+            if forge is not None and named != forge:
+                raise ValueError(f"{text!r} names forge {named!r}, not {forge!r}")
+            forge = named
+            text = rest
+        if forge is None:
+            raise ValueError(f"{text!r} names no forge: expected FORGE:OWNER/NAME")
+        owner, slash, name = text.partition("/")
+        if not slash:
+            raise ValueError(f"{text!r} is not OWNER/NAME")
+        return cls(forge, owner, name)
+
+    @property
+    def key(self) -> str:
+        """The canonical ``owner/name``: what every store column and dict key holds."""
+        return f"{self.owner.casefold()}/{self.name.casefold()}"
+
+    @property
+    def qualified_key(self) -> str:
+        """The canonical ``forge:owner/name`` (config keys, token bindings)."""
+        return f"{self.forge}:{self.key}"
+
     @property
     def full_name(self) -> str:
+        """``OWNER/NAME`` as it was spelled (for display only, never for lookups)."""
         return f"{self.owner}/{self.name}"
+
+    def canonical(self) -> RepoRef:
+        return RepoRef(self.forge, self.owner.casefold(), self.name.casefold())
+
+    def _identity(self) -> tuple[str, str, str]:
+        return (self.forge, self.owner.casefold(), self.name.casefold())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RepoRef):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     def __str__(self) -> str:
         return f"{self.forge}:{self.owner}/{self.name}"
+
+
+def _canonical_parts(obj: object) -> None:
+    """Case-fold ``owner`` and ``name`` of a frozen model in place.
+
+    Every model that names a repository (pull refs, snapshots, triggers, decisions) holds
+    the canonical key; only :class:`RepoRef` keeps a spelling.
+    """
+    for attr in ("owner", "name"):
+        value = getattr(obj, attr)
+        if value is not None:
+            object.__setattr__(obj, attr, value.casefold())
+
+
+def repo_key(repo: str) -> str:
+    """``OWNER/NAME`` in any casing -> the canonical key; ``ValueError`` if it is no name.
+
+    Every entry (webhooks, Crew, API, delivery files, CLI, tools, config) turns the
+    repository it was handed into this key before anything is looked up or stored.
+    """
+    owner, slash, name = repo.strip().partition("/")
+    if not slash:
+        raise ValueError(f"{repo!r} is not OWNER/NAME")
+    return f"{_repo_part('owner', owner).casefold()}/{_repo_part('name', name).casefold()}"
 
 
 @dataclass(frozen=True)
@@ -35,6 +129,9 @@ class PullRef:
     owner: str
     name: str
     number: int
+
+    def __post_init__(self) -> None:
+        _canonical_parts(self)
 
     @property
     def repo(self) -> RepoRef:
@@ -140,6 +237,9 @@ class PullRequestSnapshot:
     html_url: str = ""
     merge_commit_sha: str | None = None
 
+    def __post_init__(self) -> None:
+        _canonical_parts(self)
+
     @property
     def ref(self) -> PullRef:
         return PullRef(self.forge, self.owner, self.name, self.number)
@@ -189,6 +289,17 @@ class Trigger:
     extra: dict[str, str] = field(default_factory=dict)
     # For ``commit`` triggers: PR numbers the event itself lists (GitHub check events).
     pull_numbers: tuple[int, ...] = ()
+    # The repository as the delivery spelled it and the forge's numeric id, when the
+    # delivery carried them (webhooks); owner and name themselves are canonical.
+    repo_spelling: str | None = None
+    repo_id: int | None = None
+
+    def __post_init__(self) -> None:
+        # Every entry path builds a Trigger, so this is where the repository becomes its
+        # canonical key (GitHub and Gitea treat names case-insensitively; see RepoRef).
+        if self.owner and self.name and self.repo_spelling is None:
+            object.__setattr__(self, "repo_spelling", f"{self.owner}/{self.name}")
+        _canonical_parts(self)
 
     @property
     def repo_full_name(self) -> str | None:
@@ -224,6 +335,9 @@ class Decision:
     name: str | None = None
     number: int | None = None
     head_sha: str | None = None
+
+    def __post_init__(self) -> None:
+        _canonical_parts(self)
 
     @property
     def repo(self) -> str | None:

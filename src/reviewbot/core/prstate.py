@@ -8,17 +8,38 @@ the same text byte for byte, so an unchanged state needs no edit at all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 STATE_MARKER = "<!-- reviewbot:pr-state -->"
 
-# Decisions the review pipeline records (``review_decisions.decision``).
-APPROVE = "approve"
-REQUEST_CHANGES = "request_changes"
-WAITING = "waiting"
-NO_REQUIRED_CHECKS = "no_required_checks"
-HEAD_MOVED = "head_moved"
-AUTHOR_IS_BOT = "author_is_bot"
-ERROR = "error"
+
+class DecisionKind(StrEnum):
+    """What the review pipeline records (``review_decisions.decision``): the four policy
+    verdicts, the outcomes that leave a head without a review, and the posting notes."""
+
+    APPROVE = "approve"
+    REQUEST_CHANGES = "request_changes"
+    WAITING = "waiting"
+    NO_REQUIRED_CHECKS = "no_required_checks"
+    HEAD_MOVED = "head_moved"
+    AUTHOR_IS_BOT = "author_is_bot"
+    ERROR = "error"
+    PR_CLOSED = "pr_closed"
+    LEASE_HELD = "lease_held"
+    SUPERSEDED = "superseded"
+    REOPENED = "reopened"
+    POSTED = "posted"
+    MISSING_REPORTED = "missing_reported"
+
+
+# The names the renderer and its tests use.
+APPROVE = DecisionKind.APPROVE
+REQUEST_CHANGES = DecisionKind.REQUEST_CHANGES
+WAITING = DecisionKind.WAITING
+NO_REQUIRED_CHECKS = DecisionKind.NO_REQUIRED_CHECKS
+HEAD_MOVED = DecisionKind.HEAD_MOVED
+AUTHOR_IS_BOT = DecisionKind.AUTHOR_IS_BOT
+ERROR = DecisionKind.ERROR
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,7 @@ def review_status(rec: PRStateRecords) -> str:
         if review.status == "dropped":
             return f"{label} not posted: the head moved"
         return f"{label} at `{short}` could not be posted"
-    labels = {
+    labels: dict[str | None, str] = {
         None: "not evaluated yet",
         WAITING: "waiting for required checks",
         NO_REQUIRED_CHECKS: "no review: no required checks are configured",

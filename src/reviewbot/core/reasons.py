@@ -39,6 +39,7 @@ class ReasonCode(StrEnum):
     PERMISSION_DENIED = "permission_denied"
     RECORDED = "recorded"
     INTERNAL_ERROR = "internal_error"  # a bug, never a forge or input problem
+    DELIVERY_FAILED = "delivery_failed"  # could not be recorded after every attempt
     # review policy
     NO_REQUIRED_CHECKS = "no_required_checks"
     CHECKS_PENDING = "checks_pending"
@@ -46,6 +47,7 @@ class ReasonCode(StrEnum):
     CHECKS_PASSED = "checks_passed"
     REVIEWER_FINDINGS = "reviewer_findings"
     REVIEWER_ERROR = "reviewer_error"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # reviewers cannot be contained here
     REVIEW_POSTED = "review_posted"
     REVIEW_DISMISSED = "review_dismissed"
     # merge

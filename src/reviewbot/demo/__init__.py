@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reviewbot.demo.report import DemoReport, SummaryRow, summary_rows
+from reviewbot.demo.report import DemoReport, SummaryRow, explain_commands, summary_rows
 from reviewbot.demo.story import FAULTS, Say, StepResult, Story
 from reviewbot.demo.world import GITEA_CHECKS, GITEA_REPO, GITHUB_CHECKS, GITHUB_REPO, demo_world
 
@@ -66,8 +66,6 @@ async def run_demo(data_dir: Path, say: Say, *, fault: str | None = None) -> Dem
             sim_url=world.sim_server.base_url,
             bot_url=world.base_url,
         )
-    from reviewbot.demo.report import explain_commands
-
     report.explain = explain_commands(data_dir, rows)
     report.seconds = time.monotonic() - started
     return report

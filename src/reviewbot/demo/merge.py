@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from reviewbot.demo.steps import Narrator, StepFailed, expect, short
 from reviewbot.demo.world import GITEA_REPO
 from reviewbot.store.tokens import create_token
-
-if TYPE_CHECKING:
-    from reviewbot.demo.story import Story
 
 MERGER_NAME = "demo.merger"
 
@@ -26,9 +24,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-async def _call(story: Story, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    from reviewbot.demo.story import StepFailed
-
+async def _call(story: Narrator, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     world = story.world
     headers = {"Authorization": f"Bearer {token}"}
     async with world.http.post(world.base_url + path, json=body, headers=headers) as response:
@@ -46,9 +42,7 @@ async def _call(story: Story, token: str, path: str, body: dict[str, Any]) -> di
         return answer
 
 
-async def _get(story: Story, token: str, path: str, query: dict[str, Any]) -> dict[str, Any]:
-    from reviewbot.demo.story import StepFailed
-
+async def _get(story: Narrator, token: str, path: str, query: dict[str, Any]) -> dict[str, Any]:
     world = story.world
     headers = {"Authorization": f"Bearer {token}"}
     params = {k: str(v) for k, v in query.items()}
@@ -59,9 +53,7 @@ async def _get(story: Story, token: str, path: str, query: dict[str, Any]) -> di
         return answer
 
 
-async def merge_through_lease(story: Story, number: int, head: str) -> None:
-    from reviewbot.demo.story import expect, short
-
+async def merge_through_lease(story: Narrator, number: int, head: str) -> None:
     world = story.world
     target = {"forge": "gitea", "repo": GITEA_REPO, "number": number}
     token, _ = create_token(

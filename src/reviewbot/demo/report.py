@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reviewbot.demo.story import StepResult, Story, short
+from reviewbot.demo.steps import short
+from reviewbot.demo.story import StepResult, Story
 from reviewbot.demo.world import BOT, GITEA_REPO, GITHUB_REPO, DemoWorld
 
 NOTES = frozenset({"posted", "missing_reported"})  # posting notes, not policy outcomes

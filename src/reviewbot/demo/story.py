@@ -3,12 +3,15 @@ checked against what the forge and the store show afterwards ("did what it said"
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewbot.demo.merge import merge_through_lease
+from reviewbot.demo.steps import StepFailed, expect, short
 from reviewbot.demo.world import BOT, GITEA_REPO, GITHUB_REPO, DemoWorld, Timeout
 from reviewbot.sim import Delivery
 from reviewbot.sim.webhooks import github_signature_headers
@@ -19,13 +22,6 @@ Say = Callable[[str], None]
 FAULTS = {
     "review-refused": "the forge refuses every review the bot posts on github:acme/api (403)",
 }
-
-
-class StepFailed(Exception):
-    def __init__(self, expected: str, happened: str) -> None:
-        super().__init__(f"expected {expected}; happened: {happened}")
-        self.expected = expected
-        self.happened = happened
 
 
 @dataclass
@@ -50,15 +46,6 @@ class StepResult:
             out["expected"] = self.expected
             out["happened"] = self.happened
         return out
-
-
-def short(sha: str | None) -> str:
-    return (sha or "")[:12]
-
-
-def expect(ok: bool, expected: str, happened: str | Callable[[], str]) -> None:
-    if not ok:
-        raise StepFailed(expected, happened() if callable(happened) else happened)
 
 
 class Story:
@@ -410,8 +397,6 @@ def _answer(delivery: Delivery) -> str:
         return f"nothing ({delivery.error})"
     text = delivery.response_body.decode("utf-8", "replace")
     try:
-        import json
-
         body = json.loads(text)
     except ValueError:
         return str(delivery.status)
@@ -423,6 +408,5 @@ def _answer(delivery: Delivery) -> str:
 
 async def merge_step(story: Story, number: int, head: str) -> None:
     """Merged at the pinned head through the merger lease (see :mod:`reviewbot.demo.merge`)."""
-    from reviewbot.demo.merge import merge_through_lease
 
     await merge_through_lease(story, number, head)

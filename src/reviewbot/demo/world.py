@@ -23,10 +23,10 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from reviewbot.app import STATE, ServerState, create_app
 from reviewbot.config import Settings
 from reviewbot.core.reasons import Outcome
-from reviewbot.runtime.review import ReviewService
+from reviewbot.server.app import create_app
+from reviewbot.service import Service, build_service
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.state import SimPull, SimReview
 from reviewbot.store import decisions as decision_store
@@ -108,25 +108,21 @@ class DemoWorld:
     sim_server: SimServer
     settings: Settings
     app: web.Application
-    service: ReviewService
+    service: Service
     base_url: str
     http: aiohttp.ClientSession
     wait_s: float = WAIT_S
 
     @property
-    def state(self) -> ServerState:
-        return self.app[STATE]
-
-    @property
     def db(self) -> SQLiteDatabase:
-        db = self.state.db
+        db = self.service.db
         assert db is not None
         return db
 
     @property
     def store(self) -> ReviewStore:
-        assert self.service.parts is not None
-        return self.service.parts.store
+        assert self.service.review is not None
+        return self.service.review.store
 
     # -- waiting --------------------------------------------------------------------------
 
@@ -150,11 +146,10 @@ class DemoWorld:
                     lambda: self._reviewed(delivery_id),
                 )
         await self.wait_for("every review to be posted", self._outbox_drained)
-        automerge = getattr(self.service, "automerge", None)
-        idle = getattr(automerge, "idle", None)
-        if idle is not None:
+        merge = self.service.merge
+        if merge is not None and merge.automerge is not None:
             try:
-                await asyncio.wait_for(idle(), self.wait_s)
+                await asyncio.wait_for(merge.automerge.idle(), self.wait_s)
             except TimeoutError:
                 raise Timeout(f"timed out after {self.wait_s:g} s waiting for the merge") from None
 
@@ -218,7 +213,7 @@ class DemoWorld:
         return 0.0
 
 
-async def _first_sweep(service: ReviewService, wait_s: float) -> None:
+async def _first_sweep(service: Service, wait_s: float) -> None:
     """The start-up reconcile sweep ends before the story begins (it would otherwise race
     the first pull request)."""
     deadline = time.monotonic() + wait_s
@@ -228,10 +223,10 @@ async def _first_sweep(service: ReviewService, wait_s: float) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _quiesce(app: web.Application, wait_s: float) -> None:
+async def _quiesce(service: Service, wait_s: float) -> None:
     """Let the workers finish what they hold before the server stops: the story may end
     (a failed step) while a delivery is still being reviewed."""
-    pool = app[STATE].pool
+    pool = service.pool
     if pool is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(pool.wait_idle(), wait_s)
@@ -244,10 +239,8 @@ async def demo_world(data_dir: Path, *, wait_s: float = WAIT_S) -> AsyncIterator
     async with SimServer(sim, host="127.0.0.1", port=0) as sim_server:
         tokens = prepare_forges(sim)
         settings = demo_settings(data_dir, sim_server, tokens)
-        service = ReviewService(settings, backoff_base_s=0.05)
-        app = create_app(settings, on_eligible=service.on_eligible, shutdown_grace_s=2.0)
-        service.attach(app)
-        _attach_extras(service, app)
+        service = build_service(settings, backoff_base_s=0.05, shutdown_grace_s=2.0)
+        app = create_app(service)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
         try:
@@ -266,9 +259,5 @@ async def demo_world(data_dir: Path, *, wait_s: float = WAIT_S) -> AsyncIterator
             async with aiohttp.ClientSession() as http:
                 yield DemoWorld(sim, sim_server, settings, app, service, base, http, wait_s)
         finally:
-            await _quiesce(app, wait_s)
+            await _quiesce(service, wait_s)
             await runner.cleanup()
-
-
-def _attach_extras(service: ReviewService, app: web.Application) -> None:
-    """Parts the server adds beside the review pipeline (none yet beyond it)."""

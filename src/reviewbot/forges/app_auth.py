@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 import jwt
 
+from reviewbot.core.clock import Clock
 from reviewbot.forges.errors import ForgeError
-
-Clock = Callable[[], float]
 
 JWT_BACKDATE_S = 60
 JWT_LIFETIME_S = 540  # from now; with the backdate, exp - iat is exactly 10 minutes

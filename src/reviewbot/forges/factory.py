@@ -8,11 +8,12 @@ import time
 import httpx
 
 from reviewbot.config import ConfigError, Settings, read_private_key
+from reviewbot.core.clock import Clock
 from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
-from reviewbot.forges.http import Clock, RetryPolicy, Sleep
+from reviewbot.forges.http import RetryPolicy, Sleep
 
 
 def make_forge(

@@ -17,6 +17,7 @@ from typing import Any
 import gidgethub.httpx
 import httpx
 
+from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
     CheckState,
@@ -37,7 +38,7 @@ from reviewbot.forges.errors import (
     NotFound,
     NotMergeable,
 )
-from reviewbot.forges.http import Clock, ErrorMap, ForgeHttp, HttpAdapter, RetryPolicy, Sleep
+from reviewbot.forges.http import ErrorMap, ForgeHttp, HttpAdapter, RetryPolicy, Sleep
 from reviewbot.forges.normalize import (
     as_dict,
     comment_of,

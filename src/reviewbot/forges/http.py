@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from reviewbot.core.clock import Clock
 from reviewbot.forges.errors import (
     AuthenticationFailed,
     ForgeError,
@@ -38,7 +39,6 @@ from reviewbot.forges.errors import (
     RateLimited,
 )
 
-Clock = Callable[[], float]  # wall-clock seconds since the epoch
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMap = Mapping[int, type[ForgeError]]
 

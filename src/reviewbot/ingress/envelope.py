@@ -291,7 +291,12 @@ def _repo_in(source: Source) -> tuple[tuple[str, str] | None, tuple[str, str] | 
             raise value
         o, n = split_repo(value, where, name_only_ok=key == "repo")
         for part, current, label in ((o, owner, "owner"), (n, name, "name")):
-            if part is not None and current is not None and current[0] != part:
+            # Spellings of one name in two casings are one repository, as on the forges.
+            if (
+                part is not None
+                and current is not None
+                and current[0].casefold() != part.casefold()
+            ):
                 raise TriggerError(
                     f"repo: {current[1]} and {where} name different repositories "
                     f"({label} {shown(current[0])} vs {shown(part)})"
@@ -302,7 +307,7 @@ def _repo_in(source: Source) -> tuple[tuple[str, str] | None, tuple[str, str] | 
         value, where = source.values["owner"]
         if not isinstance(value, str) or not _NAME.match(value.strip()):
             raise TriggerError(f"owner: {shown(value)} is not an owner name (from {where})")
-        if owner is not None and owner[0] != value.strip():
+        if owner is not None and owner[0].casefold() != value.strip().casefold():
             raise TriggerError(
                 f"owner: {where} ({shown(value)}) contradicts {owner[1]} ({shown(owner[0])})"
             )
@@ -317,7 +322,12 @@ def _resolve_repo(sources: Sequence[Source], origins: dict[str, str]) -> tuple[s
         if owner is not None and name is not None:
             break
         o, n = _repo_in(source)
-        if name is not None and o is not None and n is not None and n[0] != name[0]:
+        if (
+            name is not None
+            and o is not None
+            and n is not None
+            and n[0].casefold() != name[0].casefold()
+        ):
             raise TriggerError(
                 f"owner: missing for repo {shown(name[0])} (from {name[1]}), and {n[1]} "
                 f"names another repository ({shown(o[0] + '/' + n[0])})"

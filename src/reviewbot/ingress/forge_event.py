@@ -48,8 +48,16 @@ class ForgeEventParser:
             action=self.action,
             sender=self.r.login("sender"),
             extra={**self.common_extra, **(extra or {})},
+            repo_id=self.repo_id(),
             **fields,
         )
+
+    def repo_id(self) -> int | None:
+        """The forge's numeric repository id: a rename or transfer keeps it."""
+        value = self.r.get("repository.id")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        return None
 
     def best_effort_repo(self) -> dict[str, Any]:
         """Repository (and PR number) of an event the bot does not act on, when readable."""

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reviewbot.core.models import repo_key
 from reviewbot.ingress.errors import TriggerError
 
 # Values quoted in an error message are cut to this length.
@@ -121,15 +122,24 @@ class EventReader:
         """``(owner, name)`` of a repository object."""
         repo = self.obj(path)
         full = repo.get("full_name")
+        found: tuple[str, str, str] | None = None
         if isinstance(full, str) and full.count("/") == 1:
             owner, name = full.split("/")
             if owner and name:
-                return owner, name
-        login = self.login(f"{path}.owner")
-        short = repo.get("name")
-        if login and isinstance(short, str) and short:
-            return login, short
-        raise self._error(f"{path}.full_name", "missing (and no owner login and name either)")
+                found = (owner, name, f"{path}.full_name")
+        if found is None:
+            login = self.login(f"{path}.owner")
+            short = repo.get("name")
+            if login and isinstance(short, str) and short:
+                found = (login, short, f"{path}.name")
+        if found is None:
+            raise self._error(f"{path}.full_name", "missing (and no owner login and name either)")
+        owner, name, where = found
+        try:
+            repo_key(f"{owner}/{name}")  # a name no forge allows is not read
+        except ValueError as exc:
+            raise self._error(where, str(exc)) from None
+        return owner, name
 
 
 def is_sha(value: str) -> bool:

@@ -98,6 +98,20 @@ def gitea_signed_bytes(body: bytes, content_type: str | None) -> bytes | None:
     return json_bytes(body, content_type)
 
 
+def signature_of(forge: str, headers: Mapping[str, str]) -> str | None:
+    """The forge's signature header value when present and non-empty, else ``None``: a
+    delivery without one is refused before its body is read."""
+    if forge == "github":
+        value = header(headers, GITHUB_SIGNATURE)
+    elif forge == "gitea":
+        value = first_header(headers, GITEA_SIGNATURE_HEADERS)
+    else:
+        return None
+    if value is None or not value.strip():
+        return None
+    return value
+
+
 def verify_delivery(
     forge: str, secret: bytes | None, headers: Mapping[str, str], body: bytes
 ) -> bool:

@@ -55,13 +55,13 @@ class GitHubApps(SimCore):
         state = self.repo("github", repo)
         for installation in self.installations.values():
             if installation.app_id == app_id and installation.account == state.owner:
-                installation.repos.add(repo)
+                installation.repos.add(state.full_name.lower())
                 return installation.id
         installation = SimInstallation(
             id=self.next_id(),
             app_id=app_id,
             account=state.owner,
-            repos={repo},
+            repos={state.full_name.lower()},
             created_at=self.now(),
         )
         self.installations[installation.id] = installation

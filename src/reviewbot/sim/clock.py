@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 
-Clock = Callable[[], float]
+from reviewbot.core.clock import Clock
+
+__all__ = ["Clock", "ManualClock", "forge_time", "system_clock"]
 
 
 def system_clock() -> float:
@@ -26,6 +27,6 @@ class ManualClock:
         self.now += seconds
 
 
-def iso(epoch: float) -> str:
+def forge_time(epoch: float) -> str:
     """``2026-01-01T00:00:00Z``: the timestamp format both forges' JSON uses."""
     return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -316,9 +316,10 @@ POST_ACTIONS: dict[str, Action] = {
 }
 
 
-def _sim(request: web.Request) -> Simulator:
-    from reviewbot.sim.server import SIM_KEY
+SIM_KEY = web.AppKey("sim", Simulator)
 
+
+def _sim(request: web.Request) -> Simulator:
     return request.app[SIM_KEY]
 
 

@@ -130,7 +130,7 @@ class SimCore:
         owner, _, name = repo.partition("/")
         if not owner or not name or "/" in name:
             raise ScenarioError(f"repository must be OWNER/NAME, got {repo!r}")
-        if repo in self.repos[forge]:
+        if repo.lower() in self.repos[forge]:
             raise ScenarioError(f"{forge}:{repo} exists")
         self.user(forge, owner)
         now = self.now()
@@ -146,18 +146,34 @@ class SimCore:
         root = self._commit(state, owner, "Initial commit", [])
         state.branches[default_branch] = root.sha
         state.permissions[owner] = "admin"
-        self.repos[forge][repo] = state
+        # Keyed case-insensitively: both forges find a repository in any casing and
+        # answer with its own spelling.
+        self.repos[forge][repo.lower()] = state
+        return state
+
+    def rename_repo(self, forge: str, repo: str, new_full_name: str) -> SimRepo:
+        """Rename or transfer a repository: a new OWNER/NAME, the same numeric id."""
+        state = self.repo(forge, repo)
+        owner, _, name = new_full_name.partition("/")
+        if not owner or not name or "/" in name:
+            raise ScenarioError(f"repository must be OWNER/NAME, got {new_full_name!r}")
+        if new_full_name.lower() in self.repos[forge] and new_full_name.lower() != repo.lower():
+            raise ScenarioError(f"{forge}:{new_full_name} exists")
+        self.user(forge, owner)
+        del self.repos[forge][repo.lower()]
+        state.owner, state.name = owner, name
+        self.repos[forge][new_full_name.lower()] = state
         return state
 
     def repo(self, forge: str, repo: str) -> SimRepo:
         check_forge(forge)
-        state = self.repos[forge].get(repo)
+        state = self.repos[forge].get(repo.lower())
         if state is None:
             raise ScenarioError(f"no repository {forge}:{repo}")
         return state
 
     def find_repo(self, forge: str, owner: str, name: str) -> SimRepo | None:
-        return self.repos[forge].get(f"{owner}/{name}")
+        return self.repos[forge].get(f"{owner}/{name}".lower())
 
     def set_permission(self, forge: str, repo: str, login: str, permission: str) -> None:
         if permission not in ("admin", "write", "read", "none"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.sim.checks import gitea_combined_state, latest_statuses
-from reviewbot.sim.clock import iso
+from reviewbot.sim.clock import forge_time
 from reviewbot.sim.state import (
     SimComment,
     SimCommit,
@@ -47,8 +47,8 @@ class GiteaJson:
             "html_url": f"{self.web}/{login}",
             "language": "",
             "is_admin": False,
-            "last_login": iso(u.created_at),
-            "created": iso(u.created_at),
+            "last_login": forge_time(u.created_at),
+            "created": forge_time(u.created_at),
             "restricted": False,
             "active": True,
             "prohibit_login": False,
@@ -66,7 +66,7 @@ class GiteaJson:
     def repository(self, repo: SimRepo, viewer: str | None = None) -> Json:
         html = f"{self.web}/{repo.full_name}"
         permission = self.sim.permission(repo, viewer) if viewer else "read"
-        stamp = iso(repo.created_at)
+        stamp = forge_time(repo.created_at)
         return {
             "id": repo.id,
             "owner": self.user(repo.owner),
@@ -193,7 +193,7 @@ class GiteaJson:
             "patch_url": f"{html}.patch",
             "mergeable": pull.mergeable and not pull.merged,
             "merged": pull.merged,
-            "merged_at": iso(pull.merged_at) if pull.merged_at is not None else None,
+            "merged_at": forge_time(pull.merged_at) if pull.merged_at is not None else None,
             "merge_commit_sha": pull.merge_commit_sha,
             "merged_by": self.user(pull.merged_by) if pull.merged_by else None,
             "allow_maintainer_edit": False,
@@ -201,9 +201,9 @@ class GiteaJson:
             "head": self._branch_info(repo, pull.head_ref, pull.head_sha),
             "merge_base": pull.base_sha,
             "due_date": None,
-            "created_at": iso(pull.created_at),
-            "updated_at": iso(pull.updated_at),
-            "closed_at": iso(pull.closed_at) if pull.closed_at is not None else None,
+            "created_at": forge_time(pull.created_at),
+            "updated_at": forge_time(pull.updated_at),
+            "closed_at": forge_time(pull.closed_at) if pull.closed_at is not None else None,
             "pin_order": 0,
             "flow": 0,  # Forgejo: 0 = a PR from a branch
         }
@@ -221,8 +221,8 @@ class GiteaJson:
             "official": review.state in ("APPROVED", "REQUEST_CHANGES"),
             "dismissed": review.dismissed,
             "comments_count": len(review.comments),
-            "submitted_at": iso(review.submitted_at or review.updated_at),
-            "updated_at": iso(review.updated_at),
+            "submitted_at": forge_time(review.submitted_at or review.updated_at),
+            "updated_at": forge_time(review.updated_at),
             "html_url": html,
             "pull_request_url": f"{self.web}/{repo.full_name}/pulls/{pull.number}",
         }
@@ -239,8 +239,8 @@ class GiteaJson:
             "original_author_id": 0,
             "body": comment.body,
             "assets": [],
-            "created_at": iso(comment.created_at),
-            "updated_at": iso(comment.updated_at),
+            "created_at": forge_time(comment.created_at),
+            "updated_at": forge_time(comment.updated_at),
         }
 
     def status(self, repo: SimRepo, status: SimStatus) -> Json:
@@ -252,8 +252,8 @@ class GiteaJson:
             "url": f"{self.api}/repos/{repo.full_name}/statuses/{status.sha}",
             "context": status.context,
             "creator": self.user(status.creator),
-            "created_at": iso(status.created_at),
-            "updated_at": iso(status.updated_at),
+            "created_at": forge_time(status.created_at),
+            "updated_at": forge_time(status.updated_at),
         }
 
     def combined_status(self, repo: SimRepo, sha: str) -> Json:
@@ -301,8 +301,8 @@ class GiteaJson:
             "protected_file_patterns": "",
             "unprotected_file_patterns": "",
             "block_admin_merge_override": False,
-            "created_at": iso(protection.created_at),
-            "updated_at": iso(protection.updated_at),
+            "created_at": forge_time(protection.created_at),
+            "updated_at": forge_time(protection.updated_at),
         }
 
     def payload_commit(self, repo: SimRepo, commit: SimCommit) -> Json:
@@ -318,7 +318,7 @@ class GiteaJson:
             "author": person,
             "committer": person,
             "verification": None,
-            "timestamp": iso(commit.created_at),
+            "timestamp": forge_time(commit.created_at),
             "added": [],
             "removed": [],
             "modified": [],
@@ -346,12 +346,12 @@ class GiteaJson:
         person = {
             "name": commit.author,
             "email": f"{commit.author}@example.invalid",
-            "date": iso(commit.created_at),
+            "date": forge_time(commit.created_at),
         }
         return {
             "url": f"{api}/git/commits/{commit.sha}",
             "sha": commit.sha,
-            "created": iso(commit.created_at),
+            "created": forge_time(commit.created_at),
             "html_url": f"{self.web}/{repo.full_name}/commit/{commit.sha}",
             "commit": {
                 "url": f"{api}/git/commits/{commit.sha}",
@@ -361,7 +361,7 @@ class GiteaJson:
                 "tree": {
                     "url": f"{api}/git/trees/{commit.tree_sha}",
                     "sha": commit.tree_sha,
-                    "created": iso(commit.created_at),
+                    "created": forge_time(commit.created_at),
                 },
                 "verification": {
                     "verified": False,
@@ -374,7 +374,11 @@ class GiteaJson:
             "author": self.user(commit.author),
             "committer": self.user(commit.author),
             "parents": [
-                {"url": f"{api}/git/commits/{p}", "sha": p, "created": iso(commit.created_at)}
+                {
+                    "url": f"{api}/git/commits/{p}",
+                    "sha": p,
+                    "created": forge_time(commit.created_at),
+                }
                 for p in commit.parents
             ],
             "files": [],

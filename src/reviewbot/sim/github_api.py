@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from reviewbot.sim.checks import protection_for
-from reviewbot.sim.clock import iso
+from reviewbot.sim.clock import forge_time
 from reviewbot.sim.errors import ApiError
 from reviewbot.sim.github_auth import GitHubIdentity, identify
 from reviewbot.sim.github_json import GitHubJson
@@ -259,7 +259,7 @@ class GitHubApi:
         if who.kind != "installation" or "owner" not in call.params:
             return
         installation = self.sim.installations[who.installation_id or 0]
-        if f"{call.params['owner']}/{call.params['repo']}" not in installation.repos:
+        if f"{call.params['owner']}/{call.params['repo']}".lower() not in installation.repos:
             raise ApiError(404, "Not Found")
 
     def _repo(self, call: Call) -> SimRepo:
@@ -306,7 +306,7 @@ class GitHubApi:
         return Reply(200, self.json.rate_limit(RATE_LIMIT, remaining, math.ceil(reset)))
 
     async def get_installation(self, call: Call) -> Reply:
-        full = f"{call.params['owner']}/{call.params['repo']}"
+        full = f"{call.params['owner']}/{call.params['repo']}".lower()
         app = next(a for a in self.sim.apps.values() if a.bot_login == call.login)
         for installation in self.sim.installations.values():
             if installation.app_id == app.id and full in installation.repos:
@@ -325,7 +325,7 @@ class GitHubApi:
         token, expires_at = self.sim.issue_installation_token(installation)
         body = {
             "token": token,
-            "expires_at": iso(expires_at),
+            "expires_at": forge_time(expires_at),
             "permissions": self.json.installation(installation)["permissions"],
             "repository_selection": "selected",
         }

@@ -12,7 +12,7 @@ from reviewbot.sim.checks import (
     latest_statuses,
     protection_for,
 )
-from reviewbot.sim.clock import iso
+from reviewbot.sim.clock import forge_time
 from reviewbot.sim.state import (
     SimApp,
     SimCheckRun,
@@ -108,8 +108,8 @@ class GitHubJson:
                 "public_gists": 0,
                 "followers": 0,
                 "following": 0,
-                "created_at": iso(u.created_at),
-                "updated_at": iso(u.created_at),
+                "created_at": forge_time(u.created_at),
+                "updated_at": forge_time(u.created_at),
                 "private_gists": 0,
                 "total_private_repos": 0,
                 "owned_private_repos": 0,
@@ -173,9 +173,9 @@ class GitHubJson:
             "labels_url": f"{api}/labels{{/name}}",
             "releases_url": f"{api}/releases{{/id}}",
             "deployments_url": f"{api}/deployments",
-            "created_at": iso(repo.created_at),
-            "updated_at": iso(repo.created_at),
-            "pushed_at": iso(repo.created_at),
+            "created_at": forge_time(repo.created_at),
+            "updated_at": forge_time(repo.created_at),
+            "pushed_at": forge_time(repo.created_at),
             "git_url": f"git://sim.invalid/{repo.full_name}.git",
             "ssh_url": f"git@sim.invalid:{repo.full_name}.git",
             "clone_url": f"{html}.git",
@@ -272,10 +272,10 @@ class GitHubJson:
             "title": pull.title,
             "user": self.user(pull.author),
             "body": pull.body or None,
-            "created_at": iso(pull.created_at),
-            "updated_at": iso(pull.updated_at),
-            "closed_at": iso(pull.closed_at) if pull.closed_at is not None else None,
-            "merged_at": iso(pull.merged_at) if pull.merged_at is not None else None,
+            "created_at": forge_time(pull.created_at),
+            "updated_at": forge_time(pull.updated_at),
+            "closed_at": forge_time(pull.closed_at) if pull.closed_at is not None else None,
+            "merged_at": forge_time(pull.merged_at) if pull.merged_at is not None else None,
             "merge_commit_sha": pull.merge_commit_sha,
             "assignee": None,
             "assignees": [],
@@ -341,7 +341,7 @@ class GitHubJson:
             "author_association": self._association(repo, review.user),
         }
         if review.submitted_at is not None:
-            body["submitted_at"] = iso(review.submitted_at)
+            body["submitted_at"] = forge_time(review.submitted_at)
         return body
 
     def review_comment(self, repo: SimRepo, pull: SimPull, review: SimReview, index: int) -> Json:
@@ -362,8 +362,8 @@ class GitHubJson:
             "original_commit_id": review.commit_id,
             "user": self.user(review.user),
             "body": c.body,
-            "created_at": iso(review.updated_at),
-            "updated_at": iso(review.updated_at),
+            "created_at": forge_time(review.updated_at),
+            "updated_at": forge_time(review.updated_at),
             "html_url": html,
             "pull_request_url": f"{api}/{pull.number}",
             "author_association": self._association(repo, review.user),
@@ -388,8 +388,8 @@ class GitHubJson:
             ),
             "body": comment.body,
             "user": self.user(comment.user),
-            "created_at": iso(comment.created_at),
-            "updated_at": iso(comment.updated_at),
+            "created_at": forge_time(comment.created_at),
+            "updated_at": forge_time(comment.updated_at),
             "issue_url": f"{api}/{comment.number}",
             "author_association": self._association(repo, comment.user),
             "performed_via_github_app": None,
@@ -413,7 +413,7 @@ class GitHubJson:
         person = {
             "name": commit.author,
             "email": f"{commit.author}@example.invalid",
-            "date": iso(commit.created_at),
+            "date": forge_time(commit.created_at),
         }
         return {
             "url": f"{api}/commits/{commit.sha}",
@@ -459,8 +459,8 @@ class GitHubJson:
             "avatar_url": None,
             "required": None,
             "url": f"{self.api}/repos/{repo.full_name}/statuses/{status.sha}",
-            "created_at": iso(status.created_at),
-            "updated_at": iso(status.updated_at),
+            "created_at": forge_time(status.created_at),
+            "updated_at": forge_time(status.updated_at),
         }
 
     def status(self, repo: SimRepo, status: SimStatus) -> Json:
@@ -483,7 +483,7 @@ class GitHubJson:
         }
 
     def app(self, app: SimApp) -> Json:
-        stamp = iso(app.created_at)
+        stamp = forge_time(app.created_at)
         return {
             "id": app.id,
             "slug": app.slug,
@@ -544,8 +544,8 @@ class GitHubJson:
             "details_url": run.details_url,
             "status": run.status,
             "conclusion": run.conclusion,
-            "started_at": iso(run.started_at),
-            "completed_at": iso(run.completed_at) if run.completed_at is not None else None,
+            "started_at": forge_time(run.started_at),
+            "completed_at": forge_time(run.completed_at) if run.completed_at is not None else None,
             "output": {
                 "title": run.title,
                 "summary": run.summary,
@@ -601,13 +601,13 @@ class GitHubJson:
             "pull_requests": self._minimal_pulls(repo, suite.sha),
             "app": self.checks_app(suite.app_id),
             "repository": self.repository(repo),
-            "created_at": iso(suite.created_at),
-            "updated_at": iso(suite.updated_at),
+            "created_at": forge_time(suite.created_at),
+            "updated_at": forge_time(suite.updated_at),
             "head_commit": {
                 "id": suite.sha,
                 "tree_id": commit.tree_sha if commit else suite.sha,
                 "message": commit.message if commit else "",
-                "timestamp": iso(commit.created_at if commit else suite.created_at),
+                "timestamp": forge_time(commit.created_at if commit else suite.created_at),
                 "author": person,
                 "committer": person,
             },
@@ -679,7 +679,7 @@ class GitHubJson:
     def installation(self, installation: SimInstallation) -> Json:
         app = self.sim.apps[installation.app_id]
         account = self.sim.user("github", installation.account)
-        stamp = iso(installation.created_at)
+        stamp = forge_time(installation.created_at)
         return {
             "id": installation.id,
             "account": self.user(installation.account),

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from reviewbot.sim.errors import ApiError
+
 if TYPE_CHECKING:
     from reviewbot.sim.simulator import Simulator
 
@@ -29,8 +31,6 @@ class Call:
         return self.request.query.get(name, default)
 
     def int_param(self, name: str) -> int:
-        from reviewbot.sim.errors import ApiError
-
         try:
             return int(self.params[name])
         except ValueError:

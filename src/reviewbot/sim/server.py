@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from reviewbot.sim.control import SIM_KEY, add_control_routes
 from reviewbot.sim.faults import FaultRule
 from reviewbot.sim.gitea_api import GiteaApi
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
@@ -23,7 +24,6 @@ GITHUB_PREFIX = "/github"
 GITEA_PREFIX = "/gitea/api/v1"
 MAX_BODY = 5 * 1024 * 1024
 
-SIM_KEY = web.AppKey("sim", Simulator)
 RELEASE_KEY = web.AppKey("release", asyncio.Event)
 _ROUTES_KEY = web.AppKey("routes", dict)
 
@@ -79,8 +79,6 @@ def _parse_json(raw: bytes) -> Any:
 
 def build_app(sim: Simulator) -> web.Application:
     """One application: ``/github``, ``/gitea/api/v1`` and the ``/_sim`` control API."""
-    from reviewbot.sim.control import add_control_routes
-
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_forge_middleware])
     app[SIM_KEY] = sim
     app[RELEASE_KEY] = asyncio.Event()

@@ -140,7 +140,7 @@ class GitHubPayloads:
             "sender": self.json.user(sender),
         }
         for installation in self.sim.installations.values():
-            if repo.full_name in installation.repos:
+            if repo.full_name.lower() in installation.repos:
                 body["installation"] = self.json.installation_lite(installation)
                 break
         return body

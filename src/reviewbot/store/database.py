@@ -3,21 +3,53 @@
 SQL written by callers uses ``?`` placeholders and portable SQL; a PostgreSQL
 implementation translates placeholders and takes row locks where SQLite takes the
 database write lock (``BEGIN IMMEDIATE``).
+
+The one rule for async code: the event loop never calls the database itself. It awaits
+:meth:`Database.run`, which runs a blocking store call on the database's own bounded pool
+of threads (each with its own connection). ``tests/unit/test_async_store.py`` holds every
+``async def`` to it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 BUSY_TIMEOUT_MS = 10_000
+STORE_THREADS = 4  # the bound on store calls running at once for the event loop
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 Row = sqlite3.Row
 Params = Sequence[Any]
+
+
+def is_row_fault(exc: BaseException) -> bool:
+    """The values of one row cannot be stored (a number past 64 bits, text that is not
+    UTF-8, a constraint): a fault of that row, not of the store, so retrying the rest of its
+    transaction without it succeeds."""
+    return isinstance(
+        exc,
+        ValueError  # UnicodeEncodeError is one
+        | OverflowError
+        | TypeError
+        | sqlite3.IntegrityError
+        | sqlite3.DataError
+        | sqlite3.InterfaceError,
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A store error that may clear by itself (disk full, I/O error, busy, locked)."""
+    return isinstance(exc, sqlite3.OperationalError)
 
 
 class Tx(Protocol):
@@ -39,7 +71,35 @@ class Database(Protocol):
         """Context manager: a read-only snapshot."""
         ...
 
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await a blocking store call, run on the database's bounded executor."""
+        ...
+
     def close(self) -> None: ...
+
+
+class StoreExecutor:
+    """The bounded pool of threads the event loop's store calls run on (started lazily)."""
+
+    def __init__(self, threads: int = STORE_THREADS, *, name: str = "store") -> None:
+        self.threads = threads
+        self.name = name  # the threads' name prefix
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
+            pool = self._pool
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 class _SQLiteTx:
@@ -125,6 +185,11 @@ class SQLiteDatabase:
         self._conns = ThreadConnections(
             lambda: connect_sqlite(self.path, read_only=self.read_only, immutable=immutable)
         )
+        self._executor = StoreExecutor()
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await a blocking store call, run on this database's bounded executor."""
+        return await self._executor.run(fn, *args, **kwargs)
 
     def _conn(self) -> sqlite3.Connection:
         return self._conns.get()
@@ -139,7 +204,8 @@ class SQLiteDatabase:
         try:
             yield _SQLiteTx(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an interrupted statement has rolled back already
+                conn.execute("ROLLBACK")
             raise
         else:
             conn.execute("COMMIT")
@@ -164,4 +230,5 @@ class SQLiteDatabase:
         self._conn().execute("VACUUM INTO ?", (str(target),))
 
     def close(self) -> None:
+        self._executor.shutdown()
         self._conns.close()

@@ -3,6 +3,11 @@
 Recording the decisions of a delivery, claiming its semantic key and finishing the delivery
 happen in one transaction, so a crash leaves either all of them or none (a resumed delivery
 is then gated again and recorded exactly once).
+
+Several deliveries share a transaction, each inside its own savepoint: one whose rows cannot
+be stored (a PR number past 64 bits, a lone surrogate) is rolled back alone and counted as a
+failed attempt, and its batch-mates are recorded all the same. After the last attempt it is
+parked as ``dead`` with a ``delivery_failed`` decision.
 """
 
 from __future__ import annotations
@@ -12,9 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reviewbot.core.models import Reason
+from reviewbot.core.attempts import RetryPolicy
+from reviewbot.core.clock import iso
+from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
-from reviewbot.store.database import Database, Row, Tx
+from reviewbot.store import review_jobs
+from reviewbot.store.database import Database, Row, Tx, is_row_fault
+from reviewbot.store.review_jobs import JobClaim
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,11 @@ class Recorded:
 
     records: tuple[DecisionRecord, ...]
     duplicate_of: str | None = None
+    jobs: tuple[int | None, ...] = ()  # the review job of each record (eligible ones)
+    # Set when the rows could not be stored: the error. The delivery was re-queued with a
+    # backoff, or (``dead``) parked with the one ``delivery_failed`` row in ``records``.
+    failed: str | None = None
+    dead: bool = False
 
 
 def semantic_owner(db: Database, semantic_key: str) -> str | None:
@@ -123,6 +137,9 @@ class ToRecord:
     records: Sequence[DecisionRecord]
     semantic_key: str | None = None
     finish_delivery: tuple[bool, str | None] | None = None
+    # Eligible decisions get a review job claimed this way (None: no review follows here);
+    # the second item is who caused the event.
+    review_job: tuple[JobClaim, str | None] | None = None
 
 
 def record(
@@ -142,10 +159,84 @@ def record(
     return record_many(db, [ToRecord(records, semantic_key, finish_delivery)])[0]
 
 
-def record_many(db: Database, items: Sequence[ToRecord]) -> list[Recorded]:
-    """:func:`record` for several deliveries in one transaction (in order)."""
+def record_many(
+    db: Database,
+    items: Sequence[ToRecord],
+    *,
+    retry: RetryPolicy | None = None,
+    now: float | None = None,
+) -> list[Recorded]:
+    """:func:`record` for several deliveries in one transaction (in order), each in its own
+    savepoint. With ``retry`` (and ``now``), a delivery whose rows cannot be stored becomes a
+    failed attempt (see :func:`fail_attempt`) instead of failing the whole transaction."""
     with db.write() as tx:
-        return [_record_one(tx, item) for item in items]
+        out = []
+        for item in items:
+            tx.execute("SAVEPOINT delivery")
+            try:
+                out.append(_record_one(tx, item))
+            except Exception as exc:
+                tx.execute("ROLLBACK TO delivery")
+                tx.execute("RELEASE delivery")
+                if retry is None or now is None or not is_row_fault(exc) or not item.records:
+                    raise
+                error = describe(exc)
+                delivery_id = item.records[0].delivery_id
+                out.append(fail_attempt(tx, delivery_id, error, retry=retry, now=now))
+            else:
+                tx.execute("RELEASE delivery")
+        return out
+
+
+def describe(exc: BaseException) -> str:
+    """An error as text the store can always hold (no lone surrogates, bounded)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:2000]
+
+
+def fail_delivery(
+    db: Database, delivery_id: str, error: str, retry: RetryPolicy, now: float
+) -> Recorded:
+    """:func:`fail_attempt` in a transaction of its own (a delivery whose gating failed)."""
+    with db.write() as tx:
+        return fail_attempt(tx, delivery_id, error, retry=retry, now=now)
+
+
+def fail_attempt(
+    tx: Tx, delivery_id: str, error: str, *, retry: RetryPolicy, now: float
+) -> Recorded:
+    """One failed attempt at a delivery: back to ``queued`` with a backoff, or, after the
+    last attempt, ``dead`` with a ``delivery_failed`` decision that ``explain`` shows."""
+    row = tx.one(
+        "SELECT source, forge, event, attempts FROM deliveries WHERE delivery_id = ?",
+        (delivery_id,),
+    )
+    attempts = int(row["attempts"]) if row is not None else retry.max_attempts
+    if not retry.exhausted(attempts):
+        tx.execute(
+            "UPDATE deliveries SET status = 'queued', error = ?, next_attempt_at = ? "
+            "WHERE delivery_id = ?",
+            (error, iso(now + retry.delay(attempts), timespec="microseconds"), delivery_id),
+        )
+        return Recorded((), failed=error)
+    at = iso(now, timespec="microseconds")
+    detail = f"not recorded after {attempts} attempt{'s' if attempts != 1 else ''}: {error}"
+    failed = DecisionRecord(
+        delivery_id=delivery_id,
+        source=row["source"] if row is not None else "unknown",
+        decision=Outcome.ERROR.value,
+        reasons=(Reason(ReasonCode.DELIVERY_FAILED.value, detail),),
+        decided_at=at,
+        forge=row["forge"] if row is not None else None,
+        event=row["event"] if row is not None else None,
+    )
+    written = _insert(tx, failed)
+    tx.execute(
+        "UPDATE deliveries SET status = 'dead', error = ?, finished_at = ?, "
+        "next_attempt_at = NULL WHERE delivery_id = ?",
+        (error, at, delivery_id),
+    )
+    return Recorded((written,), failed=error, dead=True)
 
 
 def _record_one(tx: Tx, item: ToRecord) -> Recorded:
@@ -168,13 +259,39 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
             first = str(owner["delivery_id"])
             rows = [duplicate_of(r, first) for r in rows]
     written = tuple(_insert(tx, r) for r in rows)
+    jobs = tuple(_job(tx, item, r) if first is None else None for r in written)
     if item.finish_delivery is not None:
         ok, error = item.finish_delivery
         tx.execute(
-            "UPDATE deliveries SET status = ?, error = ?, finished_at = ? WHERE delivery_id = ?",
+            "UPDATE deliveries SET status = ?, error = ?, finished_at = ?, next_attempt_at = NULL "
+            "WHERE delivery_id = ?",
             ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
         )
-    return Recorded(written, first)
+    return Recorded(written, first, jobs)
+
+
+def _job(tx: Tx, item: ToRecord, r: DecisionRecord) -> int | None:
+    """The review job of an eligible decision, in the decision's own transaction."""
+    if item.review_job is None or r.decision != Outcome.ELIGIBLE.value:
+        return None
+    if r.id is None or r.forge is None or r.repo is None or r.number is None:
+        return None
+    claim, sender = item.review_job
+    return review_jobs.insert_in(
+        tx,
+        decision_id=r.id,
+        delivery_id=r.delivery_id,
+        source=r.source,
+        forge=r.forge,
+        repo=r.repo,
+        number=r.number,
+        head_sha=r.head_sha,
+        event=r.event,
+        action=r.action,
+        sender=sender,
+        claim=claim,
+        created_at=r.decided_at,
+    )
 
 
 def _insert(tx: Tx, r: DecisionRecord) -> DecisionRecord:
@@ -219,6 +336,7 @@ def for_pull(
     limit: int = 100,
 ) -> list[DecisionRecord]:
     """Decisions, newest first, filtered by whichever of forge / repo / number are given."""
+    repo = None if repo is None else repo_key(repo)
     where: list[str] = []
     params: list[Any] = []
     for column, value in (("forge", forge), ("repo", repo), ("number", number)):

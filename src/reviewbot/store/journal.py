@@ -6,8 +6,14 @@ one fsync covers a whole batch. Each caller waits for the commit of the batch th
 delivery, never for a later one. A second delivery with an id already stored is reported as a
 duplicate (``INSERT OR IGNORE``), also inside one batch.
 
+Each delivery of a batch is written inside its own savepoint: one whose values cannot be
+stored (a header with a byte that is not UTF-8) is refused alone, with
+:class:`UnwritableDelivery`, and its batch-mates commit.
+
 The rest of the module moves deliveries through their states
-(``queued -> processing -> done | failed``) for the worker pool and reads them back.
+(``queued -> processing -> done | failed | dead``) for the worker pool and reads them back.
+A delivery whose decisions could not be recorded goes back to ``queued`` with a
+``next_attempt_at`` and is not claimed before then; after its last attempt it is ``dead``.
 """
 
 from __future__ import annotations
@@ -24,13 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reviewbot.store.database import Database, Row, Tx, connect_sqlite
+from reviewbot.core.errors import Refused
+from reviewbot.store.database import Database, Row, Tx, connect_sqlite, is_row_fault
 
 QUEUED = "queued"
 PROCESSING = "processing"
 DONE = "done"
 FAILED = "failed"
-STATUSES = (QUEUED, PROCESSING, DONE, FAILED)
+DEAD = "dead"
+STATUSES = (QUEUED, PROCESSING, DONE, FAILED, DEAD)
+
+
+class UnwritableDelivery(Refused):
+    """A delivery whose values the store cannot hold; nothing of it was written."""
+
+    code = "invalid_request"
+
 
 _INSERT = (
     "INSERT OR IGNORE INTO deliveries "
@@ -119,13 +134,20 @@ class GroupCommitJournal:
     that were new in each batch, so workers can start on them without polling.
     """
 
-    def __init__(self, path: Path, *, max_batch: int = 1024, checkpoints: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_batch: int = 1024,
+        checkpoints: bool = True,
+        on_commit: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self.path = path
         self.max_batch = max_batch
         # False: another connection (the workers') checkpoints the WAL, so copying pages
         # back into the database never delays an acknowledgement.
         self.checkpoints = checkpoints
-        self.on_commit: Callable[[list[str]], None] | None = None
+        self.on_commit = on_commit
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -217,7 +239,7 @@ class GroupCommitJournal:
         try:
             _begin(conn)
             try:
-                results = [_insert(conn, d) for d, *_ in batch]
+                results = [_insert_alone(conn, d) for d, *_ in batch]
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -249,6 +271,22 @@ class GroupCommitJournal:
                 fut.set_result(bool(result))
         if new_ids and self.on_commit is not None:
             self.on_commit(new_ids)
+
+
+def _insert_alone(conn: sqlite3.Connection, delivery: NewDelivery) -> bool | BaseException:
+    """:func:`_insert` in a savepoint: a row fault refuses this delivery only."""
+    conn.execute("SAVEPOINT delivery")
+    try:
+        new: bool | BaseException = _insert(conn, delivery)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO delivery")
+        if not is_row_fault(exc):
+            raise
+        text = f"{type(exc).__name__}: {exc}".encode("utf-8", "backslashreplace").decode()
+        new = UnwritableDelivery(f"the delivery cannot be stored: {text}")
+    finally:
+        conn.execute("RELEASE delivery")
+    return new
 
 
 LOCK_WAIT_S = 10.0  # as long as the store's busy timeout
@@ -310,14 +348,16 @@ def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
     return None if row is None else StoredDelivery.from_row(row)
 
 
-def claim_batch(db: Database, limit: int) -> list[StoredDelivery]:
-    """The oldest ``limit`` queued deliveries, moved to ``processing`` in one transaction."""
+def claim_batch(db: Database, limit: int, now: str | None = None) -> list[StoredDelivery]:
+    """The oldest ``limit`` queued deliveries that are due at ``now`` (ISO; ``None``: all),
+    moved to ``processing`` in one transaction."""
     with db.write() as tx:
         ids = tx.all(
             "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
             "WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'queued' "
+            "AND (next_attempt_at IS NULL OR ? IS NULL OR next_attempt_at <= ?) "
             "ORDER BY received_at, delivery_id LIMIT ?) RETURNING delivery_id",
-            (limit,),
+            (now, now, limit),
         )
     if not ids:
         return []
@@ -342,6 +382,32 @@ def requeue(db: Database, delivery_ids: Sequence[str]) -> None:
             )
 
 
+def next_attempt_at(db: Database) -> str | None:
+    """When the earliest queued delivery waiting out a backoff is due (ISO), if any is."""
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT MIN(next_attempt_at) AS due FROM deliveries "
+            "WHERE status = 'queued' AND next_attempt_at IS NOT NULL"
+        )
+    return None if row is None or row["due"] is None else str(row["due"])
+
+
+def oldest_queued(db: Database) -> str | None:
+    """When the oldest delivery still waiting to be gated was received (ISO), if any is."""
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT MIN(received_at) AS oldest FROM deliveries "
+            "WHERE status IN ('queued', 'processing')"
+        )
+    return None if row is None or row["oldest"] is None else str(row["oldest"])
+
+
+def probe_write(db: Database, at: str) -> None:
+    """A real write (and commit) that fails as the store's writes would: disk full, I/O."""
+    with db.write() as tx:
+        tx.execute("INSERT OR REPLACE INTO health_probe (id, probed_at) VALUES (1, ?)", (at,))
+
+
 def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: str) -> None:
     with db.write() as tx:
         tx.execute(
@@ -356,3 +422,19 @@ def count_by_status(db: Database) -> dict[str, int]:
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: int(r["n"]) for r in rows})
     return counts
+
+
+def delivery_json(stored: StoredDelivery, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A delivery and its decisions as the API and ``reviewbot explain --json`` show them."""
+    return {
+        "delivery_id": stored.delivery_id,
+        "source": stored.source,
+        "forge": stored.forge,
+        "event": stored.event,
+        "status": stored.status,
+        "received_at": stored.received_at,
+        "finished_at": stored.finished_at,
+        "attempts": stored.attempts,
+        "error": stored.error,
+        "decisions": rows,
+    }

@@ -28,45 +28,56 @@ ledger file.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from reviewbot.config import LeaseSettings
+from reviewbot.core import errors
 from reviewbot.core import leases as core
+from reviewbot.core.clock import Clock
 from reviewbot.core.leases import (
+    DEFAULT_TIMING,
     AcquireRequest,
     Granted,
     GrantKind,
     Lease,
     LeaseClaim,
     LeaseTarget,
+    LeaseTiming,
     Refused,
     Role,
+    WorkerOwner,
     WorkerRecord,
     WorkerStatus,
+    refusal_view,
 )
+from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.core.sandbox import ledger_file
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
+    P,
     Params,
     Row,
     SQLiteDatabase,
+    T,
     ThreadConnections,
     Tx,
 )
 
-Clock = Callable[[], float]
+log = logging.getLogger(__name__)
+
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 _MAX_TEXT = 200
 
 
-class LeaseStoreError(Exception):
+class LeaseStoreError(errors.Refused):
     """A refused lease or worker call; ``code`` is the API's error code."""
 
     code = "lease_error"
@@ -82,11 +93,18 @@ class UnknownWorker(LeaseStoreError):
     code = "worker_unproven"
 
 
+class NotWorkerOwner(LeaseStoreError):
+    """A caller acted in the name of a worker another caller registered."""
+
+    code = "not_worker_owner"
+
+
 class LeaseRefused(LeaseStoreError):
     def __init__(self, refusal: Refused) -> None:
-        super().__init__(refusal.detail)
+        view = refusal_view(refusal)
+        extra = {k: v for k, v in view.items() if k not in ("error", "detail")}
+        super().__init__(refusal.detail, code=refusal.code.value, **extra)
         self.refusal = refusal
-        self.code = refusal.code.value
 
     @property
     def holder(self) -> str | None:
@@ -194,7 +212,8 @@ class EpochLedger:
 
 
 def default_ledger_path(db_path: Path) -> Path:
-    return db_path.with_name(f"{db_path.stem}.lease-epochs.sqlite")
+    # One naming rule, shared with the sandbox that keeps the ledger from reviewers.
+    return Path(ledger_file(PurePosixPath(db_path)))
 
 
 class LeaseStore:
@@ -203,17 +222,21 @@ class LeaseStore:
     def __init__(
         self,
         db: SQLiteDatabase,
-        timing: LeaseSettings | None = None,
+        timing: LeaseTiming = DEFAULT_TIMING,
         *,
         clock: Clock = time.time,
         random_bytes: Callable[[int], bytes] = os.urandom,
         ledger_path: Path | None = None,
     ) -> None:
         self.db = db
-        self.timing = timing if timing is not None else LeaseSettings()
+        self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
         self.ledger = EpochLedger(ledger_path or default_ledger_path(db.path))
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
         self.ledger.close()
@@ -228,8 +251,14 @@ class LeaseStore:
         session_id: str,
         role: str,
         identity: str | None = None,
+        owner: WorkerOwner | None = None,
     ) -> WorkerRecord:
-        """Register a new identity (minted here unless given); an existing one is refused."""
+        """Register a new identity (minted here unless given); an existing one is refused.
+
+        ``owner`` is the caller that registered it (``None``: the bot or its command line);
+        only that caller may act in the identity's name (:meth:`check_owner`).
+        """
+        owner = owner or WorkerOwner()
         _short_text("client", client)
         _short_text("session_id", session_id)
         _short_text("role", role)
@@ -250,8 +279,8 @@ class LeaseStore:
                 raise WorkerExists(f"worker identity {identity} already exists; mint a new one")
             tx.execute(
                 "INSERT INTO workers (identity, name, client, session_id, role, registered_at,"
-                " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (identity, name, client, session_id, role, now, now),
+                " heartbeat_at, owner_token_id, owner_session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (identity, name, client, session_id, role, now, now, owner.token_id, owner.session),
             )
         return record
 
@@ -270,6 +299,35 @@ class LeaseStore:
         with self.db.read() as tx:
             row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
         return None if row is None else _worker(row)
+
+    def check_owner(self, identity: str, caller: WorkerOwner) -> None:
+        """Raise :class:`NotWorkerOwner` unless ``caller`` registered ``identity``.
+
+        An identity nobody registered passes: the call itself then refuses it as unproven
+        or not held. The owner never changes after registration, so checking it before the
+        call's own transaction leaves no gap.
+        """
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
+                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
+                (identity,),
+            )
+        if row is None:
+            return
+        owner = WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
+        if owner.same_as(caller):
+            return
+        log.warning(
+            "refused: %s acted in the name of worker %s, which belongs to %s",
+            caller,
+            identity,
+            owner,
+        )
+        raise NotWorkerOwner(
+            f"worker {identity} was registered by another caller; register a worker of your own",
+            worker_identity=identity,
+        )
 
     def worker_status(self, identity: str) -> WorkerStatus:
         return core.worker_status(self.worker(identity), self.clock(), self.timing)
@@ -320,6 +378,7 @@ class LeaseStore:
 
     def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
+        repo = repo_key(repo)
         changed: list[Lease] = []
         with self.db.write() as tx:
             now = self.clock()
@@ -351,6 +410,7 @@ class LeaseStore:
         live_only: bool = False,
     ) -> list[Lease]:
         """Leases matching every given filter, by target; phases as seen now."""
+        repo = None if repo is None else repo_key(repo)
         where: list[str] = []
         params: list[Any] = []
         for column, value in (

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reviewbot.core.leases import LeaseClaim, iso
-from reviewbot.store.database import Database, Row
+from reviewbot.core.clock import iso
+from reviewbot.core.leases import LeaseClaim
+from reviewbot.core.models import repo_key
+from reviewbot.store.database import Database, P, Row, T
 from reviewbot.store.leases import LeaseStore
 
 SENDING = "sending"
@@ -21,6 +23,11 @@ REFUSED = "refused"
 HEAD_MOVED = "head_moved"
 NOT_MERGEABLE = "not_mergeable"
 UNKNOWN = "unknown"
+# The forge answered the merge call, but a re-read did not confirm it (merged flag and merge
+# commit): the lease stays held and the reconcile sweep reads the PR again.
+UNVERIFIED = "unverified"
+UNVERIFIED_CODE = "merge_unverified"  # the refusal code the caller sees
+CONFIRMED_LATER = "merged (confirmed by a later read)"
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,10 @@ class MergeStore:
         self.clock = clock
 
     # -- fenced writes -----------------------------------------------------------------------
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
 
     def begin(self, claim: LeaseClaim, head_sha: str, method: str) -> int:
         """Record that a merge call is about to be sent; raises ``LeaseRefused`` if not held."""
@@ -207,9 +218,66 @@ class MergeStore:
                 ),
             )
 
+    def confirm(self, attempt_id: int, merge_commit_sha: str | None) -> bool:
+        """Record an ``unverified`` attempt as merged, once the forge shows it merged.
+
+        Not fenced: the merge call was made under the live claim, and what the forge shows
+        afterwards is a fact to record even when that claim has since lapsed. False when the
+        attempt is no longer ``unverified`` (another reader recorded it first).
+        """
+        with self.db.write() as tx:
+            row = tx.one(
+                "UPDATE merge_attempts SET status = ?, detail = ?, finished_at = ?"
+                " WHERE id = ? AND status = ? RETURNING *",
+                (MERGED, CONFIRMED_LATER, self.clock(), attempt_id, UNVERIFIED),
+            )
+            if row is None:
+                return False
+            tx.execute(
+                "INSERT INTO merged_pulls (forge, repo, number, head_sha, merge_commit_sha, method,"
+                " holder, epoch, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (forge, repo, number) DO NOTHING",
+                (
+                    row["forge"],
+                    row["repo"],
+                    row["number"],
+                    row["head_sha"],
+                    merge_commit_sha,
+                    row["method"],
+                    row["holder"],
+                    row["epoch"],
+                    self.clock(),
+                ),
+            )
+            return True
+
+    def give_up(self, attempt_id: int, detail: str) -> None:
+        """An ``unverified`` attempt whose lease lapsed unconfirmed ends ``unknown``."""
+        with self.db.write() as tx:
+            tx.execute(
+                "UPDATE merge_attempts SET status = ?, detail = ?, finished_at = ?"
+                " WHERE id = ? AND status = ?",
+                (UNKNOWN, detail[:2000], self.clock(), attempt_id, UNVERIFIED),
+            )
+
     # -- reads -------------------------------------------------------------------------------
 
+    def unverified(
+        self, forge: str | None = None, repo: str | None = None, number: int | None = None
+    ) -> list[MergeAttempt]:
+        """Attempts still waiting for the forge to confirm the merge, oldest first."""
+        sql = "SELECT * FROM merge_attempts WHERE status = ?"
+        params: list[Any] = [UNVERIFIED]
+        for column, value in (("forge", forge), ("repo", repo), ("number", number)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        with self.db.read() as tx:
+            rows = tx.all(sql + " ORDER BY id", params)
+        return [MergeAttempt.from_row(r) for r in rows]
+
     def merge_of(self, forge: str, repo: str, number: int) -> MergeRecord | None:
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT * FROM merged_pulls WHERE forge = ? AND repo = ? AND number = ?",
@@ -219,6 +287,7 @@ class MergeStore:
 
     def attempts(self, forge: str, repo: str, number: int) -> list[MergeAttempt]:
         """Oldest first."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT * FROM merge_attempts WHERE forge = ? AND repo = ? AND number = ?"

@@ -13,12 +13,12 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding, Severity
-from reviewbot.core.models import InlineComment
-from reviewbot.store.database import Database, Row, Tx
+from reviewbot.core.models import InlineComment, repo_key
+from reviewbot.store.database import Database, P, Row, T, Tx
 
 Fence = Callable[[Tx], None]
 
@@ -33,10 +33,6 @@ MARKER_PREFIX = "<!-- reviewbot:outbox:"
 def outbox_marker(outbox_id: int) -> str:
     """The hidden line in a review body that proves which outbox row posted it."""
     return f"{MARKER_PREFIX}{outbox_id} -->"
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -60,6 +56,9 @@ class NewDecision:
     source: str | None = None
     worker: str | None = None
     epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repo", repo_key(self.repo))  # stored under the canonical key
 
 
 @dataclass(frozen=True)
@@ -230,6 +229,10 @@ class ReviewStore:
 
     # -- decisions ---------------------------------------------------------------------
 
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor (the async door)."""
+        return await self.db.run(fn, *args, **kwargs)
+
     def record(
         self,
         decision: NewDecision,
@@ -270,7 +273,7 @@ class ReviewStore:
                         decision_id,
                         decision.worker,
                         decision.epoch,
-                        iso(now),
+                        iso(now, timespec="microseconds"),
                         now,
                     ),
                 )
@@ -312,6 +315,7 @@ class ReviewStore:
     def latest(
         self, forge: str, repo: str, number: int, *, head_sha: str | None = None
     ) -> ReviewDecision | None:
+        repo = repo_key(repo)
         sql = "SELECT * FROM review_decisions WHERE forge = ? AND repo = ? AND number = ?"
         params: list[Any] = [forge, repo, number]
         if head_sha is not None:
@@ -324,6 +328,7 @@ class ReviewStore:
 
     def latest_verdict(self, forge: str, repo: str, number: int) -> ReviewDecision | None:
         """The newest decision that is a policy outcome (not a posting note like ``posted``)."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT * FROM review_decisions WHERE forge = ? AND repo = ? AND number = ? "
@@ -336,6 +341,7 @@ class ReviewStore:
         self, forge: str, repo: str, number: int, *, limit: int = 100
     ) -> list[ReviewDecision]:
         """Newest first."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT * FROM review_decisions WHERE forge = ? AND repo = ? AND number = ? "
@@ -357,6 +363,7 @@ class ReviewStore:
 
     def outbox_for_pull(self, forge: str, repo: str, number: int) -> list[OutboxRow]:
         """Oldest first."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT * FROM review_outbox WHERE forge = ? AND repo = ? AND number = ? "
@@ -417,7 +424,7 @@ class ReviewStore:
                 "UPDATE review_outbox SET status = ?, forge_review_id = COALESCE(?, "
                 "forge_review_id), last_error = COALESCE(?, last_error), finished_at = ? "
                 "WHERE id = ? AND status = 'pending'",
-                (status, forge_review_id, error, iso(now), outbox_id),
+                (status, forge_review_id, error, iso(now, timespec="microseconds"), outbox_id),
             )
             if cur.rowcount != 1:
                 return False
@@ -437,6 +444,7 @@ class ReviewStore:
         self, forge: str, repo: str, number: int, head_sha: str, *, fence: Fence | None = None
     ) -> list[int]:
         """A new head supersedes what was queued for the old one."""
+        repo = repo_key(repo)
         now = self.clock()
         with self.db.write() as tx:
             if fence is not None:
@@ -451,7 +459,7 @@ class ReviewStore:
                 tx.execute(
                     "UPDATE review_outbox SET status = 'dropped', last_error = ?, "
                     "finished_at = ? WHERE id = ?",
-                    (f"superseded by head {head_sha}", iso(now), oid),
+                    (f"superseded by head {head_sha}", iso(now, timespec="microseconds"), oid),
                 )
         return ids
 
@@ -462,6 +470,7 @@ class ReviewStore:
     ) -> tuple[Finding, ...] | None:
         """The findings of the reviewers' run at this head in its current round (``None``:
         they have not run successfully in this round)."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rnd = _round(tx, forge, repo, number, head_sha)
             row = tx.one(
@@ -482,6 +491,7 @@ class ReviewStore:
     ) -> tuple[Finding, ...]:
         """Keep a successful run's findings for this head and round; the first run kept wins
         (another process may have run them at the same time), and its findings are returned."""
+        repo = repo_key(repo)
         data = json.dumps(
             [
                 {
@@ -499,7 +509,16 @@ class ReviewStore:
             tx.execute(
                 "INSERT OR IGNORE INTO review_reviewer_runs (forge, repo, number, head_sha, "
                 "round, run_id, findings, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (forge, repo, number, head_sha, rnd, run_id, data, iso(self.clock())),
+                (
+                    forge,
+                    repo,
+                    number,
+                    head_sha,
+                    rnd,
+                    run_id,
+                    data,
+                    iso(self.clock(), timespec="microseconds"),
+                ),
             )
             row = tx.one(
                 "SELECT findings FROM review_reviewer_runs WHERE forge = ? AND repo = ? "
@@ -515,6 +534,7 @@ class ReviewStore:
         self, forge: str, repo: str, number: int, head_sha: str, names: Sequence[str]
     ) -> dict[str, float]:
         """When each name was first seen missing at this head (recording new ones now)."""
+        repo = repo_key(repo)
         if not names:
             return {}
         now = self.clock()
@@ -537,6 +557,7 @@ class ReviewStore:
 
     def last_delivery(self, forge: str, repo: str, number: int) -> dict[str, Any] | None:
         """The newest delivery the gate decided for this PR (from the journal's tables)."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT g.delivery_id, g.source, g.event, g.action, g.decided_at, "
@@ -557,6 +578,7 @@ class ReviewStore:
 
     def gated_heads(self, forge: str, repo: str) -> set[tuple[int, str]]:
         """(PR, head) pairs the gate has a decision for."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             rows = tx.all(
                 "SELECT DISTINCT number, head_sha FROM pr_gate_decisions "
@@ -565,17 +587,16 @@ class ReviewStore:
             )
         return {(int(r["number"]), str(r["head_sha"])) for r in rows}
 
-    def journal_repos(self) -> set[tuple[str, str]]:
-        """(forge, OWNER/NAME) of every repository the journal has seen."""
+    def signed_repos(self) -> set[tuple[str, str]]:
+        """(forge, key) of every repository a signed webhook named (see repositories.py);
+        an API caller naming a repository does not add it."""
         with self.db.read() as tx:
-            rows = tx.all(
-                "SELECT DISTINCT forge, repo FROM pr_gate_decisions "
-                "WHERE forge IS NOT NULL AND repo IS NOT NULL"
-            )
+            rows = tx.all("SELECT forge, repo FROM repositories WHERE signed = 1")
         return {(str(r["forge"]), str(r["repo"])) for r in rows}
 
     def state_comment(self, forge: str, repo: str, number: int) -> tuple[int, str] | None:
         """(comment id, SHA-256 of the body last written)."""
+        repo = repo_key(repo)
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT comment_id, body_sha256 FROM pr_state_comments "
@@ -587,13 +608,21 @@ class ReviewStore:
     def save_state_comment(
         self, forge: str, repo: str, number: int, comment_id: int, body: str
     ) -> None:
+        repo = repo_key(repo)
         with self.db.write() as tx:
             tx.execute(
                 "INSERT INTO pr_state_comments (forge, repo, number, comment_id, body_sha256, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number) DO "
                 "UPDATE SET comment_id = excluded.comment_id, body_sha256 = excluded.body_sha256, "
                 "updated_at = excluded.updated_at",
-                (forge, repo, number, comment_id, body_sha256(body), iso(self.clock())),
+                (
+                    forge,
+                    repo,
+                    number,
+                    comment_id,
+                    body_sha256(body),
+                    iso(self.clock(), timespec="microseconds"),
+                ),
             )
 
 
@@ -611,6 +640,7 @@ def _findings(value: str | None) -> tuple[Finding, ...]:
 
 
 def _round(tx: Tx, forge: str, repo: str, number: int, head_sha: str) -> int:
+    repo = repo_key(repo)
     row = tx.one(
         "SELECT COUNT(*) AS n FROM review_decisions WHERE forge = ? AND repo = ? AND number = ? "
         "AND head_sha = ? AND decision = 'reopened'",
@@ -641,7 +671,7 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
             d.worker,
             d.epoch,
             outbox_id,
-            iso(now),
+            iso(now, timespec="microseconds"),
         ),
     )
     return int(cur.lastrowid or 0)

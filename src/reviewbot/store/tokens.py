@@ -40,7 +40,14 @@ class TokenInfo:
         """A bound token may act only on its repository; ``None`` values match nothing."""
         if self.repo is None:
             return True
-        return forge is not None and repo is not None and self.repo == f"{forge}:{repo}"
+        if forge is None or repo is None:
+            return False
+        try:
+            named = RepoRef.parse(repo, forge=forge)
+            bound = RepoRef.parse(self.repo)
+        except ValueError:
+            return False
+        return named == bound  # case-insensitive, as the forges compare names
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -85,11 +92,12 @@ def parse_repo_binding(text: str | None) -> str | None:
     """``FORGE:OWNER/NAME`` checked and normalised, or ``None``."""
     if text is None:
         return None
-    forge, sep, full = text.strip().partition(":")
-    owner, slash, name = full.partition("/")
-    if not sep or forge not in ("github", "gitea") or not slash or not owner or not name:
-        raise TokenError(f"--repo {text!r} must look like FORGE:OWNER/NAME (e.g. gitea:acme/api)")
-    return str(RepoRef(forge, owner, name))
+    try:
+        return RepoRef.parse(text).qualified_key
+    except ValueError:
+        raise TokenError(
+            f"--repo {text!r} must look like FORGE:OWNER/NAME (e.g. gitea:acme/api)"
+        ) from None
 
 
 def create_token(

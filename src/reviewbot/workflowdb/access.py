@@ -20,12 +20,42 @@ class AccessDenied(PermissionError):
 
 
 def parse_access(value: str | None) -> DBAccess:
-    """``REVIEWBOT_DB_ACCESS``: unset means operator (read-write); unknown values mean none."""
+    """``REVIEWBOT_DB_ACCESS``: unset means operator (read-write); unknown values mean none.
+
+    Spelled exactly: ``" read-write"`` is not ``read-write`` (a grant is never guessed).
+    """
     if value is None:
         return DBAccess.READ_WRITE
-    return {"read": DBAccess.READ, "read-write": DBAccess.READ_WRITE}.get(
-        value.strip(), DBAccess.NONE
-    )
+    return {"read": DBAccess.READ, "read-write": DBAccess.READ_WRITE}.get(value, DBAccess.NONE)
+
+
+def session_access(granted: str | None, process_bound: str | None) -> DBAccess:
+    """The DB access of an agent or reviewer session: what was explicitly granted to it,
+    never more than the process's own. Nothing granted means none (not the process's)."""
+    if granted is None:
+        return DBAccess.NONE
+    return min(parse_access(granted), parse_access(process_bound))
+
+
+def api_token_access(
+    name: str, scopes: tuple[str, ...], repo: str | None, process_bound: DBAccess
+) -> DBAccess:
+    """The DB-tool access of an API token: ``db:write`` -> read-write, ``db:read`` -> read,
+    bounded by the process. A repository-bound token gets no tool access at all: the tools
+    read and write rows of every repository, so its binding could not be kept."""
+    if repo is not None:
+        raise AccessDenied(
+            f"token {name!r} is bound to {repo}; the workflow-DB tools reach every "
+            "repository's rows, so a repository-bound token cannot call them (use "
+            "GET /api/v1/decisions, or a token without a repository binding)"
+        )
+    if "db:write" in scopes:
+        scoped = DBAccess.READ_WRITE
+    elif "db:read" in scopes:
+        scoped = DBAccess.READ
+    else:
+        scoped = DBAccess.NONE
+    return min(scoped, process_bound)
 
 
 def effective_access(process_bound: str | None, requested: str | None = None) -> DBAccess:

@@ -56,6 +56,7 @@ class ClassifiedStatement:
     name: str  # the table (or index) the statement acts on
     column: str | None = None  # ADD / DROP / RENAME COLUMN: the column
     new_name: str | None = None  # RENAME TO: the table's new name
+    index: str | None = None  # CREATE INDEX: the index (``name`` is its table)
 
     @property
     def destructive(self) -> bool:
@@ -154,12 +155,12 @@ def _create(r: _Reader) -> ClassifiedStatement:
     unique = r.keyword("UNIQUE")
     if r.keyword("INDEX"):
         r.expect("IF", "NOT", "EXISTS", why="CREATE INDEX must say IF NOT EXISTS")
-        r.name("index")
+        index = r.name("index")
         r.expect("ON", why="CREATE INDEX must name its table with ON")
         table = r.name("table")
         if not r.next_is("("):
             raise r.reject("CREATE INDEX must list its columns in parentheses")
-        return ClassifiedStatement(r.stmt, StatementKind.CREATE_INDEX, table)
+        return ClassifiedStatement(r.stmt, StatementKind.CREATE_INDEX, table, index=index)
     nxt = r.peek()
     what = "CREATE UNIQUE" if unique else "CREATE " + (nxt.text.upper() if nxt else "")
     raise r.reject(f"{what.strip()} is not allowed in a migration; {ALLOWED_SUMMARY}")

@@ -12,6 +12,7 @@ only if the migration committed. A migration with a destructive statement first 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import sqlite3
 import time
@@ -31,12 +32,22 @@ from reviewbot.workflowdb.allowlist import (
     classify_all,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import (
+    BotSchema,
+    Guard,
+    ProtectedTable,
+    bot_schema,
+    refuse_change,
+    reserved_name_problem,
+)
 from reviewbot.workflowdb.sqltext import (
     SqlTextError,
     Statement,
     migration_statements,
     tokenize,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_MIGRATION_BYTES = 1024 * 1024
 MAX_NAME_CHARS = 255
@@ -203,12 +214,26 @@ def take_backup(db: SQLiteDatabase, paths: WorkflowPaths, clock_ns: Callable[[],
 
 
 def prune_backups(paths: WorkflowPaths, keep: int = BACKUPS_KEPT) -> list[Path]:
-    """Delete all but the newest ``keep`` snapshots; returns what was deleted."""
-    backups = list_backups(paths)
+    """Delete all but the newest ``keep`` snapshots; returns what was deleted.
+
+    Best effort: a snapshot that cannot be deleted (a folder under a snapshot's name, a
+    permission problem) is logged and skipped, and never fails the migration that pruned.
+    """
+    try:
+        backups = list_backups(paths)
+    except OSError as exc:
+        log.warning("could not list the backups in %s to prune them: %s", paths.backups_dir, exc)
+        return []
     doomed = backups[:-keep] if keep > 0 else backups
+    deleted = []
     for path in doomed:
-        path.unlink(missing_ok=True)
-    return doomed
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not prune the backup %s: %s", path, exc)
+            continue
+        deleted.append(path)
+    return deleted
 
 
 # --- DROP COLUMN checks ----------------------------------------------------------------
@@ -296,6 +321,39 @@ def _check_one_drop(tx: Tx, file_name: str, cs: ClassifiedStatement) -> None:
         )
 
 
+# --- the bot's own tables ----------------------------------------------------------------
+
+
+def check_bot_tables(
+    file_name: str, statements: list[ClassifiedStatement], schema: BotSchema
+) -> None:
+    """Refuse a user migration that creates, drops, alters, indexes or references (by a
+    foreign key) one of the bot's tables or indexes; nothing has run yet."""
+    route = f"migration {file_name}"
+    for cs in statements:
+        where = f"statement {cs.statement.number} (line {cs.statement.line})"
+        names = [cs.name, cs.new_name]
+        if cs.kind is StatementKind.DROP_INDEX and schema.is_bot_index(cs.name):
+            raise ProtectedTable(
+                f"{route}: {where} drops index {cs.name}, one of reviewbot's own indexes; "
+                "nothing was applied",
+                table=cs.name,
+            )
+        if cs.kind is StatementKind.CREATE_TABLE:
+            names += _referenced_tables(cs.statement)
+        for name in names:
+            if schema.is_bot_table(name):
+                assert name is not None
+                refusal = refuse_change(route, name)
+                raise ProtectedTable(f"{refusal} ({where}); nothing was applied", table=name)
+
+
+def _referenced_tables(stmt: Statement) -> list[str | None]:
+    """The tables a CREATE TABLE names after REFERENCES (its foreign keys' parents)."""
+    toks = stmt.tokens
+    return [toks[i + 1].name for i, t in enumerate(toks[:-1]) if t.upper == "REFERENCES"]
+
+
 # --- applying ----------------------------------------------------------------------------
 
 
@@ -325,6 +383,7 @@ def apply_workflow_db_migration(
     applied_by: str,
     db: SQLiteDatabase | None = None,
     skip_if_applied: bool = False,
+    packaged: bool = False,
     clock_ns: Callable[[], int] = time.time_ns,
     now: Callable[[], str] = _utc_now,
 ) -> MigrationResult:
@@ -335,13 +394,27 @@ def apply_workflow_db_migration(
     name and statement hash are already in the ledger is skipped (the bot's own migrations
     at start); otherwise re-applying is allowed and logged again.
 
-    Raises :class:`~reviewbot.workflowdb.access.AccessDenied` or :class:`MigrationError`
-    (incl. :class:`BadMigrationName`); in both cases nothing was applied.
+    ``packaged`` is only for the bot's own shipped migrations (at start). Every other
+    migration is a user migration: it may not take a name of the bot's files nor touch a bot
+    table (:mod:`reviewbot.workflowdb.protected`), checked before anything runs.
+
+    Raises :class:`~reviewbot.workflowdb.access.AccessDenied` (incl.
+    :class:`~reviewbot.workflowdb.protected.ProtectedTable`) or :class:`MigrationError`
+    (incl. :class:`BadMigrationName`); in every case nothing was applied.
     """
     require(access, DBAccess.READ_WRITE, exactly=True)
+    schema = None if packaged else bot_schema()
+    if schema is not None:
+        problem = reserved_name_problem(check_migration_name(migration_file), schema)
+        if problem is not None:
+            raise BadMigrationName(
+                f"migration file {problem}; give yours a prefix such as site_ (nothing was applied)"
+            )
     path = resolve_migration_file(migration_file, paths.migrations_dir)
     file_name = migration_file
     classified = read_migration(path)
+    if schema is not None:
+        check_bot_tables(file_name, classified, schema)
     statements = [cs.statement for cs in classified]
     sha = statements_sha256(statements)
     destructive = any(cs.destructive for cs in classified)
@@ -358,6 +431,7 @@ def apply_workflow_db_migration(
             destructive=destructive,
             applied_by=applied_by,
             skip_if_applied=skip_if_applied,
+            schema=schema,
             clock_ns=clock_ns,
             now=now,
         )
@@ -376,6 +450,7 @@ def _apply(
     destructive: bool,
     applied_by: str,
     skip_if_applied: bool,
+    schema: BotSchema | None,
     clock_ns: Callable[[], int],
     now: Callable[[], str],
 ) -> MigrationResult:
@@ -393,7 +468,10 @@ def _apply(
 
     backup = take_backup(db, paths, clock_ns) if needs_backup else None
     if backup is not None:
-        prune_backups(paths)
+        try:
+            prune_backups(paths)
+        except Exception:  # pruning is housekeeping: it never fails the migration
+            log.exception("pruning the backups in %s failed", paths.backups_dir)
 
     applied_at = now()
     try:
@@ -405,7 +483,7 @@ def _apply(
                 if cs.kind is StatementKind.DROP_COLUMN:
                     # An earlier statement of this migration may have changed the table.
                     _check_one_drop(tx, file_name, cs)
-                _run(tx, file_name, cs.statement)
+                _run(tx, file_name, cs.statement, schema)
             cur = tx.execute(
                 f"INSERT INTO {LEDGER_TABLE} (file_name, sha256, destructive, backup_path, "
                 "applied_by, applied_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -457,12 +535,18 @@ def _migration_authorizer(action: int, *_: Any) -> int:
     return sqlite3.SQLITE_DENY if action in _DENIED_ACTIONS else sqlite3.SQLITE_OK
 
 
-def _run(tx: Any, file_name: str, stmt: Statement) -> None:
+def _run(tx: Any, file_name: str, stmt: Statement, schema: BotSchema | None) -> None:
+    """Run one statement; a user migration's (``schema`` given) also under the bot-table
+    guard, which catches what the text check cannot see (e.g. a cascade)."""
     conn: sqlite3.Connection = tx.conn
-    conn.set_authorizer(_migration_authorizer)
+    route = f"migration {file_name}"
+    guard = None if schema is None else Guard(route, _migration_authorizer, schema)
+    conn.set_authorizer(_migration_authorizer if guard is None else guard)
     try:
         conn.execute(stmt.text)
     except (sqlite3.Error, sqlite3.Warning) as exc:
+        if guard is not None:
+            guard.raise_if_refused()
         raise MigrationError(
             f"{file_name}: statement {stmt.number} (line {stmt.line}: {stmt.first_line}) "
             f"failed: {exc}; nothing was applied"

@@ -4,25 +4,39 @@ Both are bound to the caller's :class:`~reviewbot.workflowdb.access.DBAccess` an
 data. Each is guarded twice: the statement text is checked first (one statement, an allowed
 kind, no write verb hidden in a CTE), then SQLite itself enforces it: queries run on a
 ``mode=ro`` ``query_only`` connection, and both run under an authorizer that denies every
-action outside a read (or, for mutations, a row change). Schema changes have their own route
-(:mod:`reviewbot.workflowdb.migrations`).
+action outside a read (or, for mutations, a row change), every change to the bot's own
+tables and every read of a secret table (:mod:`reviewbot.workflowdb.protected`). Schema
+changes have their own route (:mod:`reviewbot.workflowdb.migrations`).
+
+Both are bounded (:class:`QueryLimits`): a statement running longer than its time limit is
+interrupted (:class:`QueryTimeout`), and an answer above the row limit is truncated while one
+above the byte limit is refused (:class:`QueryTooLarge`). Servers run them on their own
+small executor (:func:`run_bounded`), so runaway statements cannot take the threads that
+health checks, ingress and the lease API need.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
 
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import SQLiteDatabase, StoreExecutor
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import Guard
 from reviewbot.workflowdb.sqltext import SqlTextError, Statement, TokenKind, split_statements
 
 MAX_SQL_CHARS = 100_000
 DEFAULT_MAX_ROWS = 1000
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+QUERY_WORKERS = 2  # the machine's tool/CLI statements run at most this many at once
+_PROGRESS_STEPS = 1000  # SQLite VM steps between two looks at the clock
 
 # Write or schema verbs: never inside a query; the schema ones never inside a mutation.
 _SCHEMA_WORDS = frozenset(
@@ -41,6 +55,101 @@ class QueryRefused(ValueError):
 
 class QueryFailed(RuntimeError):
     """The statement was allowed but SQLite could not run it (nothing was changed)."""
+
+    code = "statement_failed"
+
+
+class QueryTimeout(QueryFailed):
+    """The statement ran past its time limit and was interrupted (nothing was changed)."""
+
+    code = "query_timeout"
+
+
+class QueryTooLarge(QueryFailed):
+    """The answer (or one value in it) is larger than the byte limit."""
+
+    code = "query_too_large"
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """How long one statement may run and how large its answer may be.
+
+    ``clock`` returns monotonic seconds; tests pass their own.
+    """
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+
+DEFAULT_LIMITS = QueryLimits()
+
+# -- the bounded executor ------------------------------------------------------------------
+
+# Apart from every store's own pool: a runaway statement waits here, never in the threads
+# that health checks, ingress and the lease API need.
+_QUERY_POOL = StoreExecutor(QUERY_WORKERS, name="workflowdb-query")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+async def run_bounded(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run ``fn`` on the process's pool for tool and CLI statements: at most
+    ``QUERY_WORKERS`` at once, the rest wait their turn there."""
+    return await _QUERY_POOL.run(fn, *args, **kwargs)
+
+
+@contextmanager
+def _bounded(conn: sqlite3.Connection, route: str, limits: QueryLimits) -> Iterator[list[bool]]:
+    """Interrupt the statement at its deadline; cap every string or blob it builds.
+
+    Yields a one-item list that says whether the deadline interrupted it.
+    """
+    deadline = limits.clock() + limits.timeout_s
+    timed_out = [False]
+
+    def progress() -> int:
+        if limits.clock() >= deadline:
+            timed_out[0] = True
+            return 1  # non-zero: SQLite abandons the statement ("interrupted")
+        return 0
+
+    old_length = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, limits.max_bytes))
+    conn.set_progress_handler(progress, _PROGRESS_STEPS)
+    try:
+        yield timed_out
+    finally:
+        conn.set_progress_handler(None, 0)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old_length)
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(value)
+    return 8
+
+
+def _fetch(cur: sqlite3.Cursor, route: str, max_rows: int, max_bytes: int) -> list[Any]:
+    """Up to ``max_rows + 1`` rows (one more shows truncation), refusing past ``max_bytes``."""
+    rows: list[Any] = []
+    total = 0
+    for row in cur:
+        total += sum(_size(v) for v in row)
+        if total > max_bytes:
+            raise QueryTooLarge(
+                f"{route}: the answer is larger than {max_bytes} bytes; select fewer columns "
+                "or rows (LIMIT), or aggregate"
+            )
+        rows.append(row)
+        if len(rows) > max_rows:
+            break
+    return rows
 
 
 @dataclass(frozen=True)
@@ -148,8 +257,21 @@ def _mutation_authorizer(action: int, arg1: Any, _arg2: Any, dbname: Any, _src: 
     return sqlite3.SQLITE_DENY
 
 
-def _failed(route: str, exc: sqlite3.Error) -> QueryFailed:
+def _failed(
+    route: str, exc: sqlite3.Error, guard: Guard, timed_out: list[bool], limits: QueryLimits
+) -> Exception:
+    if guard.refused is not None:
+        return guard.refused
+    if timed_out[0]:
+        return QueryTimeout(
+            f"{route}: the statement ran longer than {limits.timeout_s:g} s and was cancelled "
+            "(nothing was changed); narrow it or add a LIMIT"
+        )
     text = str(exc)
+    if "too big" in text:  # SQLITE_TOOBIG: one value above SQLITE_LIMIT_LENGTH
+        return QueryTooLarge(
+            f"{route}: a value in the answer is larger than {limits.max_bytes} bytes ({text})"
+        )
     if "not authorized" in text:
         text += f" (the statement reaches outside what {route} allows)"
     return QueryFailed(f"{route}: {text}")
@@ -197,11 +319,16 @@ def query_workflow_db(
     paths: WorkflowPaths,
     access: DBAccess,
     max_rows: int = DEFAULT_MAX_ROWS,
+    limits: QueryLimits = DEFAULT_LIMITS,
 ) -> QueryResult:
     """Run one SELECT / WITH / EXPLAIN (or ``describe TABLE``) on a read-only connection.
 
-    Needs read access. Returns at most ``max_rows`` rows (``truncated`` says if more existed).
+    Needs read access. Returns at most ``max_rows`` rows (and never more than the limits
+    allow; ``truncated`` says if more existed). Raises :class:`QueryRefused`,
+    :class:`QueryFailed` (incl. :class:`QueryTimeout`, :class:`QueryTooLarge`) or
+    :class:`~reviewbot.workflowdb.protected.ProtectedTable`.
     """
+    max_rows = min(max_rows, limits.max_rows)
     require(access, DBAccess.READ)
     stmt = _one_statement(sql, "query")
     target = _describe_target(stmt)
@@ -212,14 +339,15 @@ def query_workflow_db(
     try:
         if target is not None:
             return describe_table(db, target)
-        with db.read() as tx:
-            tx.conn.set_authorizer(_read_only_authorizer)
+        guard = Guard("query", _read_only_authorizer)
+        with db.read() as tx, _bounded(tx.conn, "query", limits) as timed_out:
+            tx.conn.set_authorizer(guard)
             try:
                 cur = tx.execute(stmt.text, params)
                 columns = [d[0] for d in cur.description or ()]
-                fetched = cur.fetchmany(max_rows + 1)
+                fetched = _fetch(cur, "query", max_rows, limits.max_bytes)
             except sqlite3.Error as exc:
-                raise _failed("query", exc) from None
+                raise _failed("query", exc, guard, timed_out, limits) from None
             finally:
                 tx.conn.set_authorizer(None)
     finally:
@@ -235,25 +363,36 @@ def mutate_workflow_db(
     *,
     paths: WorkflowPaths,
     access: DBAccess,
+    limits: QueryLimits = DEFAULT_LIMITS,
 ) -> QueryResult:
     """Run exactly one INSERT / UPDATE / DELETE (``RETURNING`` allowed) in a write transaction.
 
     Needs read-write access. ``rowcount`` is the number of rows changed; ``rows`` holds what
-    ``RETURNING`` returned.
+    ``RETURNING`` returned. The bot's own tables cannot be changed
+    (:class:`~reviewbot.workflowdb.protected.ProtectedTable`, naming the table); a statement
+    past the limits is rolled back (:class:`QueryTimeout`, :class:`QueryTooLarge`).
     """
     require(access, DBAccess.READ_WRITE)
     stmt = check_mutation(sql)
     _require_db(paths)
     db = SQLiteDatabase(paths.db_file)
     try:
-        with db.write() as tx:
-            tx.conn.set_authorizer(_mutation_authorizer)
+        guard = Guard("mutate", _mutation_authorizer)
+        with db.write() as tx, _bounded(tx.conn, "mutate", limits) as timed_out:
+            tx.conn.set_authorizer(guard)
             try:
                 cur = tx.execute(stmt.text, params)
                 columns = [d[0] for d in cur.description or ()]
-                rows = [list(r) for r in cur.fetchall()]
+                fetched = _fetch(cur, "mutate", limits.max_rows, limits.max_bytes)
+                if len(fetched) > limits.max_rows:  # RETURNING: never a partial write
+                    raise QueryTooLarge(
+                        f"mutate: RETURNING gave more than {limits.max_rows} rows; "
+                        "nothing was changed"
+                    )
+                cur.fetchall()  # run the statement to its end (RETURNING yields early)
+                rows = [list(r) for r in fetched]
             except sqlite3.Error as exc:
-                raise _failed("mutate", exc) from None
+                raise _failed("mutate", exc, guard, timed_out, limits) from None
             finally:
                 tx.conn.set_authorizer(None)
             changed = tx.one("SELECT changes()")

@@ -1,1 +1,0 @@
-"""HTTP API modules registered on the server by :func:`reviewbot.app.create_app`."""

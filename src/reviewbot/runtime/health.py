@@ -1,0 +1,95 @@
+"""Readiness: the checks behind ``GET /readyz`` and ``reviewbot doctor``, each named.
+
+``store_writable`` (a real write commits), ``workers_alive`` (the pool is at full size),
+``queue_age`` (the oldest delivery waiting to be gated is younger than
+``ready_max_queue_age_s``) and ``forge_<name>`` (the forge answers within its rate limits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reviewbot.config import Settings
+from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.forges.base import Forge
+from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.store import journal
+from reviewbot.store.database import Database
+
+FORGE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def readiness(
+    settings: Settings,
+    db: Database | None,
+    forges: Mapping[str, Forge],
+    clock: Clock,
+    pool: WorkerPool | None = None,
+    *,
+    expect_workers: bool = True,
+) -> list[Check]:
+    """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it."""
+    checks = [await _store(db, clock)]
+    if expect_workers:
+        checks.append(_workers(pool))
+    checks.append(await _queue_age(settings, db, clock))
+    for name, forge in sorted(forges.items()):
+        checks.append(await _forge(name, forge))
+    return checks
+
+
+async def _store(db: Database | None, clock: Clock) -> Check:
+    if db is None:
+        return Check("store_writable", False, "the store is not open")
+    try:
+        await db.run(journal.probe_write, db, iso(clock()))
+    except Exception as exc:
+        return Check("store_writable", False, f"a write failed: {exc}")
+    return Check("store_writable", True, "a write committed")
+
+
+def _workers(pool: WorkerPool | None) -> Check:
+    if pool is None:
+        return Check("workers_alive", False, "no worker pool runs in this process")
+    alive = pool.alive()
+    detail = f"{alive} of {pool.size} workers alive, {pool.restarts} restarts"
+    return Check("workers_alive", alive == pool.size, detail)
+
+
+async def _queue_age(settings: Settings, db: Database | None, clock: Clock) -> Check:
+    limit = settings.ready_max_queue_age_s
+    if db is None:
+        return Check("queue_age", False, "the store is not open")
+    try:
+        oldest = await db.run(journal.oldest_queued, db)
+    except Exception as exc:
+        return Check("queue_age", False, f"the queue could not be read: {exc}")
+    if oldest is None:
+        return Check("queue_age", True, "nothing is waiting to be gated")
+    age = clock() - parse_iso(oldest)
+    detail = f"the oldest waiting delivery is {age:.0f} s old (limit {limit:.0f} s)"
+    return Check("queue_age", age <= limit, detail)
+
+
+async def _forge(name: str, forge: Forge) -> Check:
+    check = f"forge_{name}"
+    try:
+        login = await asyncio.wait_for(forge.bot_login(), FORGE_TIMEOUT_S)
+    except TimeoutError:
+        return Check(check, False, f"no answer within {FORGE_TIMEOUT_S:.0f} s")
+    except Exception as exc:  # rate limited, refused, unreachable: the forge says why
+        return Check(check, False, f"{type(exc).__name__}: {exc}")
+    return Check(check, True, f"answers as {login}")

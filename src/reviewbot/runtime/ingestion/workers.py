@@ -1,0 +1,315 @@
+"""The worker pool that drains the delivery journal.
+
+Each worker claims a batch of the oldest queued deliveries (``queued -> processing``, one
+transaction), gates them one after the other, and records all their decisions and finishes
+them in one transaction. Batches keep the store's write lock, which the acknowledgement path
+needs for its journal commits, free most of the time. The journal wakes the workers when it
+commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
+taken up again. On stop, a batch in flight gets a grace period; what does not finish in it
+goes back to ``queued`` for the next start.
+
+The workers are supervised: one that raises is logged and started again after a backoff, and
+a store error (disk full, I/O error, busy) while claiming, gating or re-queueing backs off
+and retries instead of ending the worker, so the pool never shrinks. A batch that fails for
+another reason is gated again one delivery at a time, so one bad delivery holds up no other.
+Deliveries waiting out a retry backoff are claimed when it ends (a timer wakes the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from reviewbot.core.attempts import RetryPolicy
+from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.store import decisions, journal
+from reviewbot.store.database import Database, is_transient
+from reviewbot.store.journal import StoredDelivery
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+BatchFn = Callable[[Sequence[StoredDelivery]], Coroutine[Any, Any, object]]
+RETRY_AFTER_FAILURE_S = 1.0
+# Backoff of a worker restarted after it raised, and of a store call that failed transiently.
+RESTART = RetryPolicy(max_attempts=1_000_000, base_s=0.05, max_s=5.0)
+# While acknowledgements are being written, a worker waits for a quiet moment (checking
+# every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s (then it
+# takes a small batch): a burst is acknowledged first and gated right after, and sustained
+# load still gets gated.
+DEFER_STEP_S = 0.005
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        db: Database,
+        process_batch: BatchFn,
+        *,
+        size: int = 4,
+        batch: int = 16,
+        ingress_busy: Callable[[], bool] | None = None,
+        max_defer_s: float = 0.25,
+        clock: Clock = time.time,
+        restart: RetryPolicy = RESTART,
+        retry: RetryPolicy | None = None,
+    ):
+        self.db = db
+        self.process_batch = process_batch
+        self.size = size
+        self.batch = batch
+        self.ingress_busy = ingress_busy
+        self.max_defer_s = max_defer_s
+        self.clock = clock
+        self.restart = restart
+        self.retry = retry or RetryPolicy()  # of one delivery that keeps failing
+        self.restarts = 0  # workers started again after they raised (health, metrics)
+        self.store_errors = 0  # transient store errors retried
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._wake = asyncio.Event()
+        self._generation = 0  # bumped by every wake-up, so none is lost
+        self._idle = asyncio.Event()
+        self._busy = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: dict[asyncio.Task[object], list[str]] = {}
+        self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
+        self._claimed: set[str] = set()  # claimed here and not yet finished
+        # Store calls run on threads of our own, so stop() can wait until none touches the
+        # store any more (the store may be closed right after).
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-store")
+        self.processed = 0
+
+    async def start(self) -> int:
+        """Take up unfinished deliveries and start the workers; returns how many were found."""
+        resumed = await self._store(journal.resume_unfinished, self.db)
+        if resumed:
+            log.info("resuming %d unfinished deliveries", len(resumed))
+        for n in range(self.size):
+            self._tasks.append(asyncio.create_task(self._supervise(n), name=f"gate-worker-{n}"))
+        self.submit(resumed or ["start"])
+        return len(resumed)
+
+    def submit(self, delivery_ids: Iterable[str] = ()) -> None:
+        """New deliveries are in the journal: wake the workers (the ids are not needed)."""
+        self._generation += 1
+        self._idle.clear()
+        self._wake.set()
+
+    async def wait_idle(self) -> None:
+        """Until the journal has nothing queued for this pool (tests, one-shot commands)."""
+        await self._idle.wait()
+
+    def alive(self) -> int:
+        """Workers running (a supervised worker that raised counts while it waits to restart)."""
+        return sum(1 for task in self._tasks if not task.done())
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        for task in self._tasks:
+            task.cancel()  # idle workers stop at once; busy ones are shielded below
+        in_flight = dict(self._in_flight)
+        if in_flight:
+            _, unfinished = await asyncio.wait(list(in_flight), timeout=grace_s)
+            for busy in unfinished:
+                busy.cancel()
+                with contextlib.suppress(BaseException):
+                    await busy
+                await self._requeue(in_flight[busy])
+                log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+        # A claim cut short by the stop still completes on its thread: wait for it, and put
+        # what it took (and anything else claimed here and not finished) back in the queue.
+        if self._claims:
+            await asyncio.wait(list(self._claims))
+        if self._claimed:
+            with contextlib.suppress(Exception):  # a failing store: resumed at the next start
+                await self._store(journal.requeue, self.db, sorted(self._claimed))
+            self._claimed.clear()
+        await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
+
+    async def _store(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    async def _supervise(self, n: int) -> None:
+        """Run one worker; if it raises, log it and start it again after a backoff."""
+        failures = 0
+        while True:
+            try:
+                await self._work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                self.restarts += 1
+                delay = self.restart.delay(failures)
+                log.exception("gate worker %d failed; restarting it in %.2f s", n, delay)
+                await asyncio.sleep(delay)
+                self._wake.set()  # look at the queue again on restart
+
+    async def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call retried with backoff while it fails transiently (disk full, I/O)."""
+        failures = 0
+        while True:
+            try:
+                return await self._store(fn, *args)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                self.store_errors += 1
+                delay = self.restart.delay(failures)
+                log.warning("store error (%s); retrying in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _requeue(self, ids: Sequence[str]) -> None:
+        await self._retrying(journal.requeue, self.db, list(ids))
+
+    async def _schedule_retry(self) -> None:
+        """Wake the pool when the earliest delivery waiting out a backoff is due."""
+        due = await self._store(journal.next_attempt_at, self.db)
+        if due is None:
+            return
+        delay = max(0.0, parse_iso(due) - self.clock()) + 0.01
+        loop = asyncio.get_running_loop()
+        if self._retry_timer is not None:
+            if self._retry_timer.when() <= loop.time() + delay:
+                return
+            self._retry_timer.cancel()
+        self._retry_timer = loop.call_later(delay, self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry_timer = None
+        self.submit()
+
+    async def _work(self) -> None:
+        while True:
+            await self._wake.wait()
+            while True:  # claim until the journal has nothing queued
+                generation = self._generation
+                self._busy += 1
+                try:
+                    claimed = await self._claim()
+                    if claimed:
+                        await self._run(claimed)
+                finally:
+                    self._busy -= 1
+                if not claimed:
+                    break
+            if generation == self._generation:
+                self._wake.clear()  # nothing new arrived while this worker looked
+                await self._schedule_retry()
+                if self._busy == 0 and generation == self._generation:
+                    self._idle.set()
+
+    async def _defer_to_ingress(self) -> int:
+        """Wait for a quiet spell; the batch size to take (smaller when none came)."""
+        if self.ingress_busy is None:
+            return self.batch
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_defer_s
+        while self.ingress_busy():
+            if loop.time() >= deadline:
+                # Still busy: take a small batch, so each slice of gating between
+                # acknowledgements stays short.
+                return max(1, self.batch // 4)
+            await asyncio.sleep(DEFER_STEP_S)
+        return self.batch
+
+    async def _claim(self) -> list[StoredDelivery]:
+        size = await self._defer_to_ingress()
+        now = iso(self.clock(), timespec="microseconds")
+        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size, now))
+        self._claims.add(claim)
+        claim.add_done_callback(self._claim_done)
+        try:
+            return await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.store_errors += 1
+            log.warning("could not claim deliveries (%s); retrying", exc)
+            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            self._wake.set()  # the queue still holds them: look again
+            return []
+
+    def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
+        self._claims.discard(claim)
+        if not claim.cancelled() and claim.exception() is None:
+            self._claimed.update(d.delivery_id for d in claim.result())
+
+    async def _run(self, claimed: list[StoredDelivery]) -> None:
+        try:
+            await self._run_batch(claimed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                # The store failed: the batch is back in the queue, tried after a pause.
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                self._wake.set()
+            elif len(claimed) == 1:
+                await self._failed_attempt(claimed[0].delivery_id, exc)
+            else:
+                # Something in one delivery failed the batch: gate them one by one, so only
+                # that one fails (and is retried with its own backoff).
+                log.warning("gating a batch failed (%s); gating its deliveries one by one", exc)
+                for delivery in claimed:
+                    await self._run_alone(delivery.delivery_id)
+
+    async def _run_alone(self, delivery_id: str) -> None:
+        again = await self._retrying(journal.claim, self.db, delivery_id)
+        if again is None:
+            return
+        try:
+            await self._run_batch([again])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not is_transient(exc):
+                await self._failed_attempt(delivery_id, exc)
+
+    async def _failed_attempt(self, delivery_id: str, exc: Exception) -> None:
+        """A delivery that failed on its own: its backoff, or ``dead`` after the last try."""
+        await self._retrying(
+            decisions.fail_delivery,
+            self.db,
+            delivery_id,
+            decisions.describe(exc),
+            self.retry,
+            self.clock(),
+        )
+
+    async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
+        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised."""
+        ids = [d.delivery_id for d in claimed]
+        task: asyncio.Task[object] = asyncio.create_task(self.process_batch(claimed))
+        self._in_flight[task] = ids
+        try:
+            # Shielded: stopping the pool must not cut a batch in half; stop() decides
+            # whether it finishes or goes back to the queue.
+            await asyncio.shield(task)
+            self.processed += len(ids)
+        except asyncio.CancelledError:
+            # Always re-raise: a worker that swallowed stop()'s cancel (because its batch had
+            # just finished) would wait for work forever and hang the shutdown.
+            if task.done() and not task.cancelled() and task.exception() is None:
+                self.processed += len(ids)
+            raise
+        except Exception:
+            log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
+            await self._requeue(ids)
+            raise
+        finally:
+            if task.done():
+                self._in_flight.pop(task, None)
+                self._claimed.difference_update(ids)

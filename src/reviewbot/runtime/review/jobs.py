@@ -1,0 +1,147 @@
+"""Review jobs: an eligible head is reviewed exactly once, eventually, across crashes.
+
+The gate writes a job with each eligible decision, claimed by this process for one claim
+term. The gate's hook reviews it right away, renewing the claim while the review runs (an
+external reviewer may take minutes), and finishes the job. When the process stops first
+(kill -9, or a shutdown whose grace the review outlasts), the claim lapses and the loop of
+whichever process runs next claims the job and reviews the head again from the live PR. The
+pipeline's decision at the head and the outbox's unique key make the repeat harmless: the
+review starts again at most, it is never posted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+from reviewbot.core.clock import Clock, iso
+from reviewbot.runtime.review.outbox import crash_point
+from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
+from reviewbot.store import review_jobs
+from reviewbot.store.database import Database
+from reviewbot.store.review_jobs import JobClaim, ReviewJob
+
+log = logging.getLogger(__name__)
+
+Work = Callable[[], Awaitable[object]]
+
+AFTER_GATE = "after_gate"  # test-only crash point: the job is committed, no review started
+MAX_ATTEMPTS = 5  # a job failing this often with an unexpected error is finished with it
+
+
+class ReviewJobs:
+    def __init__(
+        self,
+        db: Database,
+        pipeline: ReviewPipeline,
+        worker: str,
+        *,
+        clock: Clock,
+        term_s: float,
+    ) -> None:
+        self.db = db
+        self.pipeline = pipeline
+        self.worker = worker
+        self.clock = clock
+        self.term_s = term_s
+        self._task: asyncio.Task[None] | None = None
+
+    def claim(self) -> JobClaim:
+        """A new claim: each names its own holder, so two claims in one process differ."""
+        return JobClaim(f"{self.worker}/{uuid.uuid4().hex[:12]}", self.clock() + self.term_s)
+
+    async def run(
+        self, job_id: int | None, claim: JobClaim | None, attempts: int, work: Work
+    ) -> None:
+        """Do ``work`` for a claimed job, renewing the claim, then finish the job.
+
+        A failure leaves the job claimed until its claim lapses (then it is retried), up to
+        :data:`MAX_ATTEMPTS`; cancellation (shutdown) leaves it for the next start.
+        """
+        if job_id is None or claim is None:
+            await work()
+            return
+        crash_point(AFTER_GATE)
+        holder = claim.worker
+        if not await self.db.run(review_jobs.renew, self.db, job_id, self._claim_for(holder)):
+            return  # the claim lapsed before the review started: another took the job
+        renewer = asyncio.create_task(self._renew(job_id, holder))
+        try:
+            await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("review job %s failed", job_id)
+            if attempts >= MAX_ATTEMPTS:
+                await self._finish(job_id, holder, f"{type(exc).__name__}: {exc}")
+            return
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        await self._finish(job_id, holder, None)
+
+    def _claim_for(self, holder: str) -> JobClaim:
+        return JobClaim(holder, self.clock() + self.term_s)
+
+    async def _finish(self, job_id: int, holder: str, error: str | None) -> None:
+        at = iso(self.clock(), timespec="microseconds")
+        await self.db.run(review_jobs.finish, self.db, job_id, holder, at, error)
+
+    async def _renew(self, job_id: int, holder: str) -> None:
+        while True:
+            await asyncio.sleep(self.term_s / 3)
+            await self.db.run(review_jobs.renew, self.db, job_id, self._claim_for(holder))
+
+    # -- resuming ----------------------------------------------------------------------
+
+    async def resume_once(self) -> int:
+        """Claim and review every unfinished job whose claim lapsed; how many ran."""
+        claim = self.claim()
+        jobs = await self.db.run(review_jobs.claim_lapsed, self.db, claim, self.clock())
+        for job in jobs:
+            await self.run(job.id, claim, job.attempts, _handle(self.pipeline, job))
+        return len(jobs)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                while await self.resume_once():
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("resuming review jobs failed")
+            # A lapsed claim is noticed within a third of a term.
+            await asyncio.sleep(self.term_s / 3)
+
+
+def _request(job: ReviewJob) -> ReviewRequest:
+    return ReviewRequest(
+        forge=job.forge,
+        repo=job.repo,
+        number=job.number,
+        head_sha=job.head_sha,
+        delivery_id=job.delivery_id,
+        source=job.source,
+        event=job.event,
+        action=job.action,
+        sender=job.sender,
+    )
+
+
+def _handle(pipeline: ReviewPipeline, job: ReviewJob) -> Work:
+    return lambda: pipeline.handle(_request(job))

@@ -1,0 +1,651 @@
+"""The review pipeline: an eligible PR head -> a recorded verdict -> a native review.
+
+``ReviewPipeline.review`` evaluates one head under the reviewer lease pinned to it:
+required checks (branch protection of the base plus the repository's ``required_checks``)
+and the check results of the head go through the pure policy; the decision and its outbox
+row are written in one transaction that is fenced by the lease epoch. The drainer then
+posts the row (inline, right away, and again from its loop after a failure or a restart),
+and the canonical PR state comment is brought up to date.
+
+When the repository's rules list external ``reviewers``, they run for the head before the
+reviewer lease is taken (the lease is short; a reviewer may run for minutes), and their
+findings join the verdict: an ``error`` finding requests changes, every finding becomes an
+inline comment of the same native review, and a failed reviewer leaves the head without a
+review (decision ``error``, reason ``reviewer_error``).
+
+``on_eligible`` is the gate's hook: it decides whether an eligible delivery needs an
+evaluation (a check event re-runs the policy only while the head is still waiting or
+failing; a human dismissing the bot's review re-opens the head).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from reviewbot.config import RepoRules, Settings
+from reviewbot.core import policy
+from reviewbot.core.clock import Clock
+from reviewbot.core.findings import Finding, inline_comments, merge_findings, summary_lines
+from reviewbot.core.gate import same_login
+from reviewbot.core.leases import LeaseClaim, Refused
+from reviewbot.core.models import (
+    CheckResult,
+    PullRequestSnapshot,
+    RepoRef,
+    RequiredChecks,
+    ReviewEvent,
+    ReviewState,
+)
+from reviewbot.core.policy import Verdict, VerdictKind
+from reviewbot.core.prstate import (
+    AUTHOR_IS_BOT,
+    ERROR,
+    HEAD_MOVED,
+    DecisionKind,
+)
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError, reason_for
+from reviewbot.runtime.review.outbox import (
+    AFTER_OUTBOX,
+    FenceRefused,
+    OutboxDrainer,
+    PostOutcome,
+    ReviewerLeases,
+    crash_point,
+)
+from reviewbot.runtime.review.state_comment import MISSING_CHECKS, StateComments
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
+from reviewbot.runtime.reviewers.runs import run_id_for
+from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
+from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.store.reviews import (
+    NewDecision,
+    NewOutbox,
+    OutboxRow,
+    ReviewDecision,
+    ReviewStore,
+)
+
+log = logging.getLogger(__name__)
+
+CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
+# Decisions after which a check event at the same head is worth a new evaluation.
+REEVALUATE = frozenset(
+    {
+        DecisionKind.WAITING,
+        DecisionKind.REQUEST_CHANGES,
+        DecisionKind.ERROR,
+        DecisionKind.LEASE_HELD,
+        DecisionKind.SUPERSEDED,
+    }
+)
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """One evaluation: a PR, the head it is for (None: the live head), and why."""
+
+    forge: str
+    repo: str  # OWNER/NAME
+    number: int
+    head_sha: str | None = None
+    delivery_id: str | None = None
+    source: str = "api"
+    event: str | None = None
+    action: str | None = None
+    pull: PullRequestSnapshot | None = None  # the live PR when the caller just read it
+    sender: str | None = None  # who caused the event, when the forge says
+
+
+@dataclass
+class ExternalReviewers:
+    """How the pipeline runs a repository's reviewer commands.
+
+    ``sessions`` must be the manager the server's tools route answers for
+    (``app[SESSIONS]``), or a reviewer's ``REVIEWBOT_SESSION_TOKEN`` would be unknown there;
+    ``api_url`` is the server's base URL (``None`` when nothing serves HTTP, as on the
+    command line: the reviewers then get no ``REVIEWBOT_API_URL``). ``sandbox`` is probed
+    once, when the service is built (``build_service``); ``sandbox.state.describe()`` is what
+    health views show.
+    """
+
+    sessions: SessionManager = field(default_factory=SessionManager)
+    api_url: str | None = None
+    limits: ReviewerLimits = field(default_factory=ReviewerLimits)
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox(probe("on")))
+
+
+Checks = tuple[RequiredChecks, list[CheckResult]]
+
+
+@dataclass(frozen=True)
+class ReviewersFailed:
+    """Why the head gets no review: ``sandbox_unavailable`` or ``reviewer_error``."""
+
+    code: ReasonCode
+    detail: str
+
+
+@dataclass
+class ReviewOutcome:
+    decision: ReviewDecision
+    outbox: list[OutboxRow] = field(default_factory=list)
+    posts: list[PostOutcome] = field(default_factory=list)
+    state_comment: str | None = None  # created / edited / unchanged / failed
+    claim: LeaseClaim | None = None  # the reviewer lease still held for posting
+    pull: PullRequestSnapshot | None = None  # the live PR the evaluation read
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision.to_json(),
+            "outbox": [row.to_json() for row in self.outbox],
+            "posted": [p.to_json() for p in self.posts],
+            "state_comment": self.state_comment,
+        }
+
+
+def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str, ...]:
+    out = [
+        f"{c.name} {c.state.value.replace('_', ' ')}" + (f" ({c.url})" if c.url else "")
+        for c in verdict.failed
+    ]
+    out += [f"{c.name} pending" for c in verdict.pending]
+    out += [f"{name} not reported" for name in verdict.missing]
+    if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
+        out.append("no required checks are configured")
+    out += [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
+    return tuple(out)
+
+
+def missing_comment_body(names: list[str], grace_s: float, marker: str) -> str:
+    listed = "\n".join(f"- `{' '.join(n.split()).replace('`', '')}`" for n in names)
+    return (
+        f"Required check{'s' if len(names) != 1 else ''} not reported after "
+        f"{grace_s:g} seconds:\n\n{listed}\n\nThe review waits until every required check "
+        f"reports.\n\n{marker}"
+    )
+
+
+class ReviewPipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ReviewStore,
+        forges: Mapping[str, Forge],
+        leases: ReviewerLeases,
+        drainer: OutboxDrainer,
+        *,
+        clock: Clock,
+        comments: StateComments | None = None,
+        drain_inline: bool = True,
+        external: ExternalReviewers | None = None,
+    ) -> None:
+        """``comments``: the PR state comment to keep up to date (``None``: none)."""
+        self.settings = settings
+        self.store = store
+        self.forges = forges
+        self.leases = leases
+        self.drainer = drainer
+        self.clock = clock
+        self.locks = drainer.locks
+        self.drain_inline = drain_inline
+        self.comments = comments
+        self.external = external or ExternalReviewers()
+
+    # -- the gate's hook ---------------------------------------------------------------
+
+    async def on_eligible(self, eligible: Any) -> ReviewOutcome | None:
+        """Hook for ``GateRunner(on_eligible=...)`` (an ``EligiblePull``)."""
+        trigger = eligible.trigger
+        pull: PullRequestSnapshot = eligible.pull
+        request = ReviewRequest(
+            forge=pull.forge,
+            repo=pull.ref.full_name,
+            number=pull.number,
+            head_sha=eligible.decision.head_sha or pull.head_sha,
+            delivery_id=eligible.delivery_id,
+            source=eligible.decision.source,
+            event=trigger.event,
+            action=trigger.action,
+            pull=pull,
+            sender=trigger.sender,
+        )
+        return await self.handle(request)
+
+    async def handle(self, request: ReviewRequest) -> ReviewOutcome | None:
+        """Evaluate when the event calls for it; otherwise only refresh the state comment.
+
+        The decision is taken under the PR's lock, so two deliveries of one head that race
+        (a webhook and a sweep) evaluate it once.
+        """
+        head = request.head_sha or (request.pull.head_sha if request.pull else None)
+        dismissed = request.event == "pull_request_review" and request.action == "dismissed"
+        if request.event == "pull_request_review" and not dismissed and request.sender:
+            # The echo of the bot's own review changes nothing: no reads, no edits.
+            try:
+                bot = await self.forges[request.forge].bot_login()
+            except ForgeError:
+                bot = ""
+            if bot and same_login(request.sender, bot):
+                return None
+        async with self.locks.hold(request.forge, request.repo, request.number):
+            if dismissed and head:
+                evaluate = await self._reopen_if_dismissed(request, head)
+            else:
+                evaluate = head is None or await self.store.run(
+                    self._needs_evaluation, request, head
+                )
+            if evaluate:
+                return await self._review_locked(request)
+            if self.comments is not None:
+                await self.comments.sync_locked(
+                    request.forge, request.repo, request.number, request.pull
+                )
+            return None
+
+    def _needs_evaluation(self, request: ReviewRequest, head: str) -> bool:
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        if latest is None or latest.head_sha != head:
+            return True  # nothing decided at this head yet, or a new head
+        if latest.decision == DecisionKind.APPROVE:
+            return False  # final at this head, unless a human dismisses the review
+        if request.event in CHECK_EVENTS or request.source == "sweep":
+            # A check result can only move a head that is waiting or failing.
+            return latest.decision in REEVALUATE
+        # Any other eligible event (reopened, ready for review, labels, an explicit request)
+        # may change what the gate and the policy see: evaluate again.
+        return True
+
+    async def _reopen_if_dismissed(self, request: ReviewRequest, head: str) -> bool:
+        """A human dismissed the bot's review at ``head``: the head may be reviewed again."""
+        forge = self.forges[request.forge]
+        posted = {
+            row.forge_review_id: row
+            for row in await self.store.run(
+                self.store.outbox_for_pull, request.forge, request.repo, request.number
+            )
+            if row.status == "posted" and row.head_sha == head and row.forge_review_id
+        }
+        if not posted:
+            return False
+        try:
+            reviews = await forge.list_reviews(request.repo, request.number)
+        except ForgeError as exc:
+            log.warning("cannot list reviews of %s#%s: %s", request.repo, request.number, exc)
+            return False
+        dismissed = [r.id for r in reviews if r.id in posted and r.state is ReviewState.DISMISSED]
+        if not dismissed:
+            return False
+        # Only a dismissal not yet answered re-opens (one round per dismissed review).
+        reopened = [
+            d
+            for d in await self.store.run(
+                self.store.decisions, request.forge, request.repo, request.number
+            )
+            if d.decision == DecisionKind.REOPENED and d.head_sha == head
+        ]
+        if len(reopened) >= len(dismissed):
+            return False
+        await self.store.run(
+            self.store.record_decision,
+            NewDecision(
+                forge=request.forge,
+                repo=request.repo,
+                number=request.number,
+                head_sha=head,
+                decision=DecisionKind.REOPENED,
+                reason_code=ReasonCode.REVIEW_DISMISSED.value,
+                detail=f"review {dismissed[-1]} was dismissed; the head is evaluated again",
+                delivery_id=request.delivery_id,
+                source=request.source,
+            ),
+        )
+        return True
+
+    # -- one evaluation ----------------------------------------------------------------
+
+    async def review(self, request: ReviewRequest) -> ReviewOutcome:
+        """Evaluate the head, record the verdict (+ outbox), post, refresh the state comment."""
+        async with self.locks.hold(request.forge, request.repo, request.number):
+            return await self._review_locked(request)
+
+    async def _review_locked(self, request: ReviewRequest) -> ReviewOutcome:
+        outcome = await self._evaluate(request)
+        try:
+            if self.drain_inline:
+                for row in outcome.outbox:
+                    if row.status == "pending":
+                        post = await self.drainer.post_locked(row.id, claim=outcome.claim)
+                        outcome.posts.append(post)
+                outcome.outbox = await self.store.run(
+                    lambda: [self.store.outbox(r.id) or r for r in outcome.outbox]
+                )
+        finally:
+            if outcome.claim is not None:
+                await self.store.run(self.leases.release, outcome.claim)
+                outcome.claim = None
+        if self.comments is not None:
+            outcome.state_comment = await self.comments.sync_locked(
+                request.forge, request.repo, request.number, outcome.pull or request.pull
+            )
+        return outcome
+
+    async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
+        forge = self.forges[request.forge]
+        base = NewDecision(
+            forge=request.forge,
+            repo=request.repo,
+            number=request.number,
+            head_sha=request.head_sha or "",
+            decision=ERROR,
+            reason_code=ReasonCode.FORGE_ERROR.value,
+            delivery_id=request.delivery_id,
+            source=request.source,
+        )
+        pull = request.pull
+        try:
+            if pull is None:
+                pull = await forge.get_pull(request.repo, request.number)
+            bot = await forge.bot_login()
+        except ForgeError as exc:  # the code says what to fix (pr_not_found, forge_auth_failed...)
+            return await self._note(base, ERROR, reason_for(exc).value, str(exc))
+        outcome = await self._evaluate_pull(request, forge, pull, bot, base)
+        outcome.pull = pull
+        return outcome
+
+    async def _evaluate_pull(
+        self,
+        request: ReviewRequest,
+        forge: Forge,
+        pull: PullRequestSnapshot,
+        bot: str,
+        base: NewDecision,
+    ) -> ReviewOutcome:
+        head = request.head_sha or pull.head_sha
+        base = _with(base, head_sha=head)
+        if pull.head_sha != head:
+            detail = f"the trigger names {head}, the pull request's head is {pull.head_sha}"
+            return await self._note(base, HEAD_MOVED, ReasonCode.HEAD_MOVED.value, detail)
+        if pull.state != "open" or pull.merged:
+            detail = f"the pull request is {'merged' if pull.merged else pull.state}"
+            return await self._note(
+                base, DecisionKind.PR_CLOSED, ReasonCode.PR_CLOSED.value, detail
+            )
+        if same_login(pull.author, bot):
+            return await self._note(
+                base,
+                AUTHOR_IS_BOT,
+                ReasonCode.AUTHOR_IS_BOT.value,
+                f"{pull.author} is the bot's own login; reviewer and author must differ",
+                blockers=("the author is the bot",),
+            )
+        await self.store.run(self._supersede_older_heads, request, head)
+        checks: Checks | None = None
+        findings: tuple[Finding, ...] | None = None
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
+        if rules.reviewers:
+            # Before the lease: it is short, and a reviewer may run for minutes.
+            try:
+                checks = await self._read_checks(forge, request.repo, pull.base_ref, head)
+            except ForgeError as exc:
+                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+            if _verdict(rules, checks).kind is not VerdictKind.WAITING:
+                ran = await self._external_findings(request, pull, rules)
+                if isinstance(ran, ReviewersFailed):
+                    return await self._note(base, ERROR, ran.code.value, ran.detail)
+                findings = ran
+        claim = await self.store.run(
+            self.leases.acquire, request.forge, request.repo, request.number, head
+        )
+        if isinstance(claim, Refused):
+            return await self._note(
+                base, DecisionKind.LEASE_HELD, ReasonCode.LEASE_HELD.value, claim.detail
+            )
+        try:
+            outcome = await self._decide(
+                request, forge, pull, claim, base, checks=checks, findings=findings
+            )
+        except BaseException:
+            await self.store.run(self.leases.release, claim)
+            raise
+        # Posting right away goes on under the same claim; the caller releases it.
+        outcome.claim = claim
+        return outcome
+
+    async def _read_checks(self, forge: Forge, repo: str, base_ref: str, head: str) -> Checks:
+        # Independent reads: ask both at once.
+        protection, results = await asyncio.gather(
+            forge.required_checks(repo, base_ref), forge.check_results(repo, head)
+        )
+        return protection, list(results)
+
+    async def _external_findings(
+        self, request: ReviewRequest, pull: PullRequestSnapshot, rules: RepoRules
+    ) -> tuple[Finding, ...] | ReviewersFailed:
+        """The reviewers' findings at this head, or why they failed (what to record).
+
+        Reviewers run at most once per (PR, head, round): a successful run's findings are
+        kept, and every later evaluation of the head in that round (a check finishing, a
+        label, a sweep) reuses them, so the verdict it posts still carries them. A new head,
+        or a human dismissing the bot's review (a new round), runs them again. A failed run
+        is not kept: the next evaluation of the head tries again. The caller runs this only
+        when the checks no longer wait, so pending status events never start reviewers.
+        """
+        kept = await self.store.run(
+            self.store.reviewer_findings, pull.forge, request.repo, pull.number, pull.head_sha
+        )
+        if kept is not None:
+            return kept
+        # A delivery names its run; an explicit request (command line, API) gets its own.
+        delivery_id = request.delivery_id or f"{request.source}-{uuid.uuid4().hex[:12]}"
+        outcome = await review_pull(
+            rules.reviewers,
+            settings=self.settings,
+            sessions=self.external.sessions,
+            pull=pull,
+            delivery_id=delivery_id,
+            source=request.source,
+            api_url=self.external.api_url,
+            event=request.event,
+            action=request.action,
+            limits=self.external.limits,
+            sandbox=self.external.sandbox,
+        )
+        if outcome.failed:
+            code = (
+                ReasonCode.SANDBOX_UNAVAILABLE
+                if outcome.sandbox_unavailable
+                else ReasonCode.REVIEWER_ERROR
+            )
+            return ReviewersFailed(code, "; ".join(outcome.errors))
+        run_id = run_id_for(
+            forge=pull.forge,
+            owner=pull.owner,
+            name=pull.name,
+            number=pull.number,
+            head_sha=pull.head_sha,
+            delivery_id=delivery_id,
+        )
+        return await self.store.run(
+            self.store.save_reviewer_findings,
+            pull.forge,
+            request.repo,
+            pull.number,
+            pull.head_sha,
+            run_id,
+            outcome.findings,
+        )
+
+    def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        self.leases.supersede_head(request.forge, request.repo, request.number, head)
+        dropped = self.store.drop_pending_for_other_heads(
+            request.forge, request.repo, request.number, head
+        )
+        if (
+            latest is not None
+            and latest.head_sha != head
+            and latest.decision != DecisionKind.SUPERSEDED
+        ):
+            self.store.record_decision(
+                NewDecision(
+                    forge=request.forge,
+                    repo=request.repo,
+                    number=request.number,
+                    head_sha=latest.head_sha,
+                    decision=DecisionKind.SUPERSEDED,
+                    reason_code=ReasonCode.SUPERSEDED.value,
+                    detail=f"the head moved to {head}"
+                    + (f"; dropped outbox rows {dropped}" if dropped else ""),
+                    delivery_id=request.delivery_id,
+                    source=request.source,
+                )
+            )
+
+    async def _decide(
+        self,
+        request: ReviewRequest,
+        forge: Forge,
+        pull: PullRequestSnapshot,
+        claim: LeaseClaim,
+        base: NewDecision,
+        *,
+        checks: Checks | None = None,
+        findings: tuple[Finding, ...] | None = None,
+    ) -> ReviewOutcome:
+        """The verdict under the lease; ``checks`` already read (when the reviewers ran
+        first) are not read again, ``findings`` are the reviewers' (``None``: none ran)."""
+        base = _with(base, worker=claim.worker, epoch=claim.epoch)
+        rules = (
+            self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
+        )
+        if checks is None:
+            try:
+                checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)
+            except ForgeError as exc:
+                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        verdict = _verdict(rules, checks)
+        found = findings or ()
+        verdict = merge_findings(verdict, found)
+        notes = summary_lines(found)
+        outboxes: list[NewOutbox] = []
+        event = verdict.review_event
+        if event is not None:
+            outboxes.append(
+                NewOutbox(
+                    verdict=verdict.kind.value,
+                    event=event.value,
+                    render_body=lambda marker: policy.render_review_body(verdict, marker, notes),
+                    comments=inline_comments(found),
+                )
+            )
+        overdue = await self.store.run(self._overdue_missing, base, verdict)
+        if overdue and verdict.kind is VerdictKind.WAITING:
+            grace = self.settings.missing_check_grace_s
+            outboxes.append(
+                NewOutbox(
+                    verdict=MISSING_CHECKS,
+                    event=ReviewEvent.COMMENT.value,
+                    render_body=lambda marker: missing_comment_body(overdue, grace, marker),
+                )
+            )
+        decision = _with(
+            base,
+            decision=verdict.kind.value,
+            reason_code=verdict.reason.value,
+            detail=_summary(verdict, found),
+            blockers=_blockers(verdict, found),
+            pending=tuple(c.name for c in verdict.pending),
+            missing=verdict.missing,
+            failed=tuple(c.name for c in verdict.failed),
+        )
+        try:
+            recorded = await self.store.run(
+                self.store.record, decision, outboxes, fence=self.leases.fence(claim)
+            )
+        except FenceRefused as exc:
+            return await self._note(
+                base, DecisionKind.SUPERSEDED, ReasonCode.SUPERSEDED.value, str(exc)
+            )
+        if recorded.created:
+            crash_point(AFTER_OUTBOX)
+            self.drainer.wake()
+        return ReviewOutcome(recorded.decision, list(recorded.outboxes))
+
+    def _overdue_missing(self, base: NewDecision, verdict: Verdict) -> list[str]:
+        if not verdict.missing:
+            return []
+        seen = self.store.note_missing(
+            base.forge, base.repo, base.number, base.head_sha, list(verdict.missing)
+        )
+        now = self.clock()
+        grace = self.settings.missing_check_grace_s
+        return [n for n in verdict.missing if n in seen and now - seen[n] >= grace]
+
+    async def _note(
+        self,
+        base: NewDecision,
+        decision: str,
+        code: str,
+        detail: str,
+        *,
+        blockers: tuple[str, ...] = (),
+    ) -> ReviewOutcome:
+        recorded = await self.store.run(
+            self.store.record_decision,
+            _with(
+                base,
+                decision=decision,
+                reason_code=code,
+                detail=detail,
+                blockers=blockers or ((detail,) if decision in (ERROR, HEAD_MOVED) else ()),
+            ),
+        )
+        return ReviewOutcome(recorded)
+
+
+def _verdict(rules: RepoRules, checks: Checks) -> Verdict:
+    protection, results = checks
+    return policy.evaluate(
+        protection,
+        rules.required_checks,
+        results,
+        approve_without_checks=rules.approve_without_checks,
+    )
+
+
+def _summary(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> str:
+    text = _checks_summary(verdict)
+    if findings:
+        errors = sum(1 for f in findings if f.blocking)
+        text += f"; external reviewers: {len(findings)} findings, {errors} errors"
+    return text
+
+
+def _checks_summary(verdict: Verdict) -> str:
+    if verdict.reason is ReasonCode.REVIEWER_FINDINGS:
+        return "an external reviewer reported errors"
+    if verdict.kind is VerdictKind.APPROVE:
+        return f"{len(verdict.passed)} required checks passed"
+    if verdict.kind is VerdictKind.REQUEST_CHANGES:
+        return "failed: " + ", ".join(c.name for c in verdict.failed)
+    if verdict.kind is VerdictKind.WAITING:
+        parts = []
+        if verdict.pending:
+            parts.append("pending: " + ", ".join(c.name for c in verdict.pending))
+        if verdict.missing:
+            parts.append("missing: " + ", ".join(verdict.missing))
+        return "; ".join(parts)
+    return "no required checks are configured (set approve_without_checks = true to approve)"
+
+
+def _with(base: NewDecision, **changes: Any) -> NewDecision:
+    return replace(base, **changes)

@@ -1,0 +1,212 @@
+"""The reconcile sweep: webhooks get lost, so the bot looks for itself.
+
+Neither forge retries a failed delivery, and nothing arrives while the bot is down. Every
+``reconcile_interval_s`` (and once at start) the sweep lists the open PRs of the configured
+repositories (the ``[repos]`` keys, plus every repository a signed webhook named when
+``[defaults]`` applies to all; keys are canonical, so no casing is swept twice) and:
+
+- feeds a synthetic delivery (source ``sweep``) into the journal for every head that has no
+  gate decision yet, so it goes through the same gate path as a webhook (its id is derived
+  from the head, so two sweeps never queue the same head twice);
+- re-evaluates heads whose latest review decision is still ``waiting`` (or failed to be
+  evaluated), which is also how a missing check past its grace period gets reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from reviewbot.config import Settings
+from reviewbot.core.clock import Clock, iso
+from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError
+from reviewbot.progress import Progress, Write
+from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
+from reviewbot.store.journal import NewDelivery
+from reviewbot.store.reviews import ReviewStore
+
+log = logging.getLogger(__name__)
+
+SWEEP_SOURCE = "sweep"
+SWEEP_EVENT = "review_request"
+PROGRESS_INTERVAL_S = 10.0  # a sweep that takes longer logs where it is
+
+Enqueue = Callable[[NewDelivery], Awaitable[bool]]
+
+
+@dataclass
+class SweepReport:
+    repos: list[str] = field(default_factory=list)
+    open_pulls: int = 0
+    queued: list[str] = field(default_factory=list)  # delivery ids fed into the journal
+    reevaluated: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def sweep_delivery(
+    forge: str, repo: str, number: int, head_sha: str, received_at: str
+) -> NewDelivery:
+    """A synthetic delivery naming one PR head, read by the gate like an API request."""
+    body = json.dumps(
+        {"forge": forge, "repo": repo, "number": number, "head_sha": head_sha},
+        sort_keys=True,
+    ).encode()
+    return NewDelivery(
+        delivery_id=f"sweep:{forge}:{repo}#{number}@{head_sha}",
+        source=SWEEP_SOURCE,
+        body=body,
+        received_at=received_at,
+        forge=forge,
+        event=SWEEP_EVENT,
+        headers={"Content-Type": "application/json"},
+    )
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ReviewStore,
+        forges: Mapping[str, Forge],
+        pipeline: ReviewPipeline,
+        enqueue: Enqueue,
+        *,
+        clock: Clock = time.time,
+        verify_merges: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        """``verify_merges``: re-reads merges left unverified (the merger's)."""
+        self.settings = settings
+        self.verify_merges = verify_merges
+        self.clock = clock
+        self.store = store
+        self.forges = forges
+        self.pipeline = pipeline
+        self.enqueue = enqueue
+        self._task: asyncio.Task[None] | None = None
+        self.sweeps = 0
+
+    def repositories(self) -> list[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        for key in self.settings.repos:
+            forge, _, repo = key.partition(":")
+            found.add((forge, repo))
+        if self.settings.defaults is not None:
+            # Only repositories a signed webhook named: an API call cannot grow the sweep.
+            found |= self.store.signed_repos()
+        return sorted(r for r in found if r[0] in self.forges)
+
+    async def sweep(self, progress: Write | None = None) -> SweepReport:
+        """One pass over the repositories; ``progress`` gets a line now and then when the
+        pass takes long (see :class:`Progress`)."""
+        report = SweepReport()
+        repos = self.repositories()
+        shown = (
+            Progress(
+                "reconcile sweep",
+                len(repos),
+                write=progress,
+                min_interval_s=PROGRESS_INTERVAL_S,
+                only_if_slow=True,
+            )
+            if progress is not None
+            else None
+        )
+        for forge_name, repo in repos:
+            report.repos.append(f"{forge_name}:{repo}")
+            try:
+                await self._sweep_repo(forge_name, repo, report)
+            except ForgeError as exc:
+                report.errors.append(f"{forge_name}:{repo}: {exc}")
+                log.warning("reconcile sweep of %s:%s failed: %s", forge_name, repo, exc)
+            if shown is not None:
+                shown.advance(
+                    f"{forge_name}:{repo}; so far {report.open_pulls} open pull requests, "
+                    f"{len(report.queued)} queued, {len(report.reevaluated)} re-evaluated"
+                )
+        if self.verify_merges is not None:
+            try:
+                await self.verify_merges()
+            except ForgeError as exc:
+                report.errors.append(f"unverified merges: {exc}")
+        self.sweeps += 1
+        return report
+
+    async def _sweep_repo(self, forge_name: str, repo: str, report: SweepReport) -> None:
+        forge = self.forges[forge_name]
+        pulls = await forge.list_open_pulls(repo)
+        report.open_pulls += len(pulls)
+        gated = await self.store.run(self.store.gated_heads, forge_name, repo)
+        for pull in pulls:
+            if pull.draft:
+                continue
+            if (pull.number, pull.head_sha) not in gated:
+                now = iso(self.clock(), timespec="microseconds")
+                delivery = sweep_delivery(forge_name, repo, pull.number, pull.head_sha, now)
+                if await self.enqueue(delivery):
+                    report.queued.append(delivery.delivery_id)
+                continue
+            latest = await self.store.run(self.store.latest_verdict, forge_name, repo, pull.number)
+            # Only heads the pipeline already took up: a head the gate skipped stays skipped.
+            if (
+                latest is None
+                or latest.head_sha != pull.head_sha
+                or latest.decision not in REEVALUATE
+            ):
+                continue
+            request = ReviewRequest(
+                forge=forge_name,
+                repo=repo,
+                number=pull.number,
+                head_sha=pull.head_sha,
+                source=SWEEP_SOURCE,
+                event=SWEEP_EVENT,
+                pull=pull,
+            )
+            await self.pipeline.handle(request)
+            report.reevaluated.append(f"{forge_name}:{repo}#{pull.number}")
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="reconcile-sweep")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                report = await self.sweep(progress=log.info)
+                if report.queued or report.reevaluated:
+                    log.info(
+                        "reconcile sweep: %d queued, %d re-evaluated",
+                        len(report.queued),
+                        len(report.reevaluated),
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconcile sweep failed")
+            await asyncio.sleep(self.settings.reconcile_interval_s)
+
+
+class QueueHead:
+    """A merger's re-review hook: the head a PR moved to is queued through the gate, like a
+    head a sweep found (the server's way; the command line reviews it in process)."""
+
+    def __init__(self, enqueue: Enqueue, clock: Clock) -> None:
+        self.enqueue = enqueue
+        self.clock = clock
+
+    async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
+        now = iso(self.clock(), timespec="microseconds")
+        return await self.enqueue(sweep_delivery(forge, repo, number, head, now))

@@ -1,0 +1,158 @@
+"""The canonical PR state comment: one per PR, edited in place, rendered from the records.
+
+:class:`StateComments` is shared by the review pipeline, the outbox drainer (after a row is
+finished) and the merger (after a merge or a moved head); it takes the PR's lock, so it
+never races an evaluation of the same PR.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from reviewbot.config import Settings
+from reviewbot.core.clock import iso
+from reviewbot.core.models import PullRequestSnapshot, RepoRef
+from reviewbot.core.prstate import (
+    STATE_MARKER,
+    DeliveryLine,
+    LeaseLine,
+    PostedReview,
+    PRStateRecords,
+    render_pr_state,
+)
+from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError, NotFound
+from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
+from reviewbot.store import repositories
+from reviewbot.store.reviews import ReviewStore, body_sha256
+
+log = logging.getLogger(__name__)
+
+# The verdict of an outbox row that only reports checks missing past their grace period.
+MISSING_CHECKS = "missing_checks"
+
+
+class StateComments:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ReviewStore,
+        forges: Mapping[str, Forge],
+        leases: ReviewerLeases,
+        locks: PullLocks,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.forges = forges
+        self.leases = leases
+        self.locks = locks
+
+    async def sync(
+        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None = None
+    ) -> str:
+        async with self.locks.hold(forge, repo, number):
+            return await self.sync_locked(forge, repo, number, pull)
+
+    async def sync_locked(
+        self, forge_name: str, repo: str, number: int, pull: PullRequestSnapshot | None
+    ) -> str:
+        forge = self.forges[forge_name]
+        try:
+            if pull is None:
+                pull = await forge.get_pull(repo, number)
+            body = await self.store.run(self.render, forge_name, repo, number, pull)
+            if body is None:
+                return "unchanged"
+            known = await self.store.run(self.store.state_comment, forge_name, repo, number)
+            if known is not None:
+                comment_id, sha = known
+                if sha == body_sha256(body):
+                    return "unchanged"
+                try:
+                    await forge.edit_comment(repo, comment_id, body)
+                except NotFound:
+                    known = None  # deleted by someone: look for another, else create
+                else:
+                    await self.store.run(
+                        self.store.save_state_comment, forge_name, repo, number, comment_id, body
+                    )
+                    return "edited"
+            found = await forge.find_comment(repo, number, STATE_MARKER)
+            if found is not None:
+                if found.body != body:
+                    await forge.edit_comment(repo, found.id, body)
+                await self.store.run(
+                    self.store.save_state_comment, forge_name, repo, number, found.id, body
+                )
+                return "edited"
+            created = await forge.create_comment(repo, number, body)
+            await self.store.run(
+                self.store.save_state_comment, forge_name, repo, number, created.id, body
+            )
+            return "created"
+        except ForgeError as exc:
+            log.warning("state comment of %s:%s#%s: %s", forge_name, repo, number, exc)
+            return "failed"
+
+    def render(
+        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None
+    ) -> str | None:
+        """The state comment from the records (``None`` before any decision)."""
+        latest = self.store.latest_verdict(forge, repo, number)
+        if latest is None:
+            return None
+        head = latest.head_sha
+        pr_state = "open"
+        author = ""
+        if pull is not None:
+            head = pull.head_sha if pull.head_sha else head
+            pr_state = "merged" if pull.merged else pull.state
+            author = pull.author
+        decision = latest if latest.head_sha == head else None
+        rows = [
+            r
+            for r in self.store.outbox_for_pull(forge, repo, number)
+            if r.head_sha == head and r.verdict != MISSING_CHECKS
+        ]
+        review = None
+        if rows:
+            newest = rows[-1]
+            review = PostedReview(
+                newest.verdict, newest.head_sha, newest.status, newest.forge_review_id
+            )
+        leases = tuple(
+            LeaseLine(
+                lease.target.role.value,
+                lease.holder,
+                lease.epoch,
+                lease.head_sha,
+                iso(lease.expires_at),
+            )
+            for lease in self.leases.active(forge, repo, number)
+        )
+        seen = self.store.last_delivery(forge, repo, number)
+        delivery = None
+        if seen is not None:
+            delivery = DeliveryLine(
+                str(seen["delivery_id"]),
+                str(seen["source"]),
+                str(seen["event"]),
+                seen["action"],
+                str(seen["received_at"]),
+            )
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
+        records = PRStateRecords(
+            pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",
+            pr_state=pr_state,
+            head_sha=head,
+            author=author or "the author",
+            decision=decision.decision if decision else None,
+            decision_detail=decision.detail if decision else "",
+            blockers=decision.blockers if decision else (),
+            review=review,
+            leases=leases,
+            last_delivery=delivery,
+            automerge=bool(rules and rules.automerge),
+        )
+        return render_pr_state(records)

@@ -1,0 +1,67 @@
+"""Bearer tokens: every route checks the token's scope and its repository binding the same
+way, and a refusal names the missing scope or the binding."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from aiohttp import web
+
+from reviewbot.core.errors import Refused
+from reviewbot.core.models import RepoRef
+from reviewbot.server.app_keys import SERVICE
+from reviewbot.store.tokens import TokenInfo, lookup_token
+
+
+def bearer(request: web.Request) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, if the header holds one."""
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    token = value.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+async def authenticate(request: web.Request, scope: str) -> TokenInfo:
+    """The calling token, which must be active and hold ``scope``."""
+    token = bearer(request)
+    if token is None:
+        raise Refused("send Authorization: Bearer <token>", code="unauthorized")
+    db = request.app[SERVICE].db
+    assert db is not None
+    info = await db.run(lookup_token, db, token)
+    if info is None:
+        raise Refused("unknown token", code="unauthorized")
+    if not info.active:
+        raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
+    if scope not in info.scopes:
+        raise Refused(
+            f"this call needs scope {scope!r}; token {info.name!r} has "
+            f"{', '.join(info.scopes) or 'none'}",
+            code="missing_scope",
+            scope=scope,
+        )
+    return info
+
+
+def check_binding(info: TokenInfo, forge: str | None, repo: str | None) -> None:
+    """A token bound to one repository acts only on it."""
+    if not info.allows_repo(forge, repo):
+        target = f"{forge}:{repo}" if forge and repo else "an unnamed repository"
+        raise Refused(
+            f"token {info.name!r} is bound to {info.repo}, not {target}", code="repo_not_allowed"
+        )
+
+
+def bound_target(
+    info: TokenInfo, forge: str | None, repo: str | None
+) -> tuple[str | None, str | None]:
+    """A listing's repository: a bound token's own when none is named, and checked."""
+    if info.repo is not None:
+        bound_forge, _, bound_repo = info.repo.partition(":")
+        # A binding stored before names were case-insensitive may keep its spelling; one
+        # that names no repository is refused by check_binding below.
+        with suppress(ValueError):
+            bound_repo = RepoRef.parse(info.repo).key
+        forge = forge or bound_forge
+        repo = repo or bound_repo
+        check_binding(info, forge, repo)
+    return forge, repo

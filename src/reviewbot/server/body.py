@@ -1,0 +1,75 @@
+"""The one body reader: a request body within a byte limit, and a JSON body as a model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from reviewbot.core.errors import Refused
+
+CHUNK = 64 * 1024
+MAX_JSON_BODY = 16 * 1024  # the lease and merge API's bodies
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class BodyTooLarge(Refused):
+    code = "body_too_large"
+
+
+async def read_body(
+    request: web.Request,
+    limit: int,
+    *,
+    code: str = "body_too_large",
+    timeout_s: float | None = None,
+) -> bytes:
+    """The whole body, refused (``code``) once it passes ``limit`` bytes: by its declared
+    length before reading, or while reading a body that declared none. With ``timeout_s``, a
+    body still arriving after that long is refused ``body_timeout``."""
+    check_length(request, limit, code=code)
+    body = bytearray()
+    try:
+        async with asyncio.timeout(timeout_s):
+            # read() returns what has arrived so far, not the whole body: read to the end.
+            while chunk := await request.content.read(CHUNK):
+                body.extend(chunk)
+                if len(body) > limit:
+                    raise BodyTooLarge(_too_large(limit), code=code)
+    except TimeoutError:
+        raise Refused(
+            f"the body did not arrive within {timeout_s:g} s", code="body_timeout"
+        ) from None
+    return bytes(body)
+
+
+def check_length(request: web.Request, limit: int, *, code: str = "body_too_large") -> None:
+    """Refuse a body whose declared length passes ``limit``, before reading any of it."""
+    length = request.content_length
+    if length is not None and length > limit:
+        raise BodyTooLarge(_too_large(limit), code=code)
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is larger than the limit of {limit} bytes"
+
+
+async def read_model(request: web.Request, model: type[M], limit: int = MAX_JSON_BODY) -> M:
+    """A JSON object body validated by ``model``; the first problem is the detail."""
+    body = await read_body(request, limit)
+    try:
+        data = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Refused(f"the body is not JSON: {exc}", code="invalid_request") from None
+    if not isinstance(data, dict):
+        raise Refused("the body must be a JSON object", code="invalid_request")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        raise Refused(f"{where}: {err['msg']}", code="invalid_request") from None

@@ -1,0 +1,114 @@
+"""The Crew and API entry paths: authenticated bodies, parsed now to answer with their
+problem, then journaled and gated by a worker like any delivery."""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from reviewbot.core.clock import iso
+from reviewbot.core.errors import Refused
+from reviewbot.core.models import Trigger
+from reviewbot.ingress.api import api_trigger, parse_review_request
+from reviewbot.ingress.errors import TriggerError
+from reviewbot.ingress.identity import delivery_identity
+from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
+from reviewbot.server.app_keys import SERVICE, STATE
+from reviewbot.server.auth import authenticate, check_binding
+from reviewbot.server.body import read_body
+from reviewbot.store import journal as journal_store
+from reviewbot.store.journal import NewDelivery, StoredDelivery
+
+
+async def crew_webhook(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    info = await authenticate(request, "review")
+    body = await read_body(request, service.settings.max_body_bytes)
+    delivery_id = delivery_identity("crew", request.headers, body) or ""
+    delivery = NewDelivery(
+        delivery_id=delivery_id,
+        source="crew",
+        body=body,
+        received_at=iso(service.clock(), timespec="microseconds"),
+        event="crew",
+        headers={"Content-Type": request.headers.get("Content-Type", "")},
+    )
+    trigger, problem = _preview(delivery, tuple(service.forges))
+    if trigger is not None:
+        check_binding(info, trigger.forge, trigger.repo_full_name)
+    elif info.repo is not None:
+        raise Refused(
+            f"token {info.name!r} is bound to {info.repo} and the delivery names no "
+            f"readable repository: {problem.detail if problem else ''}",
+            code="repo_not_allowed",
+        )
+    return await _journal_and_answer(request, delivery, problem)
+
+
+async def api_reviews(request: web.Request) -> web.Response:
+    """A review requested by an agent or a script: validated now, gated by a worker."""
+    service = request.app[SERVICE]
+    info = await authenticate(request, "review")
+    body = await read_body(request, service.settings.max_body_bytes)
+    delivery_id = f"api:{uuid.uuid4().hex}"
+    try:
+        trigger = api_trigger(
+            parse_review_request(body),
+            delivery_id=delivery_id,
+            configured_forges=tuple(service.forges),
+            sender=info.name,
+        )
+    except TriggerError as exc:
+        raise Refused(exc.detail, code="invalid_request") from None
+    check_binding(info, trigger.forge, trigger.repo_full_name)
+    delivery = NewDelivery(
+        delivery_id=delivery_id,
+        source="api",
+        body=body,
+        received_at=iso(service.clock(), timespec="microseconds"),
+        forge=trigger.forge,
+        event=trigger.event,
+        headers={"X-Reviewbot-Token": info.name},
+    )
+    return await _journal_and_answer(request, delivery, None)
+
+
+async def _journal_and_answer(
+    request: web.Request, delivery: NewDelivery, problem: TriggerError | None
+) -> web.Response:
+    journal, metrics = request.app[SERVICE].journal, request.app[STATE].metrics
+    assert journal is not None
+    new = await journal.append(delivery)
+    if not new:
+        metrics.duplicates.labels(delivery.source).inc()
+        return web.json_response(
+            {"delivery_id": delivery.delivery_id, "status": "duplicate"}, status=200
+        )
+    metrics.accepted.labels(delivery.source).inc()
+    if problem is not None:
+        raise Refused(problem.detail, code="delivery_unresolved", delivery_id=delivery.delivery_id)
+    return web.json_response({"delivery_id": delivery.delivery_id, "status": "queued"}, status=202)
+
+
+def _preview(
+    delivery: NewDelivery, configured_forges: tuple[str, ...]
+) -> tuple[Trigger | None, TriggerError | None]:
+    """Parse a (small, authenticated) Crew or API body now, to answer with its problem."""
+    stored = StoredDelivery(
+        delivery_id=delivery.delivery_id,
+        source=delivery.source,
+        forge=delivery.forge,
+        event=delivery.event,
+        headers=dict(delivery.headers),
+        body=delivery.body,
+        received_at=delivery.received_at,
+        status=journal_store.QUEUED,
+        attempts=0,
+        error=None,
+        finished_at=None,
+    )
+    try:
+        return parse_stored_delivery(stored, configured_forges), None
+    except TriggerError as exc:
+        return None, exc

@@ -1,0 +1,68 @@
+"""The JSON bodies of the worker, lease and merge API (validated at the boundary)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.core.models import repo_key
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class WorkerBody(_Body):
+    name: str = Field(min_length=1, max_length=40)
+    client: str = Field(min_length=1, max_length=200)
+    session_id: str = Field(min_length=1, max_length=200)
+    role: str = Field(min_length=1, max_length=200)
+    # A client may mint its own identity (NAME-YYYYMMDDTHHMMSSZ-SHA); an existing one is 409.
+    worker_identity: str | None = Field(None, max_length=200)
+
+
+class WorkerHeartbeatBody(_Body):
+    worker_identity: str = Field(min_length=1, max_length=200)
+
+
+def _canonical_repo_key(value: str) -> str:
+    # Any casing names the same repository: rules, leases and records use the key.
+    return repo_key(value)
+
+
+class TargetBody(_Body):
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200)
+    number: int = Field(ge=1)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
+    role: Role
+
+    def target(self) -> LeaseTarget:
+        return LeaseTarget(self.forge, self.repo, self.number, self.role)
+
+
+class AcquireBody(TargetBody):
+    worker_identity: str = Field(min_length=1, max_length=200)
+    head_sha: str = Field(min_length=4, max_length=64)
+    ttl_s: float | None = None
+
+
+class ClaimBody(TargetBody):
+    worker_identity: str = Field(min_length=1, max_length=200)
+    epoch: int = Field(ge=1)
+
+    def claim(self) -> LeaseClaim:
+        return LeaseClaim(self.target(), self.worker_identity, self.epoch)
+
+
+class MergeBody(_Body):
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200)
+    number: int = Field(ge=1)
+
+    _canonical_repo = field_validator("repo")(_canonical_repo_key)
+    head_sha: str = Field(min_length=4, max_length=64)
+    worker_identity: str = Field(min_length=1, max_length=200)
+    epoch: int = Field(ge=1)
+    method: str | None = None

@@ -1,0 +1,400 @@
+"""The composition root: the whole service, built from settings in one place.
+
+:func:`build_service` says what to build; :meth:`Service.start` opens the store (unless one
+is given), connects the forges and builds the parts in dependency order, each with its
+collaborators as constructor arguments; :meth:`Service.aclose` stops them in reverse.
+``reviewbot serve`` builds every part, ``reviewbot review`` and ``reviewbot merge`` only
+what a command needs, and the tests and the demo build through here too.
+
+    journal ──► worker pool ──► gate runner ──► review pipeline ──► outbox drainer
+                                                      │                  │
+                                 state comments ◄─────┴──── merger ◄── automerger
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Flag, auto
+
+from reviewbot.config import Settings
+from reviewbot.core.clock import Clock
+from reviewbot.forges.base import Forge
+from reviewbot.forges.factory import make_forge
+from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
+from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.runtime.merge.automerge import AutoMerger
+from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
+from reviewbot.runtime.review.jobs import ReviewJobs
+from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
+from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
+from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
+from reviewbot.runtime.review.state_comment import StateComments
+from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
+from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.journal import GroupCommitJournal
+from reviewbot.store.leases import LeaseStore
+from reviewbot.store.merges import MergeStore
+from reviewbot.store.reviews import ReviewStore
+from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.paths import WorkflowPaths
+
+log = logging.getLogger(__name__)
+
+REVIEWER_NAME = "reviewbot"
+MERGER_NAME = "reviewbot.merger"
+
+
+class Parts(Flag):
+    """What a process runs. ``SERVE`` is everything; commands pick what they need."""
+
+    JOURNAL = auto()  # the delivery journal (group commit)
+    WORKERS = auto()  # the gate runner and the worker pool draining the journal
+    REVIEW = auto()  # the review pipeline, its outbox drainer and the state comment
+    DRAIN = auto()  # the drainer's own loop (a command posts inline instead)
+    RECONCILE = auto()  # the periodic sweep for lost webhooks
+    MERGE = auto()  # the merger (the lease and merge API, ``reviewbot merge``)
+    AUTOMERGE = auto()  # this process's merger worker taking approved PRs over
+    SERVE = JOURNAL | WORKERS | REVIEW | DRAIN | RECONCILE | MERGE | AUTOMERGE
+
+
+@dataclass
+class _ReviewBase:
+    """What the merger needs of the review part before the drainer exists."""
+
+    worker: str
+    reviewer: StoreReviewerLeases
+    store: ReviewStore
+    locks: PullLocks
+    comments: StateComments
+
+
+@dataclass
+class ReviewParts:
+    pipeline: ReviewPipeline
+    drainer: OutboxDrainer
+    store: ReviewStore
+    comments: StateComments
+    worker: str  # the reviewer worker identity of this process
+    jobs: ReviewJobs  # the durable review intent (claimed, renewed, resumed)
+
+
+@dataclass
+class MergeParts:
+    merger: Merger
+    merges: MergeStore
+    automerge: AutoMerger | None
+    worker: str | None  # this process's merger identity (automerge)
+    leases: LeaseStore
+
+
+@dataclass
+class Service:
+    """Everything one process runs. Parts left out stay ``None``."""
+
+    settings: Settings
+    clock: Clock
+    parts: Parts
+    client: str
+    sessions: SessionManager
+    external: ExternalReviewers
+    on_eligible: EligibleHook | None = None
+    worker: str | None = None  # a reviewer identity the caller registered (the command line)
+    shutdown_grace_s: float = 10.0
+    backoff_base_s: float = 2.0
+    db: SQLiteDatabase | None = None
+    forges: dict[str, Forge] = field(default_factory=dict)
+    owns_db: bool = False
+    owns_forges: bool = False
+    journal: GroupCommitJournal | None = None
+    runner: GateRunner | None = None
+    pool: WorkerPool | None = None
+    leases: LeaseStore | None = None
+    review: ReviewParts | None = None
+    merge: MergeParts | None = None
+    reconciler: Reconciler | None = None
+    tools: ToolDispatcher | None = None
+    api_tokens: ApiTokenCallers | None = None
+    started: bool = False
+
+    # -- start -----------------------------------------------------------------------------
+
+    async def start(self) -> Service:
+        """Open what is not given and build the parts, in dependency order."""
+        if self.db is None:
+            self.db = await asyncio.to_thread(open_store, self.settings)
+            self.owns_db = True
+        db = self.db
+        if self.owns_forges:
+            self.forges = configured_forges(self.settings)
+        self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
+        self.api_tokens = api_token_callers(self.settings, lambda: db)
+        if Parts.JOURNAL in self.parts:
+            # With workers running, their connections checkpoint the WAL (they commit after
+            # every batch); the journal writer then never pays for one on an acknowledgement.
+            self.journal = GroupCommitJournal(
+                WorkflowPaths.from_settings(self.settings).db_file,
+                checkpoints=Parts.WORKERS not in self.parts,
+                on_commit=self._committed,
+            ).start()
+        if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
+            self.leases = LeaseStore(db, self.settings.leases, clock=self.clock)
+        base = await self._review_base(db) if Parts.REVIEW in self.parts else None
+        comments = base.comments if base is not None else None
+        if self.journal is not None and Parts.MERGE in self.parts:
+            # Before the drainer, which wakes the automerger; a moved head goes to the gate.
+            queue = QueueHead(self.journal.append, self.clock)
+            self.merge = await self._merge_parts(db, comments, queue)
+        if base is not None:
+            # Once, where reviewers may run: an uncontained reviewer is never a surprise.
+            announce(self.external.sandbox.state)
+            self.review = self._review_parts(base)
+        if Parts.MERGE in self.parts and self.merge is None:
+            # No gate in this process: a moved head is reviewed here and now.
+            hook = (
+                None
+                if self.review is None
+                else ReviewRequestHook(self.review.pipeline, source="cli")
+            )
+            self.merge = await self._merge_parts(db, comments, hook)
+        if Parts.WORKERS in self.parts:
+            self._start_workers(db)
+        if self.pool is not None:
+            await self.pool.start()
+        if self.review is not None and Parts.DRAIN in self.parts:
+            self.review.drainer.start()
+        if self.review is not None and self.runner is not None and self.on_eligible is None:
+            # Reviews a stopped process left unfinished (their claims lapse).
+            self.review.jobs.start()
+        if Parts.RECONCILE in self.parts and self.review is not None and self.journal:
+            self.reconciler = Reconciler(
+                self.settings,
+                self.review.store,
+                self.forges,
+                self.review.pipeline,
+                self.journal.append,
+                clock=self.clock,
+                verify_merges=self.merge.merger.verify_unverified if self.merge else None,
+            )
+            self.reconciler.start()
+        self.started = True
+        return self
+
+    def _committed(self, delivery_ids: list[str]) -> None:
+        """The journal committed new deliveries: hand them to the workers, when they run."""
+        if self.pool is not None:
+            self.pool.submit(delivery_ids)
+
+    async def _register(self, name: str, role: str) -> str:
+        assert self.leases is not None and self.db is not None
+        record = await self.db.run(
+            self.leases.register_worker,
+            name,
+            client=self.client,
+            session_id=f"pid-{os.getpid()}",
+            role=role,
+        )
+        return record.identity
+
+    async def _review_base(self, db: SQLiteDatabase) -> _ReviewBase:
+        assert self.leases is not None
+        worker = self.worker or await self._register(REVIEWER_NAME, "reviewer")
+        reviewer = StoreReviewerLeases(self.leases, worker)
+        store = ReviewStore(db, self.clock)
+        locks = PullLocks()
+        comments = StateComments(self.settings, store, self.forges, reviewer, locks)
+        return _ReviewBase(worker, reviewer, store, locks, comments)
+
+    def _review_parts(self, base: _ReviewBase) -> ReviewParts:
+        worker, reviewer, store, locks, comments = (
+            base.worker,
+            base.reviewer,
+            base.store,
+            base.locks,
+            base.comments,
+        )
+        automerge = self.merge.automerge if self.merge is not None else None
+        drainer = OutboxDrainer(
+            store,
+            self.forges,
+            reviewer,
+            clock=self.clock,
+            backoff_base_s=self.backoff_base_s,
+            locks=locks,
+            on_finished=automerge.on_outbox_finished if automerge is not None else None,
+            after_drain=comments.sync,
+        )
+        pipeline = ReviewPipeline(
+            self.settings,
+            store,
+            self.forges,
+            reviewer,
+            drainer,
+            clock=self.clock,
+            comments=comments,
+            external=self.external,
+        )
+        assert self.db is not None
+        jobs = ReviewJobs(
+            self.db, pipeline, worker, clock=self.clock, term_s=self.settings.leases.lease_s
+        )
+        return ReviewParts(pipeline, drainer, store, comments, worker, jobs)
+
+    async def _merge_parts(
+        self, db: SQLiteDatabase, comments: StateComments | None, re_review: ReReviewHook | None
+    ) -> MergeParts:
+        assert self.leases is not None
+        merges = MergeStore(db, self.leases, self.clock)
+        merger = Merger(
+            self.settings,
+            self.forges,
+            self.leases,
+            merges,
+            clock=self.clock,
+            state_comment=comments.sync if comments is not None else None,
+            re_review=re_review,
+        )
+        if Parts.AUTOMERGE not in self.parts:
+            return MergeParts(merger, merges, None, None, self.leases)
+        worker = await self._register(MERGER_NAME, "merger")
+        automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker)
+        return MergeParts(merger, merges, automerge, worker, self.leases)
+
+    def _start_workers(self, db: SQLiteDatabase) -> None:
+        jobs = self.review.jobs if self.review is not None and self.on_eligible is None else None
+        self.runner = GateRunner(
+            db,
+            self.settings,
+            self.forges,
+            clock=self.clock,
+            on_eligible=self._eligible_hook(),
+            job_claim=jobs.claim if jobs is not None else None,
+        )
+        self.pool = WorkerPool(
+            db,
+            self.runner.process_batch,
+            size=self.settings.workers,
+            ingress_busy=self.journal.busy if self.journal is not None else None,
+            clock=self.clock,
+            retry=self.runner.retry,
+        )
+
+    def _eligible_hook(self) -> EligibleHook | None:
+        if self.on_eligible is not None:
+            return self.on_eligible
+        if self.review is None:
+            return None
+        pipeline = self.review.pipeline
+        jobs = self.review.jobs
+        automerge = self.merge.automerge if self.merge is not None else None
+
+        async def review_then_merge(eligible: EligiblePull) -> None:
+            await jobs.run(
+                eligible.job_id,
+                eligible.job_claim,
+                1,
+                lambda: pipeline.on_eligible(eligible),
+            )
+            if automerge is not None:  # a review or a check may have made it mergeable
+                await automerge.after_event(eligible.pull)
+
+        return review_then_merge
+
+    # -- while running ---------------------------------------------------------------------
+
+    def set_api_url(self, url: str | None) -> None:
+        """The server's base URL, known once its site listens: external reviewers started
+        after this call get it as ``REVIEWBOT_API_URL`` to reach the session tools."""
+        self.external.api_url = url
+
+    # -- stop ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop in reverse: the sweep and the drainer, merges in flight, the workers (work in
+        flight finishes within the grace period or goes back to the queue), then the store."""
+        if self.reconciler is not None:
+            await self.reconciler.stop()
+        if self.review is not None:
+            await self.review.jobs.stop()
+            await self.review.drainer.stop()
+        if self.merge is not None and self.merge.automerge is not None:
+            await self.merge.automerge.idle()
+        if self.pool is not None:
+            await self.pool.stop(self.shutdown_grace_s)
+        if self.runner is not None:
+            await self.runner.aclose()
+        if self.journal is not None:
+            await asyncio.to_thread(self.journal.close)
+        if self.leases is not None:
+            self.leases.close()
+        if self.owns_forges:
+            for forge in self.forges.values():
+                try:
+                    await forge.aclose()
+                except Exception:
+                    log.exception("closing the %s client failed", forge.name)
+        if self.owns_db and self.db is not None:
+            self.db.close()
+
+    async def __aenter__(self) -> Service:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def configured_forges(settings: Settings) -> dict[str, Forge]:
+    """The forges the settings configure, by name."""
+    found: dict[str, Forge] = {}
+    if settings.github.configured:
+        found["github"] = make_forge(settings, "github")
+    if settings.gitea.configured:
+        found["gitea"] = make_forge(settings, "gitea")
+    return found
+
+
+def build_service(
+    settings: Settings,
+    *,
+    clock: Clock = time.time,
+    forges: Mapping[str, Forge] | None = None,
+    db: SQLiteDatabase | None = None,
+    parts: Parts = Parts.SERVE,
+    client: str = "reviewbot-serve",
+    on_eligible: EligibleHook | None = None,
+    worker: str | None = None,
+    sessions: SessionManager | None = None,
+    shutdown_grace_s: float = 10.0,
+    backoff_base_s: float = 2.0,
+) -> Service:
+    """The service these settings describe; nothing runs until :meth:`Service.start`.
+
+    ``forges`` and ``db`` default to the configured ones (opened at start, closed at the
+    end); given ones stay the caller's. ``on_eligible`` replaces the review pipeline as the
+    gate's hook (tests of the gate alone). ``worker`` is a reviewer identity the caller
+    registered itself (``reviewbot merge`` reviews a moved head under its own worker).
+    """
+    manager = sessions if sessions is not None else SessionManager()
+    return Service(
+        settings=settings,
+        clock=clock,
+        parts=parts,
+        client=client,
+        sessions=manager,
+        # External reviewers run as sessions of the manager the tools route answers for,
+        # inside the sandbox these settings ask for (probed once per process).
+        external=ExternalReviewers(manager, sandbox=Sandbox.from_settings(settings)),
+        on_eligible=on_eligible,
+        worker=worker,
+        shutdown_grace_s=shutdown_grace_s,
+        backoff_base_s=backoff_base_s,
+        db=db,
+        forges=dict(forges) if forges is not None else {},
+        owns_forges=forges is None,
+    )

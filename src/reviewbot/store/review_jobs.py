@@ -1,0 +1,134 @@
+"""``review_jobs``: the durable intent to review an eligible PR head.
+
+A job is inserted with the gate's eligible decision (same transaction, see
+:mod:`reviewbot.store.decisions`), already claimed by the process that gated it. Claims
+lapse; :func:`claim_lapsed` hands unfinished jobs whose claim lapsed to whoever asks, so a
+restart resumes every one of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reviewbot.store.database import Database, Row, Tx
+
+
+@dataclass(frozen=True)
+class JobClaim:
+    """Who claims the jobs a gate transaction writes, and until when."""
+
+    worker: str
+    until: float
+
+
+@dataclass(frozen=True)
+class ReviewJob:
+    id: int
+    decision_id: int
+    delivery_id: str
+    source: str
+    forge: str
+    repo: str
+    number: int
+    head_sha: str | None
+    event: str | None
+    action: str | None
+    sender: str | None
+    status: str
+    attempts: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> ReviewJob:
+        return cls(
+            id=int(row["id"]),
+            decision_id=int(row["decision_id"]),
+            delivery_id=row["delivery_id"],
+            source=row["source"],
+            forge=row["forge"],
+            repo=row["repo"],
+            number=int(row["number"]),
+            head_sha=row["head_sha"],
+            event=row["event"],
+            action=row["action"],
+            sender=row["sender"],
+            status=row["status"],
+            attempts=int(row["attempts"]),
+        )
+
+
+def insert_in(
+    tx: Tx,
+    *,
+    decision_id: int,
+    delivery_id: str,
+    source: str,
+    forge: str,
+    repo: str,
+    number: int,
+    head_sha: str | None,
+    event: str | None,
+    action: str | None,
+    sender: str | None,
+    claim: JobClaim,
+    created_at: str,
+) -> int:
+    cur = tx.execute(
+        "INSERT INTO review_jobs (decision_id, delivery_id, source, forge, repo, number,"
+        " head_sha, event, action, sender, attempts, claimed_by, claim_until, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        (
+            decision_id,
+            delivery_id,
+            source,
+            forge,
+            repo,
+            number,
+            head_sha,
+            event,
+            action,
+            sender,
+            claim.worker,
+            claim.until,
+            created_at,
+        ),
+    )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def claim_lapsed(db: Database, claim: JobClaim, now: float, limit: int = 10) -> list[ReviewJob]:
+    """Claim unfinished jobs whose claim lapsed, oldest first."""
+    with db.write() as tx:
+        rows = tx.all(
+            "UPDATE review_jobs SET claimed_by = ?, claim_until = ?, attempts = attempts + 1"
+            " WHERE id IN (SELECT id FROM review_jobs WHERE status = 'queued'"
+            " AND claim_until <= ? ORDER BY id LIMIT ?) RETURNING *",
+            (claim.worker, claim.until, now, limit),
+        )
+    return sorted((ReviewJob.from_row(r) for r in rows), key=lambda j: j.id)
+
+
+def renew(db: Database, job_id: int, claim: JobClaim) -> bool:
+    """Extend a claim still held; False when it lapsed and another process took the job."""
+    with db.write() as tx:
+        cur = tx.execute(
+            "UPDATE review_jobs SET claim_until = ? WHERE id = ? AND claimed_by = ?"
+            " AND status = 'queued'",
+            (claim.until, job_id, claim.worker),
+        )
+        return bool(cur.rowcount == 1)
+
+
+def finish(db: Database, job_id: int, worker: str, at: str, error: str | None = None) -> None:
+    with db.write() as tx:
+        tx.execute(
+            "UPDATE review_jobs SET status = 'done', finished_at = ?, last_error = ?"
+            " WHERE id = ? AND claimed_by = ?",
+            (at, error, job_id, worker),
+        )
+
+
+def unfinished(db: Database) -> list[ReviewJob]:
+    with db.read() as tx:
+        rows = tx.all("SELECT * FROM review_jobs WHERE status = 'queued' ORDER BY id")
+    return [ReviewJob.from_row(r) for r in rows]

@@ -1,0 +1,160 @@
+"""Opening the store at start: the workflow folder, then the bot's own migrations.
+
+The bot's schema ships as migration files in ``reviewbot/store/migrations/`` named
+``NNNN_name.sql``. At start every one of them is copied (byte for byte) into
+``db/migrations/`` of the workflow folder and applied, in name order, through the same
+engine users and agents get (:func:`~reviewbot.workflowdb.migrations.apply_workflow_db_migration`),
+unless the ledger already holds that file with the same statement hash.
+
+Two processes starting at once on one database apply each migration once: the whole
+start-up holds an exclusive lock on ``db/migrations/.lock``, and the engine checks the
+ledger again inside its ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from reviewbot.config import CONFIG_ENV, ConfigError, Settings, config_file_path
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.migrations import (
+    MigrationError,
+    MigrationResult,
+    apply_workflow_db_migration,
+)
+from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
+
+APPLIED_BY = "reviewbot (packaged migrations)"
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def migrations_lock(paths: WorkflowPaths) -> Iterator[None]:
+    """An exclusive lock on the migrations folder, held across processes."""
+    paths.migrations_dir.mkdir(parents=True, exist_ok=True)
+    with open(paths.migrations_dir / LOCK_FILE, "a+b") as handle:
+        if sys.platform == "win32":  # pragma: no cover - the ledger check still holds
+            yield
+            return
+        import fcntl  # POSIX only: Windows has no fcntl (and returns above)
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def install_migration(paths: WorkflowPaths, name: str, data: bytes) -> Path:
+    """Copy a packaged migration into ``db/migrations/``; refuse to replace a different file."""
+    target = paths.migrations_dir / name
+    if target.exists() or target.is_symlink():
+        if target.is_file() and target.read_bytes() == data:
+            return target
+        raise MigrationError(
+            f"{target} exists and differs from reviewbot's own migration {name}; "
+            "rename that file (reviewbot owns the NNNN_name.sql names)"
+        )
+    tmp = paths.migrations_dir / f".{name}.{os.getpid()}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
+def apply_packaged_migrations(
+    paths: WorkflowPaths, db: SQLiteDatabase, *, applied_by: str = APPLIED_BY
+) -> list[MigrationResult]:
+    """Install and apply every packaged migration not yet in the ledger (same hash)."""
+    results = []
+    with migrations_lock(paths):
+        for name, data in packaged_migrations():
+            install_migration(paths, name, data)
+            results.append(
+                apply_workflow_db_migration(
+                    name,
+                    paths=paths,
+                    access=DBAccess.READ_WRITE,
+                    applied_by=applied_by,
+                    db=db,
+                    skip_if_applied=True,
+                    packaged=True,
+                )
+            )
+    return results
+
+
+def open_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+    """Create the workflow folders, bring the bot's schema up to date, return the store.
+
+    Raises :class:`~reviewbot.workflowdb.migrations.MigrationError` if a packaged migration
+    cannot be installed or applied.
+    """
+    paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    try:
+        paths.ensure()
+        db = SQLiteDatabase(paths.db_file)
+    except OSError as exc:
+        raise _not_writable(paths, exc) from None
+    try:
+        apply_packaged_migrations(paths, db)
+    except OSError as exc:
+        db.close()
+        raise _not_writable(paths, exc) from None
+    except sqlite3.OperationalError as exc:
+        db.close()
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            raise _not_writable(paths, exc) from None
+        raise
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_existing_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+    """The store, read-only, for commands that only read; it is never created here.
+
+    A missing store is a configuration problem (the command runs where another data
+    directory is configured), so it raises :class:`ConfigError` naming the path it looked
+    at and how to point elsewhere. Nothing is written, so a read-only data directory works.
+    """
+    paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    db_file = paths.db_file
+    if not db_file.is_file():
+        config = config_file_path()
+        read = f"settings from {config}" if config is not None else "no config file here"
+        raise ConfigError(
+            f"no reviewbot store at {db_file.absolute()} ({read}); run this where the bot's "
+            f"reviewbot.toml is, or set REVIEWBOT_DATA_DIR to its data directory "
+            f"(or {CONFIG_ENV} to its config file)"
+        )
+    # Without a -wal file no connection has the database open: read the file as it is, so
+    # that a reader (perhaps root, or another user) leaves no -shm/-wal files behind that
+    # the service could not open later. In a folder this user cannot write there is no
+    # other way to open it at all.
+    wal, shm = (db_file.with_name(db_file.name + suffix) for suffix in ("-wal", "-shm"))
+    immutable = not wal.exists() or (not os.access(db_file.parent, os.W_OK) and not shm.exists())
+    db = SQLiteDatabase(db_file, read_only=True, immutable=immutable)
+    try:
+        with db.read() as tx:
+            tx.one("SELECT 1 AS one")
+    except sqlite3.Error as exc:
+        db.close()
+        where = db_file.absolute()
+        raise ConfigError(f"cannot read the reviewbot store at {where}: {exc}") from None
+    return db
+
+
+def _not_writable(paths: WorkflowPaths, exc: BaseException) -> ConfigError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ConfigError(
+        f"data_dir {paths.data_dir.absolute()}: cannot write there ({reason}); set "
+        "REVIEWBOT_DATA_DIR to a directory this user can write, or fix its owner and mode"
+    )

@@ -1,0 +1,103 @@
+"""Store faults never shrink the worker pool: a disk I/O error while a batch is recorded and
+re-queued backs off and retries, and once the fault clears every delivery is processed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reviewbot.core.attempts import RetryPolicy
+from reviewbot.runtime.ingestion import workers
+from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.store import journal
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.journal import NewDelivery, StoredDelivery
+from reviewbot.workflowdb.bootstrap import open_store
+from tests.integration.server_support import WAIT_S, make_settings
+
+
+class FlakyDatabase(SQLiteDatabase):
+    """A real SQLite store whose write transactions fail like a failing disk while
+    ``failing`` is set."""
+
+    failing = False
+    refused = 0
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[Any]:
+        if self.failing:
+            self.refused += 1
+            raise sqlite3.OperationalError("disk I/O error")
+        with super().write(durable=durable) as tx:
+            yield tx
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[FlakyDatabase]:
+    settings = make_settings(tmp_path / "data")
+    open_store(settings).close()  # the schema
+    flaky = FlakyDatabase(settings.database_path)
+    yield flaky
+    flaky.close()
+
+
+def add(db: SQLiteDatabase, n: int, prefix: str) -> list[str]:
+    ids = [f"{prefix}-{i:03d}" for i in range(n)]
+    for i, delivery_id in enumerate(ids):
+        journal.insert_delivery(
+            db,
+            NewDelivery(delivery_id, "api", b"{}", f"2026-01-01T00:00:{i:02d}.000000Z"),
+        )
+    return ids
+
+
+async def test_a_disk_error_mid_batch_never_ends_a_worker(
+    db: FlakyDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "RETRY_AFTER_FAILURE_S", 0.02)
+    ids = add(db, 40, "d")
+    loop = asyncio.get_running_loop()
+    faults_started = False
+
+    async def process(batch: Sequence[StoredDelivery]) -> None:
+        nonlocal faults_started
+        if not faults_started:
+            # The disk fails while the first batches are being recorded, and for 0.4 s.
+            faults_started = True
+            db.failing = True
+            loop.call_later(0.4, setattr, db, "failing", False)
+        for delivery in batch:
+            await db.run(
+                journal.finish, db, delivery.delivery_id, ok=True, error=None, at="2026-01-02"
+            )
+
+    pool = WorkerPool(db, process, size=3, batch=4, restart=RetryPolicy(base_s=0.01, max_s=0.05))
+    await pool.start()
+    try:
+        await asyncio.sleep(0.2)
+        assert db.failing and db.refused > 0  # the fault is on
+        assert pool.alive() == 3
+        deadline = loop.time() + WAIT_S
+        while True:
+            counts = await db.run(journal.count_by_status, db)
+            if counts[journal.DONE] == len(ids):
+                break
+            assert loop.time() < deadline, counts
+            await asyncio.sleep(0.02)
+        # New work after the fault is taken up by the same, full pool.
+        more = await db.run(add, db, 5, "e")
+        pool.submit(more)
+        await asyncio.wait_for(pool.wait_idle(), WAIT_S)
+        counts = await db.run(journal.count_by_status, db)
+        assert counts[journal.DONE] == len(ids) + len(more)
+        assert counts[journal.QUEUED] == counts[journal.PROCESSING] == 0
+        assert pool.alive() == 3
+        assert pool.store_errors > 0
+    finally:
+        await pool.stop(grace_s=1.0)
