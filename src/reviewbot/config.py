@@ -7,12 +7,24 @@ unset, ``./reviewbot.toml`` if it exists. Invalid settings never start the bot: 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -35,6 +47,14 @@ class ConfigError(Exception):
     """A setting is invalid; the message is one line naming the key."""
 
 
+def _web_url(value: str, example: str) -> str:
+    """``value`` when it is an absolute http(s) URL; otherwise a one-line reason."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{value!r} is not an http(s) URL; write it in full, e.g. {example}")
+    return value.strip()
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +66,11 @@ class GitHubSettings(_Section):
     private_key_path: Path | None = None
     webhook_secret: SecretStr | None = None
     bot_login: str | None = None
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url_is_a_url(cls, value: str) -> str:
+        return _web_url(value, "https://api.github.com")
 
     @model_validator(mode="after")
     def _app_credentials_come_in_pairs(self) -> GitHubSettings:
@@ -63,6 +88,21 @@ class GiteaSettings(_Section):
     token: SecretStr | None = None
     webhook_secret: SecretStr | None = None
     bot_login: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_the_instance_base(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = _web_url(value, "https://gitea.example.com")
+        base = url.rstrip("/")
+        if base.endswith("/api/v1"):
+            # The API path is added to this URL; given twice, every request 404s.
+            raise ValueError(
+                f"give the instance's base URL without /api/v1 (reviewbot adds it): "
+                f"{base.removesuffix('/api/v1') or url}"
+            )
+        return url
 
     @property
     def configured(self) -> bool:
@@ -226,17 +266,22 @@ class Settings(BaseSettings):
             )
         return self
 
-    @model_validator(mode="after")
-    def _repo_keys_are_references(self) -> Settings:
+    @field_validator("repos")
+    @classmethod
+    def _repo_keys_are_references(cls, repos: dict[str, RepoRules]) -> dict[str, RepoRules]:
         # Keys become canonical (``forge:owner/name``) here, so any casing of a repository
         # reaches its table; two keys for one repository would make the rules ambiguous.
         canonical: dict[str, RepoRules] = {}
         spelled: dict[str, str] = {}
-        for key, rules in self.repos.items():
+        for key, rules in repos.items():
             try:
                 ref = RepoRef.parse(key)
             except ValueError:
-                raise ValueError(f"repos key {key!r} must look like FORGE:OWNER/NAME") from None
+                owner, _, repo = key.partition(":")[2].partition("/")
+                raise ValueError(
+                    f"repos key {key!r} must look like FORGE:OWNER/NAME, "
+                    f'e.g. [repos."github:{owner or "acme"}/{repo or "api"}"]'
+                ) from None
             if ref.qualified_key in spelled:
                 raise ValueError(
                     f"repos keys {spelled[ref.qualified_key]!r} and {key!r} name the same "
@@ -244,8 +289,7 @@ class Settings(BaseSettings):
                 )
             spelled[ref.qualified_key] = key
             canonical[ref.qualified_key] = rules
-        self.repos = canonical
-        return self
+        return canonical
 
     @property
     def database_path(self) -> Path:
@@ -287,23 +331,145 @@ def config_file_path() -> Path | None:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings, turning every problem into a one-line :class:`ConfigError`."""
+    """Read settings, turning every problem into a one-line :class:`ConfigError`.
+
+    Beyond the model's own checks, credentials that live in files (the GitHub App key) are
+    read here, so a wrong file stops the start instead of the first request.
+    """
     explicit = os.environ.get(CONFIG_ENV)
-    if explicit and not Path(explicit).is_file():
+    if explicit and not Path(explicit).exists():
         raise ConfigError(f"{CONFIG_ENV}: config file {explicit} does not exist")
+    toml_file = config_file_path()
+    if toml_file is not None:
+        _check_toml(toml_file)
+    _check_variable_names(os.environ)
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc)) from None
-    except ValueError as exc:  # TOML syntax errors surface as ValueError subclasses
-        raise ConfigError(f"config file: {exc}".splitlines()[0]) from None
+        raise ConfigError(_one_line(exc, toml_file)) from None
+    except ValueError as exc:  # any other parse problem of the file, as one line
+        raise ConfigError(f"config file {toml_file}: {exc}".splitlines()[0]) from None
+    if settings.github.private_key_path is not None:
+        read_private_key(settings.github.private_key_path)
+    return settings
 
 
-def _one_line(exc: ValidationError) -> str:
+def read_private_key(path: Path) -> bytes:
+    """The GitHub App's PEM private key in ``path``, or a one-line :class:`ConfigError`."""
+    # Loaded only when an App key is configured: settings load for every command.
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    key_env = f"{ENV_PREFIX}GITHUB__PRIVATE_KEY_PATH"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"github.private_key_path: cannot read {path}: {exc.strerror or exc} "
+            f"(point {key_env} at the App's private key file, or mount it there)"
+        ) from None
+    try:
+        load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise ConfigError(
+            f"github.private_key_path: {path} is not a PEM private key; download the "
+            "App's private key (a .pem file starting with -----BEGIN RSA PRIVATE KEY-----) "
+            "from the App's settings page"
+        ) from None
+    return data
+
+
+# REVIEWBOT_* variables that are not settings (read by the command line or by reviewers).
+_OTHER_VARIABLES = frozenset(
+    {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_API_URL", "REVIEWBOT_RUN_FOLDER"}
+    | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV", "REVIEWBOT_REFERENCE_DIR"}
+)
+
+
+def setting_variables() -> list[str]:
+    """The environment variable of every setting (``repos`` is set only in the file)."""
+    names: list[str] = []
+    for field in Settings.model_fields:
+        section = _SECTIONS.get(field)
+        if section is None or field == "repos":
+            names.append(f"{ENV_PREFIX}{field.upper()}")
+        if section is not None and field != "repos":
+            names += [f"{ENV_PREFIX}{field.upper()}__{sub.upper()}" for sub in section.model_fields]
+    return names
+
+
+def _check_variable_names(environ: Mapping[str, str]) -> None:
+    """Refuse a variable that is a near miss of a setting's (``REVIEWBOT_GITEA_TOKEN``).
+
+    The settings reader ignores unknown variables, so a typo would silently leave the
+    setting unset. Unknown names that resemble no setting are left alone.
+    """
+    known = setting_variables()
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _OTHER_VARIABLES:
+            continue
+        if upper in known or upper.startswith(f"{ENV_PREFIX}REPOS__"):
+            continue
+        head = upper.split("__", 1)[0]
+        if head in known and "__" in upper:
+            continue  # a section variable: the model names a wrong key precisely
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.85)
+        if close:
+            raise ConfigError(
+                f"environment variable {name} is not a setting; did you mean {close[0]}?"
+            )
+
+
+def _check_toml(path: Path) -> None:
+    """One line naming the file for an unreadable file or a TOML syntax error."""
+    try:
+        with path.open("rb") as fh:
+            tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read it: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: TOML syntax error: {exc}") from None
+
+
+# The model of each section, for "did you mean" on an unknown key.
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "github": GitHubSettings,
+    "gitea": GiteaSettings,
+    "leases": LeaseSettings,
+    "defaults": RepoRules,
+    "repos": RepoRules,
+}
+
+
+def _one_line(exc: ValidationError, toml_file: Path | None = None) -> str:
     err = exc.errors()[0]
-    key = ".".join(str(part) for part in err["loc"]) or "settings"
+    loc = [str(part) for part in err["loc"]]
     msg = str(err["msg"]).removeprefix("Value error, ")
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    env_name = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
-    return f"invalid setting {key} ({env_name}): {msg}{suffix}"
+    if loc and loc[0] == "repos":
+        # Repository rules are set only in the file: there is no variable to name.
+        key = "repos" if len(loc) < 2 else f'repos."{loc[1]}"' + "".join(f".{p}" for p in loc[2:])
+        where = f"in {toml_file}" if toml_file is not None else "from the environment"
+    else:
+        key = ".".join(loc) or "settings"
+        where = ENV_PREFIX + "__".join(loc).upper()
+        if toml_file is not None:
+            where = f"{where} or {toml_file}"
+    if err["type"] == "extra_forbidden" and loc:
+        msg = "unknown key" + _did_you_mean(loc)
+    return f"invalid setting {key} ({where}): {msg}{suffix}"
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    model: type[BaseModel] = Settings
+    if len(loc) > 1:
+        model = _SECTIONS.get(loc[0], Settings)
+    known = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1].lower(), known, n=1, cutoff=0.6)
+    if not close:
+        return f"; known keys: {', '.join(known)}"
+    if model is RepoRules and loc[0] == "repos":
+        return f"; did you mean {close[0]}?"
+    path = [*loc[:-1], close[0]]
+    return f"; did you mean {'.'.join(path)} ({ENV_PREFIX}{'__'.join(path).upper()})?"

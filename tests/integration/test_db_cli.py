@@ -12,15 +12,24 @@ from typing import Any
 import pytest
 
 from reviewbot.cli import main
+from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fresh_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data directory no bot has started in yet (nothing on disk)."""
     data = tmp_path / "data"
     monkeypatch.setenv("REVIEWBOT_DATA_DIR", str(data))
     return data
+
+
+@pytest.fixture
+def data_dir(fresh_data_dir: Path) -> Path:
+    """A data directory as ``serve`` leaves it: the store with the bot's schema."""
+    open_store(WorkflowPaths(fresh_data_dir)).close()
+    return fresh_data_dir
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -41,7 +50,7 @@ def add_migration(data_dir: Path, name: str, sql: str) -> None:
     (folder / name).write_text(sql)
 
 
-def test_log_on_a_fresh_data_dir_bootstraps_the_store(
+def test_log_lists_the_bot_s_own_migrations(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows = cli_json(capsys, "db", "log")
@@ -126,12 +135,15 @@ def test_access_flag_lowers_access(data_dir: Path, capsys: pytest.CaptureFixture
     assert cli_json(capsys, "db", "query", "SELECT 1", "--access", "read")["rows"] == [[1]]
 
 
-def test_read_access_does_not_create_the_store(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("access", ["read", "read-write"])
+@pytest.mark.parametrize("argv", [("db", "log"), ("db", "query", "SELECT 1")])
+def test_read_commands_do_not_create_the_store(
+    fresh_data_dir: Path, capsys: pytest.CaptureFixture[str], access: str, argv: tuple[str, ...]
 ) -> None:
-    code, _, err = cli(capsys, "db", "log", "--access", "read")
-    assert code == 1 and "no workflow database" in err
-    assert not data_dir.exists()
+    code, _, err = cli(capsys, *argv, "--access", access)
+    assert code == 2
+    assert f"no reviewbot store at {fresh_data_dir.absolute()}" in err
+    assert not fresh_data_dir.exists()
 
 
 def test_unknown_access_value_means_none(
@@ -178,6 +190,7 @@ def run_cli(
 @pytest.mark.slow
 def test_process_with_read_access_cannot_raise_it_with_a_flag(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    open_store(WorkflowPaths(data)).close()
     first = run_cli(data, "db", "log", "--json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)[0]["file_name"] == "0001_foundation.sql"

@@ -135,20 +135,21 @@ async def test_unknown_pr_is_pr_not_found(h: Harness) -> None:
     assert [(r.decision, r.reason_code) for r in rows] == [("error", "pr_not_found")]
 
 
-async def test_forge_error_is_recorded_with_status(h: Harness) -> None:
+@pytest.mark.parametrize(("status", "code"), [(401, "forge_auth_failed"), (422, "forge_error")])
+async def test_forge_error_is_recorded_with_status(h: Harness, status: int, code: str) -> None:
     pr = h.sim.open_pr("github", "acme/api", author="alice")
     h.sim.faults.add(
         forge="github",
         method="GET",
         path=f"/repos/acme/api/pulls/{pr.number}",
-        status=401,
+        status=status,
         times=10,
     )
     delivery = await h.sim.deliver_pull_request("github", "acme/api", pr.number)
     rows = await h.server.decisions_of(delivery.id)
     assert rows[0].decision == "error"
-    assert rows[0].reason_code == "forge_error"
-    assert "401" in rows[0].detail
+    assert rows[0].reason_code == code
+    assert str(status) in rows[0].detail
     stored = await h.server.wait_done(delivery.id)
     assert stored.status == "failed"
 

@@ -6,8 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from reviewbot.config import ConfigError, load_settings
+from reviewbot.config import ConfigError, Settings, load_settings
 from reviewbot.core.models import RepoRef
+
+
+def pem_key() -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+
 
 TOML = """
 data_dir = "from-file"
@@ -150,7 +163,9 @@ def test_bad_repo_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path.write_text(f'[repos."{key}"]\nrequired_checks = ["ci"]\n')
     monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
     message = _one_line_error()
+    assert message.startswith(f"invalid setting repos (in {path}): ")
     assert f"repos key {key!r} must look like FORGE:OWNER/NAME" in message
+    assert "settings (REVIEWBOT_)" not in message
 
 
 @pytest.mark.parametrize("key", ["gitea:acme/a b", "github:acme/api/x", "gitea:acme/\\u0007"])
@@ -192,7 +207,107 @@ def test_unknown_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     path = tmp_path / "typo.toml"
     path.write_text("[github]\napi_ulr = 'x'\n")
     monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
-    assert "github.api_ulr" in _one_line_error()
+    assert _one_line_error() == (
+        f"invalid setting github.api_ulr (REVIEWBOT_GITHUB__API_ULR or {path}): unknown key; "
+        "did you mean github.api_url (REVIEWBOT_GITHUB__API_URL)?"
+    )
+
+
+def test_mistyped_repository_rule_offers_the_right_key_and_no_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text('[repos."gitea:acme/api"]\nrequried_checks = ["ci/*"]\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    assert _one_line_error() == (
+        f'invalid setting repos."gitea:acme/api".requried_checks (in {path}): unknown key; '
+        "did you mean required_checks?"
+    )
+
+
+def test_mistyped_repository_rule_from_the_environment_names_no_impossible_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_REPOS__GITEA:ACME/API__REQURIED_CHECKS", '["ci/*"]')
+    message = _one_line_error()
+    assert "REQURIED" not in message and "did you mean required_checks?" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("REVIEWBOT_GITEA_TOKEN", "REVIEWBOT_GITEA__TOKEN"),
+        ("REVIEWBOT_PORTT", "REVIEWBOT_PORT"),
+        ("REVIEWBOT_GITHUB__WEBHOOK_SECRT", "REVIEWBOT_GITHUB__WEBHOOK_SECRET"),
+    ],
+)
+def test_near_miss_environment_variable_is_refused_with_did_you_mean(
+    monkeypatch: pytest.MonkeyPatch, name: str, meant: str
+) -> None:
+    monkeypatch.setenv(name, "x")
+    assert _one_line_error() == (
+        f"environment variable {name} is not a setting; did you mean {meant}?"
+    )
+
+
+def test_unrelated_reviewbot_variables_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_VENV", "REVIEWBOT_SOMETHING_ELSE"):
+        monkeypatch.setenv(name, "x")
+    load_settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("REVIEWBOT_GITEA__URL", "gitea.example.com", "is not an http(s) URL"),
+        ("REVIEWBOT_GITEA__URL", "ftp://gitea.example.com", "is not an http(s) URL"),
+        ("REVIEWBOT_GITHUB__API_URL", "api.github.com", "is not an http(s) URL"),
+        (
+            "REVIEWBOT_GITEA__URL",
+            "https://gitea.example.com/api/v1/",
+            "without /api/v1 (reviewbot adds it): https://gitea.example.com",
+        ),
+    ],
+)
+def test_urls_are_checked_when_settings_load(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    message = _one_line_error()
+    assert f"({variable})" in message and problem in message
+
+
+def test_gitea_url_under_a_path_is_kept() -> None:
+    settings = Settings(gitea={"url": "https://example.com/gitea/"})
+    assert settings.gitea.api_url == "https://example.com/gitea/api/v1"
+
+
+def test_app_key_that_is_not_pem_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text("ghp_this-is-a-token-not-a-key\n")
+    monkeypatch.setenv("REVIEWBOT_GITHUB__APP_ID", "7")
+    monkeypatch.setenv("REVIEWBOT_GITHUB__PRIVATE_KEY_PATH", str(key))
+    message = _one_line_error()
+    assert message.startswith(f"github.private_key_path: {key} is not a PEM private key")
+
+
+def test_app_key_that_is_missing_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REVIEWBOT_GITHUB__APP_ID", "7")
+    monkeypatch.setenv("REVIEWBOT_GITHUB__PRIVATE_KEY_PATH", str(tmp_path / "nope.pem"))
+    message = _one_line_error()
+    assert "cannot read" in message and "REVIEWBOT_GITHUB__PRIVATE_KEY_PATH" in message
+
+
+def test_real_app_key_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "app.pem"
+    key.write_bytes(pem_key())
+    monkeypatch.setenv("REVIEWBOT_GITHUB__APP_ID", "7")
+    monkeypatch.setenv("REVIEWBOT_GITHUB__PRIVATE_KEY_PATH", str(key))
+    assert load_settings().github.private_key_path == key
 
 
 def test_missing_named_config_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +319,15 @@ def test_toml_syntax_error_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
     path = tmp_path / "broken.toml"
     path.write_text("port = = 1\n")
     monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
-    assert _one_line_error().startswith("config file:")
+    assert _one_line_error().startswith(f"config file {path}: TOML syntax error: ")
+
+
+def test_config_file_that_is_a_directory_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "conf").mkdir()
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(tmp_path / "conf"))
+    assert _one_line_error().startswith(f"config file {tmp_path / 'conf'}: cannot read it: ")
 
 
 def test_unsupported_database_scheme(monkeypatch: pytest.MonkeyPatch) -> None:

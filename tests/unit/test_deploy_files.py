@@ -1,15 +1,29 @@
-"""Deployment files reference real commands, settings, paths and ports, so they cannot rot."""
+"""Deployment files work as shipped: real commands, settings, paths and ports.
+
+The compose file is parsed as YAML and its default service is started as the real command
+with its own environment; the Dockerfile's health check is run against that server; the
+systemd unit is parsed (and checked by ``systemd-analyze verify`` where it exists).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from reviewbot.cli import build_parser
 from reviewbot.config import ENV_PREFIX, Settings
+from tests.integration.process_support import run_reviewbot, serve_process
 
 from .test_docs_configuration import SETTING_VARS
 
@@ -18,12 +32,64 @@ DEPLOY = ROOT / "deploy"
 FILES = sorted(p for p in DEPLOY.iterdir() if p.is_file())
 # Variables that are not settings but are read by reviewbot itself.
 OTHER_VARS = {f"{ENV_PREFIX}CONFIG"}
+DEFAULT_PORT = Settings.model_fields["port"].default
 
 
-def _subcommands() -> set[str]:
-    parser = build_parser()
-    action = next(a for a in parser._actions if a.dest == "command")
-    return set(action.choices)  # type: ignore[arg-type]
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    return data
+
+
+def dockerfile() -> dict[str, list[str]]:
+    """Each instruction's arguments, continuation lines joined."""
+    text = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            word, _, rest = line.strip().partition(" ")
+            found.setdefault(word.upper(), []).append(rest.strip())
+    return found
+
+
+def unit() -> dict[str, list[tuple[str, str]]]:
+    """``[Section]`` -> ``(key, value)`` in order (systemd allows repeated keys)."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    for line in (DEPLOY / "reviewbot.service").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = line.strip("[]")
+            sections[current] = []
+            continue
+        key, _, value = line.partition("=")
+        sections[current].append((key, value))
+    return sections
+
+
+def unit_values(key: str, section: str = "Service") -> list[str]:
+    return [v for k, v in unit()[section] if k == key]
+
+
+def unit_environment() -> dict[str, str]:
+    return dict(v.split("=", 1) for v in unit_values("Environment"))
+
+
+def parses_as_a_command(argv: list[str]) -> None:
+    """``reviewbot ARGV`` is a real command line (argparse exits on anything else)."""
+    args = build_parser().parse_args(argv)
+    assert callable(args.func)
+
+
+def _docker_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in dockerfile()["ENV"]:
+        env.update(dict(pair.split("=", 1) for pair in shlex.split(item)))
+    return env
+
+
+# --- every file -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -33,23 +99,143 @@ def test_environment_variables_are_real_settings(path: Path) -> None:
     assert not unknown, f"{path.name} sets variables reviewbot does not read: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_reviewbot_commands_exist(path: Path) -> None:
-    text = path.read_text()
-    commands = set(re.findall(r"bin/reviewbot (\w+)", text))
-    if path.name == "Dockerfile":
-        commands |= set(re.findall(r'^CMD \["(\w+)"', text, re.M))
-    assert commands <= _subcommands(), f"{path.name}: unknown commands {commands - _subcommands()}"
+def test_example_config_is_loadable() -> None:
+    Settings.model_validate(tomllib.loads((DEPLOY / "reviewbot.example.toml").read_text()))
 
 
-def test_port_and_health_path_agree_with_the_server() -> None:
-    default_port = Settings.model_fields["port"].default
-    for name in ("Dockerfile", "compose.yaml", "reviewbot.service", "reviewbot.example.toml"):
-        text = (DEPLOY / name).read_text()
-        ports = set(re.findall(r"(?:PORT[=:]\s*\"?|EXPOSE |port = |\"|:)(\d{4,5})\b", text))
-        assert ports == {str(default_port)}, f"{name}: ports {ports}"
-    for name in ("Dockerfile", "compose.yaml"):
-        assert "/healthz" in (DEPLOY / name).read_text()
+# --- compose ----------------------------------------------------------------------------------
+
+
+def test_default_compose_service_needs_no_edits() -> None:
+    services = compose()["services"]
+    default = [name for name, svc in services.items() if not svc.get("profiles")]
+    assert default == ["reviewbot"]
+    svc = services["reviewbot"]
+    assert svc["command"] == ["serve", "--sim"]
+    parses_as_a_command(svc["command"])
+    # Nothing the user has to provide: no config file, no key, no required env file.
+    assert "REVIEWBOT_CONFIG" not in svc["environment"]
+    assert "env_file" not in svc
+    assert all(str(v).split(":")[0].endswith("-data") for v in svc["volumes"])
+
+
+@pytest.mark.parametrize("name", ["reviewbot", "reviewbot-forge"])
+def test_compose_service_agrees_with_the_image_and_settings(name: str) -> None:
+    data = compose()
+    svc = data["services"][name]
+    assert svc["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+    env = svc["environment"]
+    port = int(env["REVIEWBOT_PORT"])
+    assert svc["ports"] == [f"{port}:{port}"]
+    assert port == DEFAULT_PORT and env["REVIEWBOT_HOST"] == "0.0.0.0"
+    mounts = [v for v in svc["volumes"] if isinstance(v, str)]
+    named = {m.split(":")[0]: m.split(":")[1] for m in mounts if not m.startswith(".")}
+    assert env["REVIEWBOT_DATA_DIR"] in named.values()
+    assert set(named) <= set(data["volumes"])
+    # A configuration error exits 2; retrying it forever would only crash-loop.
+    assert svc["restart"].startswith("on-failure:")
+    parses_as_a_command(svc["command"])
+
+
+def test_forge_service_mounts_its_config_and_fails_when_it_is_missing() -> None:
+    svc = compose()["services"]["reviewbot-forge"]
+    assert svc["profiles"] == ["forge"]
+    binds = [v for v in svc["volumes"] if isinstance(v, dict)]
+    config = next(b for b in binds if b["target"] == svc["environment"]["REVIEWBOT_CONFIG"])
+    assert config["source"] == "./reviewbot.toml" and config["read_only"] is True
+    assert config["bind"]["create_host_path"] is False  # not an empty folder named .toml
+    assert svc["env_file"] == [{"path": "reviewbot.env", "required": False}]
+    # The user's files next to the compose file are never committed.
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert {"deploy/reviewbot.toml", "deploy/reviewbot.env", "deploy/*.pem"} <= set(ignored)
+
+
+async def test_default_compose_service_starts_and_the_image_health_check_passes(
+    tmp_path: Path,
+) -> None:
+    svc = compose()["services"]["reviewbot"]
+    env = {k: str(v) for k, v in svc["environment"].items()}
+    # The container's paths and port, moved to this machine; everything else as shipped.
+    env |= {"REVIEWBOT_DATA_DIR": str(tmp_path / "data"), "REVIEWBOT_HOST": "127.0.0.1"}
+    args = svc["command"][1:]
+    async with serve_process(*args, cwd=tmp_path, env=env) as server:
+        port = server.base.rsplit(":", 1)[1]
+        check = json.loads(dockerfile()["HEALTHCHECK"][0].split("CMD", 1)[1])
+        assert check[0] == "python"
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, *check[1:]],
+            env={"REVIEWBOT_PORT": port},
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+
+# --- the real-forge path ----------------------------------------------------------------------
+
+
+def _example_with(tmp_path: Path, **uncomment: str) -> Path:
+    text = (DEPLOY / "reviewbot.example.toml").read_text()
+    for key, value in uncomment.items():
+        text, n = re.subn(rf"^# {key} = .*$", f"{key} = {value}", text, flags=re.M)
+        assert n == 1, f"the example lost its commented {key}"
+    path = tmp_path / "reviewbot.toml"
+    path.write_text(text)
+    return path
+
+
+def test_example_with_an_app_key_nobody_mounted_fails_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "github-app.pem"
+    config = _example_with(tmp_path, app_id="123456", private_key_path=f'"{missing}"')
+    env = {"REVIEWBOT_CONFIG": str(config), "REVIEWBOT_DATA_DIR": str(tmp_path / "data")}
+    done = run_reviewbot("serve", "--port", "0", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"reviewbot: github.private_key_path: cannot read {missing}: No such file or directory "
+        "(point REVIEWBOT_GITHUB__PRIVATE_KEY_PATH at the App's private key file, or mount it "
+        "there)"
+    ]
+
+
+def test_example_without_the_gitea_token_fails_with_one_line(tmp_path: Path) -> None:
+    env = {
+        "REVIEWBOT_CONFIG": str(DEPLOY / "reviewbot.example.toml"),
+        "REVIEWBOT_DATA_DIR": str(tmp_path / "data"),
+        "REVIEWBOT_HOST": "127.0.0.1",
+        "REVIEWBOT_PORT": "0",
+    }
+    done = run_reviewbot("serve", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "reviewbot: gitea.token: not configured (set REVIEWBOT_GITEA__TOKEN"
+    )
+
+
+# --- Dockerfile -------------------------------------------------------------------------------
+
+
+def test_dockerfile_command_port_and_health_check() -> None:
+    found = dockerfile()
+    env = _docker_env()
+    assert found["EXPOSE"] == [env["REVIEWBOT_PORT"]] == [str(DEFAULT_PORT)]
+    cmd = json.loads(found["ENTRYPOINT"][0]) + json.loads(found["CMD"][0])
+    assert cmd[0] == "reviewbot"
+    parses_as_a_command(cmd[1:])
+    check = found["HEALTHCHECK"][0]
+    assert "/healthz" in check and "os.environ.get('REVIEWBOT_PORT'" in check
+    assert re.findall(r"\d{4,5}", check.split("CMD", 1)[1]) == [str(DEFAULT_PORT)]  # fallback
+
+
+def test_dockerfile_runs_as_non_root_with_a_data_volume() -> None:
+    found = dockerfile()
+    assert found["USER"][-1] not in ("root", "0")
+    assert found["VOLUME"] == ['["/data"]'] and _docker_env()["REVIEWBOT_DATA_DIR"] == "/data"
+    for src in found["COPY"]:
+        for part in src.split()[:-1]:
+            assert (ROOT / part).exists(), f"Dockerfile copies missing {part}"
 
 
 def test_health_route_exists() -> None:
@@ -61,36 +247,60 @@ def test_health_route_exists() -> None:
     assert ("GET", "/healthz") in routes
 
 
-def test_dockerfile_runs_as_non_root_with_a_data_volume() -> None:
-    text = (DEPLOY / "Dockerfile").read_text()
-    user = re.findall(r"^USER (\S+)", text, re.M)
-    assert user and user[-1] not in ("root", "0")
-    assert 'VOLUME ["/data"]' in text and "REVIEWBOT_DATA_DIR=/data" in text
-    assert "HEALTHCHECK" in text
-    for src in re.findall(r"^COPY (.+) \S+$", text, re.M):
-        for part in src.split():
-            assert (ROOT / part).exists(), f"Dockerfile copies missing {part}"
+# --- systemd ----------------------------------------------------------------------------------
 
 
-def test_compose_points_at_real_files() -> None:
-    text = (DEPLOY / "compose.yaml").read_text()
-    assert "dockerfile: deploy/Dockerfile" in text
-    assert "./reviewbot.example.toml:" in text and (DEPLOY / "reviewbot.example.toml").exists()
+def test_systemd_unit_needs_no_user_and_owns_its_state_directory() -> None:
+    assert unit_values("DynamicUser") == ["yes"]
+    assert unit_values("User") == [] and unit_values("Group") == []
+    state = unit_values("StateDirectory")
+    assert state == ["reviewbot"]
+    assert unit_environment()["REVIEWBOT_DATA_DIR"] == f"/var/lib/{state[0]}"
+    assert unit_environment()["REVIEWBOT_PORT"] == str(DEFAULT_PORT)
+
+
+def test_systemd_unit_runs_a_real_command_and_stops_on_configuration_errors() -> None:
+    (exec_start,) = unit_values("ExecStart")
+    program, *argv = shlex.split(exec_start)
+    assert program.endswith("/bin/reviewbot")
+    parses_as_a_command(argv)
+    assert unit_values("RestartPreventExitStatus") == ["2"]
 
 
 def test_systemd_unit_is_hardened() -> None:
-    text = (DEPLOY / "reviewbot.service").read_text()
-    for option in (
-        "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        "ProtectHome=yes",
-        "PrivateTmp=yes",
-        "CapabilityBoundingSet=",
-        "ReadWritePaths=/var/lib/reviewbot",
+    for key, value in (
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("CapabilityBoundingSet", ""),
     ):
-        assert option in text
-    assert re.search(r"^User=(?!root)\w+", text, re.M)
+        assert unit_values(key) == [value], key
 
 
-def test_example_config_is_loadable() -> None:
-    Settings.model_validate(tomllib.loads((DEPLOY / "reviewbot.example.toml").read_text()))
+def test_systemd_unit_tells_how_to_read_its_data() -> None:
+    text = (DEPLOY / "reviewbot.service").read_text()
+    data_dir = unit_environment()["REVIEWBOT_DATA_DIR"]
+    assert f"REVIEWBOT_DATA_DIR={data_dir}" in text and "reviewbot explain" in text
+
+
+def test_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed on this machine")
+    reviewbot = Path(sys.executable).with_name("reviewbot")
+    if not reviewbot.exists():
+        pytest.skip(f"no reviewbot entry point next to {sys.executable}")
+    # The unit as shipped, with ExecStart pointing at this machine's reviewbot.
+    text = (DEPLOY / "reviewbot.service").read_text()
+    copy = tmp_path / "reviewbot.service"
+    copy.write_text(text.replace("/opt/reviewbot/venv/bin/reviewbot", str(reviewbot)))
+    done = subprocess.run(
+        [analyze, "verify", "--man=no", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    problems = [line for line in done.stderr.splitlines() if str(copy) in line]
+    assert done.returncode == 0 and not problems, done.stderr

@@ -11,6 +11,8 @@ from reviewbot.forges.factory import make_forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
 
+from .test_config import pem_key
+
 
 async def test_github_token() -> None:
     forge = make_forge(Settings(github={"token": "t", "bot_login": "bot"}), "github")
@@ -21,7 +23,7 @@ async def test_github_token() -> None:
 
 async def test_github_app_reads_the_key_file(tmp_path: Path) -> None:
     key = tmp_path / "app.pem"
-    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    key.write_bytes(pem_key())
     forge = make_forge(Settings(github={"app_id": 7, "private_key_path": key}), "github")
     assert isinstance(forge, GitHubForge)
     await forge.aclose()
@@ -31,6 +33,20 @@ def test_github_app_key_missing(tmp_path: Path) -> None:
     settings = Settings(github={"app_id": 7, "private_key_path": tmp_path / "nope.pem"})
     with pytest.raises(ConfigError, match=r"github\.private_key_path: cannot read"):
         make_forge(settings, "github")
+
+
+def test_github_app_key_that_is_not_pem(tmp_path: Path) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text("not a key")
+    settings = Settings(github={"app_id": 7, "private_key_path": key})
+    with pytest.raises(ConfigError, match=r"is not a PEM private key"):
+        make_forge(settings, "github")
+
+
+def test_gitea_without_token_names_the_variable() -> None:
+    settings = Settings(gitea={"url": "https://gitea.example.com"})
+    with pytest.raises(ConfigError, match=r"gitea\.token: not configured \(set REVIEWBOT_GITEA__"):
+        make_forge(settings, "gitea")
 
 
 def test_github_not_configured() -> None:

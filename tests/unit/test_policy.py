@@ -263,9 +263,25 @@ def test_check_matched_by_glob_and_exact_name_is_listed_once() -> None:
     assert [c.name for c in v.failed] == ["ci/test"]
 
 
-def test_rules_names_are_exact_on_gitea_too() -> None:
-    v = evaluate(RequiredChecks((), globs=True), ["ci/*"], [ok("ci/build")])
-    assert v.missing == ("ci/*",)
+@pytest.mark.parametrize("globs", [True, False])
+def test_configured_names_are_glob_patterns_on_both_forges(globs: bool) -> None:
+    v = evaluate(RequiredChecks((), globs=globs), ["ci/*"], [ok("ci/build")])
+    assert v.kind is VerdictKind.APPROVE and [c.name for c in v.passed] == ["ci/build"]
+
+
+def test_configured_pattern_that_matched_nothing_is_named_as_missing() -> None:
+    v = evaluate(NONE, ["ci/*", "lint"], [ok("build"), ok("lint")])
+    assert v.kind is VerdictKind.WAITING and v.missing == ("ci/*",)
+
+
+def test_configured_name_without_glob_characters_matches_exactly() -> None:
+    v = evaluate(NONE, ["ci"], [ok("ci/test"), ok("cix")])
+    assert v.missing == ("ci",)
+
+
+def test_configured_pattern_fails_when_any_match_fails() -> None:
+    v = evaluate(NONE, ["ci/*"], [ok("ci/build"), res("ci/test", S.FAILURE)])
+    assert v.kind is VerdictKind.REQUEST_CHANGES and [c.name for c in v.failed] == ["ci/test"]
 
 
 # --- rendering ----------------------------------------------------------------------------------

@@ -80,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except (CommandError, ConfigError, AccessDenied) as exc:
         print(f"reviewbot: {exc}", file=sys.stderr)
-        return getattr(exc, "code", 1) if isinstance(exc, CommandError) else 1
+        if isinstance(exc, CommandError):
+            return exc.code
+        return 2 if isinstance(exc, ConfigError) else 1  # 2: fix the configuration
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours

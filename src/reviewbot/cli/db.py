@@ -19,7 +19,7 @@ from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
-from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 from reviewbot.workflowdb.migrations import (
     MigrationError,
     apply_workflow_db_migration,
@@ -73,7 +73,12 @@ def register(sub: Any) -> None:
         "apply a migration file from DATA_DIR/db/migrations/ (needs read-write access)",
         "reviewbot db apply site_0001_notes.sql --json",
     )
-    apply.add_argument("file", metavar="FILE", help="bare file name, e.g. site_0001_notes.sql")
+    apply.add_argument(
+        "file",
+        metavar="FILE",
+        # NNNN_name.sql is the pattern of reviewbot's own migrations: examples stay clear of it.
+        help="bare file name, e.g. site_0001_notes.sql (NNNN_name.sql names are reviewbot's own)",
+    )
     apply.add_argument(
         "--by", dest="applied_by", help="who applies it, for the ledger (default: cli:$USER)"
     )
@@ -131,11 +136,13 @@ def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
             return open_store(paths)
     except MigrationError as exc:
         raise CommandError(_line(str(exc))) from None
-    if not paths.db_file.exists():
-        raise CommandError(
-            f"no workflow database at {paths.db_file} yet (reviewbot creates it at start)"
-        )
-    return SQLiteDatabase(paths.db_file, read_only=True)
+    return open_existing_store(paths)
+
+
+def _open_read(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+    """The existing store, read-only, for commands that only read (never creates one)."""
+    require(access, DBAccess.READ)
+    return open_existing_store(paths)
 
 
 def _line(text: str) -> str:
@@ -228,7 +235,7 @@ def _show_result(args: argparse.Namespace, result: QueryResult, *, changed: bool
 def _query(args: argparse.Namespace) -> int:
     paths, access = _context(args)
     params = _params(args.params)
-    _open(paths, access).close()
+    _open_read(paths, access).close()
     try:
         result = query_workflow_db(
             args.sql,
@@ -259,7 +266,7 @@ def _mutate(args: argparse.Namespace) -> int:
 
 def _log(args: argparse.Namespace) -> int:
     paths, access = _context(args)
-    db = _open(paths, access)
+    db = _open_read(paths, access)
     try:
         rows = migration_log(db)
     finally:

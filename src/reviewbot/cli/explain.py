@@ -23,7 +23,7 @@ from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
-from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_existing_store
 
 # What each reason code means, for people; the detail says the specifics.
 PLAIN_WORDS: dict[str, str] = {
@@ -43,6 +43,12 @@ PLAIN_WORDS: dict[str, str] = {
     "pr_not_found": "the forge does not know that pull request (or hides it)",
     "no_open_pull_requests": "no open pull request has that commit as its head",
     "forge_error": "the forge answered with an error",
+    "app_not_installed": "the GitHub App is not installed on the repository",
+    "forge_auth_failed": "the forge refused the bot's credentials",
+    "forge_unreachable": "the forge could not be reached",
+    "forge_url_wrong": "the configured forge URL does not answer like the forge's API",
+    "head_unknown": "the forge does not know that commit",
+    "wrong_endpoint": "a webhook of one forge was sent to the other forge's endpoint",
     "permission_denied": "the user lacks the permission the request needs",
     "recorded": "noted; nothing to review",
     "internal_error": "the bot failed; its log has the details",
@@ -84,7 +90,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     require(effective_access(settings.db_access), DBAccess.READ)
-    db = open_store(settings)
+    db = open_existing_store(settings)  # read-only: never creates a store
     try:
         pr = _as_pr(args.target)
         if pr is not None:

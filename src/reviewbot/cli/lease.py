@@ -30,7 +30,7 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import PullRef
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
-from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
 
 def register(sub: Any) -> None:
@@ -132,7 +132,8 @@ def target_of(args: argparse.Namespace) -> LeaseTarget:
 def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
     settings = load_settings()
     require(effective_access(settings.db_access), need)
-    db = open_store(settings)
+    # Listing never creates a store.
+    db = open_existing_store(settings) if need is DBAccess.READ else open_store(settings)
     store = LeaseStore(db, settings.leases)
     try:
         yield store

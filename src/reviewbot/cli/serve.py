@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import secrets
 import signal
 import sys
@@ -18,7 +19,14 @@ from typing import Any
 
 from aiohttp import web
 
-from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules, Settings, load_settings
+from reviewbot.config import (
+    ConfigError,
+    GiteaSettings,
+    GitHubSettings,
+    RepoRules,
+    Settings,
+    load_settings,
+)
 
 HOW_TO_CONFIGURE = """\
 No forge is configured, so every webhook is refused. To connect one, set for example:
@@ -110,7 +118,13 @@ async def serve(
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        if sim_session is not None:
+            await sim_session.close()
+        raise ConfigError(_listen_problem(settings.host, settings.port, exc)) from None
     host, port = runner.addresses[0][:2]
     base = f"http://{host}:{port}"
     service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
@@ -133,6 +147,24 @@ async def serve(
         if sim_session is not None:
             await sim_session.close()
     print("reviewbot: stopped", file=sys.stderr, flush=True)
+
+
+def _listen_problem(host: str, port: int, exc: OSError) -> str:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: the port is already in use (another reviewbot?); "
+            "choose another with --port or REVIEWBOT_PORT, or stop the other process"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"cannot listen on {where}: permission denied (ports below 1024 need privileges); "
+            "choose a port above 1023 with --port or REVIEWBOT_PORT"
+        )
+    return (
+        f"cannot listen on {where}: {exc.strerror or exc}; check host and port "
+        "(--host/--port, REVIEWBOT_HOST/REVIEWBOT_PORT)"
+    )
 
 
 def _local_url(host: str, port: int) -> str:

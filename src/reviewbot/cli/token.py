@@ -16,7 +16,7 @@ from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
-from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
 
 def register(sub: Any) -> None:
@@ -72,6 +72,8 @@ def _now() -> str:
 def _open(need: DBAccess) -> Any:
     settings = load_settings()
     require(effective_access(settings.db_access), need)
+    if need is DBAccess.READ:  # listing never creates a store
+        return open_existing_store(settings)
     return open_store(settings)
 
 

@@ -12,10 +12,11 @@ Rules:
 - ``success``, ``neutral`` and ``skipped`` pass (GitHub accepts all three for a required
   check); ``pending`` waits; every other state (failure, error, cancelled, timed out,
   action required) fails.
-- Branch-protection names are glob patterns on Gitea (``RequiredChecks.globs``). A pattern
-  is satisfied when at least one reported check matches it and every matching check passes;
-  a pattern that matches nothing is missing. ``required_checks`` of the repository rules are
-  exact names.
+- Branch-protection names are glob patterns on Gitea (``RequiredChecks.globs``), and the
+  repository rules' ``required_checks`` are glob patterns on every forge (users write
+  ``ci/*`` and expect it to work). A name without glob characters matches exactly. A
+  pattern is satisfied when at least one reported check matches it and every matching check
+  passes; a pattern that matches nothing is missing, named by the pattern.
 - Any failing required check -> ``request_changes``; otherwise any pending or missing one
   -> ``waiting``; otherwise ``approve``. The verdict always lists every blocking item, not
   only the first one, so a single review names everything that needs attention.
@@ -92,11 +93,11 @@ class Requirement:
 
 
 def required_names(protection: RequiredChecks, configured: Iterable[str]) -> list[Requirement]:
-    """Protection names (globs on Gitea) plus configured exact names, without repeats."""
+    """Protection names (globs on Gitea) plus configured patterns, without repeats."""
     seen: set[tuple[str, bool]] = set()
     out: list[Requirement] = []
     candidates = [(n, protection.globs) for n in protection.names]
-    candidates += [(n, False) for n in configured]
+    candidates += [(n, True) for n in configured]
     for text, glob in candidates:
         text = text.strip()
         if not text:

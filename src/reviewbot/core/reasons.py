@@ -29,6 +29,13 @@ class ReasonCode(StrEnum):
     PR_NOT_FOUND = "pr_not_found"
     NO_OPEN_PULL_REQUESTS = "no_open_pull_requests"
     FORGE_ERROR = "forge_error"
+    # why the forge could not be asked (each says what to fix in docs/reason-codes.md)
+    APP_NOT_INSTALLED = "app_not_installed"
+    FORGE_AUTH_FAILED = "forge_auth_failed"
+    FORGE_UNREACHABLE = "forge_unreachable"
+    FORGE_URL_WRONG = "forge_url_wrong"
+    HEAD_UNKNOWN = "head_unknown"
+    WRONG_ENDPOINT = "wrong_endpoint"
     PERMISSION_DENIED = "permission_denied"
     RECORDED = "recorded"
     INTERNAL_ERROR = "internal_error"  # a bug, never a forge or input problem

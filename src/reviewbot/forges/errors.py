@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from reviewbot.core.reasons import ReasonCode
+
 
 class ForgeError(Exception):
     """The forge answered with an error the caller should record (``forge_error``)."""
@@ -20,6 +22,10 @@ class ForgeError(Exception):
 
 class NotFound(ForgeError):
     """404: the repository, PR, commit or comment does not exist (or is invisible to us)."""
+
+
+class ForgeUrlWrong(NotFound):
+    """A 404 that is not the API's own (an HTML or plain-text page): the base URL is wrong."""
 
 
 class AuthenticationFailed(ForgeError):
@@ -51,4 +57,37 @@ class PendingReview(ForgeError):
 
 
 class ForgeUnavailable(ForgeError):
-    """5xx, timeouts or connection failures that outlasted the retries (or a write not retried)."""
+    """5xx, timeouts or connection failures that outlasted the retries (or a write not retried).
+
+    ``reached`` is False when no answer came at all (connection refused, DNS, timeout).
+    """
+
+    reached: bool = True
+
+
+# Operations that only present the bot's credentials: a 403 there is about the credentials,
+# not about a permission on one repository.
+_CREDENTIAL_OPERATIONS = frozenset({"bot_login", "app_installation", "app_token"})
+
+
+def reason_for(exc: ForgeError) -> ReasonCode:
+    """The reason code that says what is wrong (and so what to fix) for a forge error."""
+    if isinstance(exc, ForgeUrlWrong):
+        return ReasonCode.FORGE_URL_WRONG
+    if isinstance(exc, NotFound):
+        if exc.operation == "app_installation":
+            return ReasonCode.APP_NOT_INSTALLED
+        if exc.operation == "check_results":  # read by SHA after the PR was found
+            return ReasonCode.HEAD_UNKNOWN
+        if exc.operation == "bot_login":  # /user exists on every forge API
+            return ReasonCode.FORGE_URL_WRONG
+        return ReasonCode.PR_NOT_FOUND
+    if isinstance(exc, AuthenticationFailed):
+        return ReasonCode.FORGE_AUTH_FAILED
+    if isinstance(exc, PermissionDenied):
+        if exc.operation in _CREDENTIAL_OPERATIONS:
+            return ReasonCode.FORGE_AUTH_FAILED
+        return ReasonCode.PERMISSION_DENIED
+    if isinstance(exc, ForgeUnavailable) and exc.status is None and exc.reached is False:
+        return ReasonCode.FORGE_UNREACHABLE
+    return ReasonCode.FORGE_ERROR

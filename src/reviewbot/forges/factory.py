@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from reviewbot.config import ConfigError, Settings
+from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
 from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
@@ -33,13 +33,7 @@ def make_forge(
     if forge_name == "github":
         gh = settings.github
         if gh.app_id is not None and gh.private_key_path is not None:
-            try:
-                key = gh.private_key_path.read_bytes()
-            except OSError as exc:
-                raise ConfigError(
-                    f"github.private_key_path: cannot read {gh.private_key_path}: "
-                    f"{exc.strerror or exc}"
-                ) from None
+            key = read_private_key(gh.private_key_path)
             return GitHubForge(
                 api_url=gh.api_url,
                 app_auth=GitHubAppAuth(gh.app_id, key, clock=clock),
@@ -60,14 +54,20 @@ def make_forge(
                 clock=clock,
             )
         raise ConfigError(
-            "github: not configured (set github.token or github.app_id and github.private_key_path)"
+            "github: not configured (set REVIEWBOT_GITHUB__TOKEN, or REVIEWBOT_GITHUB__APP_ID "
+            "and REVIEWBOT_GITHUB__PRIVATE_KEY_PATH)"
         )
     if forge_name == "gitea":
         gt = settings.gitea
         if gt.url is None:
-            raise ConfigError("gitea.url: not configured")
+            raise ConfigError(
+                "gitea.url: not configured (set REVIEWBOT_GITEA__URL to the instance's base URL)"
+            )
         if gt.token is None:
-            raise ConfigError("gitea.token: not configured")
+            raise ConfigError(
+                "gitea.token: not configured (set REVIEWBOT_GITEA__TOKEN to an access token "
+                "of the bot's account)"
+            )
         return GiteaForge(
             url=gt.url,
             token=gt.token.get_secret_value(),

@@ -33,6 +33,7 @@ from reviewbot.forges.errors import (
     AuthenticationFailed,
     ForgeError,
     ForgeUnavailable,
+    ForgeUrlWrong,
     NotFound,
     PermissionDenied,
     RateLimited,
@@ -145,9 +146,12 @@ class ForgeHttp:
             except httpx.TimeoutException as exc:
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
-                    raise ForgeUnavailable(
-                        f"timed out ({type(exc).__name__})", operation=operation
-                    ) from exc
+                    error = ForgeUnavailable(
+                        f"timed out after {self.policy.timeout_s:g} s ({type(exc).__name__})",
+                        operation=operation,
+                    )
+                    error.reached = False
+                    raise error from exc
                 await self.sleep(self._backoff(failures))
                 continue
             except ForgeError as exc:
@@ -156,9 +160,11 @@ class ForgeHttp:
             except httpx.TransportError as exc:
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
-                    raise ForgeUnavailable(
+                    error = ForgeUnavailable(
                         f"connection failed ({type(exc).__name__}: {exc})", operation=operation
-                    ) from exc
+                    )
+                    error.reached = False
+                    raise error from exc
                 await self.sleep(self._backoff(failures))
                 continue
 
@@ -312,6 +318,13 @@ def error_for_status(
     message = _message(body) or f"HTTP {status}"
     if errors and status in errors:
         return errors[status](message, status=status, operation=operation)
+    if status == 404 and body.strip() and not _is_json(body):
+        # Both APIs answer 404 in JSON; a page means the URL is not the API.
+        return ForgeUrlWrong(
+            "the answer is not the forge API's (is the configured URL right?)",
+            status=status,
+            operation=operation,
+        )
     kind: type[ForgeError] = {
         401: AuthenticationFailed,
         403: PermissionDenied,
@@ -341,6 +354,14 @@ def _retry_after(headers: httpx.Headers, clock: Clock) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - clock())
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
 
 
 def _message(body: bytes) -> str:

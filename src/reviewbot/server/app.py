@@ -81,8 +81,11 @@ def _secret(value: SecretStr | None) -> bytes | None:
 
 async def _startup(app: web.Application) -> None:
     state = app[STATE]
+    if state.owns_service:
+        await app[SERVICE].start()
     for forge in webhooks.FORGE_SOURCES:
-        if state.secrets[forge] is None:
+        # Only a configured forge lacks its secret; the rest get "no forge configured".
+        if state.secrets[forge] is None and forge in app[SERVICE].forges:
             log.warning(
                 "no webhook secret for %s: /webhooks/%s refuses every delivery "
                 "(set REVIEWBOT_%s__WEBHOOK_SECRET)",
@@ -90,8 +93,6 @@ async def _startup(app: web.Application) -> None:
                 forge,
                 forge.upper(),
             )
-    if state.owns_service:
-        await app[SERVICE].start()
 
 
 async def _cleanup(app: web.Application) -> None:

@@ -16,12 +16,14 @@ from aiohttp import web
 
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.headers import (
     GITEA_EVENT_HEADERS,
     GITEA_EVENT_TYPE_HEADERS,
     GITHUB_EVENT,
     KEPT_HEADERS,
     first_header,
+    forge_of_headers,
 )
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form, signature_of, verify_delivery
@@ -70,6 +72,14 @@ def looks_like_json_object(body: bytes, content_type: str | None) -> bool:
 
 async def forge_webhook(request: web.Request, forge: str) -> web.Response:
     service, st = request.app[SERVICE], request.app[STATE]
+    sender = forge_of_headers(request.headers)
+    if sender is not None and sender != forge:
+        # Before the signature: the other forge's secret would only say "wrong signature".
+        st.metrics.refused.labels(forge, "wrong_endpoint").inc()
+        raise Refused(
+            f"this is a {sender} webhook sent to /webhooks/{forge}; point it at /webhooks/{sender}",
+            code=ReasonCode.WRONG_ENDPOINT.value,
+        )
     secret = st.secrets[forge]
     if secret is None:
         st.metrics.refused.labels(forge, "no_secret").inc()

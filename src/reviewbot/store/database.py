@@ -117,12 +117,19 @@ class _SQLiteTx:
         return list(self.conn.execute(sql, params).fetchall())
 
 
-def connect_sqlite(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
-    """A connection in WAL mode with a busy timeout, in autocommit (we issue BEGIN ourselves)."""
+def connect_sqlite(
+    path: Path, *, read_only: bool = False, immutable: bool = False
+) -> sqlite3.Connection:
+    """A connection in WAL mode with a busy timeout, in autocommit (we issue BEGIN ourselves).
+
+    ``immutable`` (read-only only) reads a file nobody can be writing: a WAL database in a
+    folder this user cannot write has no ``-shm`` file to share, and SQLite needs this to
+    open it at all.
+    """
     if read_only:
         conn = sqlite3.connect(
             # as_uri() percent-encodes, so a "?" or "#" in the path cannot alter the mode.
-            path.resolve().as_uri() + "?mode=ro",
+            path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro"),
             uri=True,
             isolation_level=None,
             check_same_thread=False,
@@ -171,11 +178,13 @@ class ThreadConnections:
 class SQLiteDatabase:
     """One file, one connection per thread; every write transaction is ``BEGIN IMMEDIATE``."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         # Read-only: every connection opens with ``mode=ro``; write() then fails in the engine.
         self.read_only = read_only
-        self._conns = ThreadConnections(lambda: connect_sqlite(self.path, read_only=self.read_only))
+        self._conns = ThreadConnections(
+            lambda: connect_sqlite(self.path, read_only=self.read_only, immutable=immutable)
+        )
         self._executor = StoreExecutor()
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -14,12 +14,13 @@ ledger again inside its ``BEGIN IMMEDIATE`` transaction.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from reviewbot.config import Settings
+from reviewbot.config import CONFIG_ENV, ConfigError, Settings, config_file_path
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.migrations import (
@@ -96,11 +97,64 @@ def open_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
     cannot be installed or applied.
     """
     paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
-    paths.ensure()
-    db = SQLiteDatabase(paths.db_file)
+    try:
+        paths.ensure()
+        db = SQLiteDatabase(paths.db_file)
+    except OSError as exc:
+        raise _not_writable(paths, exc) from None
     try:
         apply_packaged_migrations(paths, db)
+    except OSError as exc:
+        db.close()
+        raise _not_writable(paths, exc) from None
+    except sqlite3.OperationalError as exc:
+        db.close()
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            raise _not_writable(paths, exc) from None
+        raise
     except BaseException:
         db.close()
         raise
     return db
+
+
+def open_existing_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+    """The store, read-only, for commands that only read; it is never created here.
+
+    A missing store is a configuration problem (the command runs where another data
+    directory is configured), so it raises :class:`ConfigError` naming the path it looked
+    at and how to point elsewhere. Nothing is written, so a read-only data directory works.
+    """
+    paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    db_file = paths.db_file
+    if not db_file.is_file():
+        config = config_file_path()
+        read = f"settings from {config}" if config is not None else "no config file here"
+        raise ConfigError(
+            f"no reviewbot store at {db_file.absolute()} ({read}); run this where the bot's "
+            f"reviewbot.toml is, or set REVIEWBOT_DATA_DIR to its data directory "
+            f"(or {CONFIG_ENV} to its config file)"
+        )
+    # Without a -wal file no connection has the database open: read the file as it is, so
+    # that a reader (perhaps root, or another user) leaves no -shm/-wal files behind that
+    # the service could not open later. In a folder this user cannot write there is no
+    # other way to open it at all.
+    wal, shm = (db_file.with_name(db_file.name + suffix) for suffix in ("-wal", "-shm"))
+    immutable = not wal.exists() or (not os.access(db_file.parent, os.W_OK) and not shm.exists())
+    db = SQLiteDatabase(db_file, read_only=True, immutable=immutable)
+    try:
+        with db.read() as tx:
+            tx.one("SELECT 1 AS one")
+    except sqlite3.Error as exc:
+        db.close()
+        where = db_file.absolute()
+        raise ConfigError(f"cannot read the reviewbot store at {where}: {exc}") from None
+    return db
+
+
+def _not_writable(paths: WorkflowPaths, exc: BaseException) -> ConfigError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ConfigError(
+        f"data_dir {paths.data_dir.absolute()}: cannot write there ({reason}); set "
+        "REVIEWBOT_DATA_DIR to a directory this user can write, or fix its owner and mode"
+    )

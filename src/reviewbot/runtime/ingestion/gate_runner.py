@@ -34,7 +34,7 @@ from reviewbot.core.gate import (
 from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, RepoRef, Trigger
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.forges.base import Forge
-from reviewbot.forges.errors import ForgeError, NotFound
+from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.store import decisions, repositories
@@ -204,11 +204,8 @@ class GateRunner:
         except TriggerError as exc:
             decision = unresolved_decision(exc.detail, trigger=trigger)
             return self._pending(delivery, trigger, [decision], None)
-        except NotFound as exc:
-            decision = error_decision(ReasonCode.PR_NOT_FOUND, str(exc), trigger=trigger)
-            return self._pending(delivery, trigger, [decision], None)
-        except ForgeError as exc:
-            decision = error_decision(ReasonCode.FORGE_ERROR, str(exc), trigger=trigger)
+        except ForgeError as exc:  # the code says what to fix (pr_not_found, forge_auth_failed...)
+            decision = error_decision(reason_for(exc), str(exc), trigger=trigger)
             return self._pending(delivery, trigger, [decision], None)
 
         if not pulls:

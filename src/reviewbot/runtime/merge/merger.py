@@ -49,6 +49,7 @@ from reviewbot.forges.errors import (
     NotMergeable,
     PermissionDenied,
     RateLimited,
+    reason_for,
 )
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
@@ -127,12 +128,14 @@ class MergeOutcome:
 
 
 def _forge_failure(exc: ForgeError) -> MergeError:
+    reason = reason_for(exc).value
     if isinstance(exc, PermissionDenied | AuthenticationFailed):
-        return MergeError(f"the forge refused: {exc}", code=ReasonCode.PERMISSION_DENIED.value)
+        return MergeError(f"the forge refused: {exc}", code=reason)
     if isinstance(exc, NotFound):
-        return MergeError(str(exc), code=ReasonCode.PR_NOT_FOUND.value)
+        return MergeError(str(exc), code=reason)
     if isinstance(exc, ForgeUnavailable | RateLimited):
-        return MergeError(str(exc), code="forge_unavailable")
+        unreachable = reason == ReasonCode.FORGE_UNREACHABLE
+        return MergeError(str(exc), code=reason if unreachable else "forge_unavailable")
     return MergeError(str(exc), code=ReasonCode.FORGE_ERROR.value)
 
 

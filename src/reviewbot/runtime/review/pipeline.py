@@ -50,7 +50,7 @@ from reviewbot.core.prstate import (
 )
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
-from reviewbot.forges.errors import ForgeError, NotFound
+from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.review.outbox import (
     AFTER_OUTBOX,
     FenceRefused,
@@ -353,10 +353,8 @@ class ReviewPipeline:
             if pull is None:
                 pull = await forge.get_pull(request.repo, request.number)
             bot = await forge.bot_login()
-        except NotFound as exc:
-            return await self._note(base, ERROR, ReasonCode.PR_NOT_FOUND.value, str(exc))
-        except ForgeError as exc:
-            return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+        except ForgeError as exc:  # the code says what to fix (pr_not_found, forge_auth_failed...)
+            return await self._note(base, ERROR, reason_for(exc).value, str(exc))
         outcome = await self._evaluate_pull(request, forge, pull, bot, base)
         outcome.pull = pull
         return outcome

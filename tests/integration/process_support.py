@@ -1,0 +1,79 @@
+"""Running ``reviewbot`` as a real process: one-shot commands and a ``serve`` on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.integration.server_support import WAIT_S
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without any ``REVIEWBOT_*`` setting, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REVIEWBOT_")}
+    env.update(extra or {})
+    return env
+
+
+def run_reviewbot(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """``reviewbot ARGS`` in ``cwd`` with only the ``REVIEWBOT_*`` variables of ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "reviewbot", *args],
+        cwd=cwd,
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass
+class ServeProcess:
+    base: str
+    proc: asyncio.subprocess.Process
+
+
+@asynccontextmanager
+async def serve_process(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> AsyncIterator[ServeProcess]:
+    """``reviewbot serve --port 0 ARGS`` until its ``listening on`` line; killed on exit."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "reviewbot",
+        "serve",
+        "--port",
+        "0",
+        *args,
+        cwd=cwd,
+        env=clean_env(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        base = ""
+        async with asyncio.timeout(WAIT_S):
+            while not base:
+                line = (await proc.stdout.readline()).decode()
+                if not line:
+                    assert proc.stderr is not None
+                    err = (await proc.stderr.read()).decode()
+                    raise AssertionError(f"serve exited before listening: {err}")
+                if "listening on " in line:
+                    base = line.split("listening on ", 1)[1].split()[0]
+        yield ServeProcess(base, proc)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
