@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "token",
     "lease",
     "merge",
+    "mcp",
     "sim",
 )
 

@@ -12,7 +12,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gidgethub.httpx
 import httpx
@@ -102,7 +102,9 @@ class _Client(gidgethub.httpx.GitHubAPI):
     """gidgethub with its transport replaced by the shared HTTP policy."""
 
     def __init__(self, http: ForgeHttp, base_url: str) -> None:
-        super().__init__(http.client, USER_AGENT, base_url=base_url)
+        # gidgethub types its client as httpx2's when that is installed (the mcp SDK brings
+        # it); _request below replaces the transport, so the client's type does not matter.
+        super().__init__(cast(Any, http.client), USER_AGENT, base_url=base_url)
         self._http = http
 
     async def _request(

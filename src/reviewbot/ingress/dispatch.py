@@ -52,7 +52,7 @@ def parse_delivery(
         payload = parse_json_object(document, "body")
         parse = github_trigger if source == "github" else gitea_trigger
         return parse(headers, payload, delivery_id=delivery_id, source=source)
-    if source in ("api", "sweep"):
+    if source in ("api", "sweep", "mcp"):
         request = parse_review_request(body)
         return api_trigger(
             request,

@@ -15,7 +15,7 @@ from reviewbot.ingress.delivery_file import MAX_DELIVERY_ID_CHARS, bytes_identit
 from reviewbot.ingress.headers import GITEA_DELIVERY_HEADERS, GITHUB_DELIVERY, first_header, header
 
 # "sweep": a synthetic delivery of the reconcile sweep, shaped like an API request.
-SOURCES = ("github", "gitea", "crew", "api", "file", "sweep")
+SOURCES = ("github", "gitea", "crew", "api", "file", "sweep", "mcp")
 
 
 def _usable(value: str | None) -> str | None:
@@ -35,7 +35,7 @@ def delivery_identity(source: str, headers: Mapping[str, str], body: bytes) -> s
     the file's ``delivery_id``. Each falls back to ``sha256:<hex of the body>``. ``api``
     returns ``None``: every API request is new, and the caller mints its id.
     """
-    if source in ("api", "sweep"):
+    if source in ("api", "sweep", "mcp"):
         return None
     found: str | None = None
     if source == "github":

@@ -16,6 +16,7 @@ from reviewbot.server import entry, health, leases, reads, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
+from reviewbot.server.mcp_http import add_mcp_route
 from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
 from reviewbot.service import Service
@@ -61,6 +62,7 @@ def create_app(service: Service) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post(TOOLS_ROUTE, _tools)
     leases.add_routes(app)
+    add_mcp_route(app, service)
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
     return app

@@ -10,6 +10,7 @@ from aiohttp import web
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import RepoRef
 from reviewbot.server.app_keys import SERVICE
+from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo, lookup_token
 
 
@@ -27,11 +28,24 @@ async def authenticate(request: web.Request, scope: str) -> TokenInfo:
         raise Refused("send Authorization: Bearer <token>", code="unauthorized")
     db = request.app[SERVICE].db
     assert db is not None
+    return await check_token(db, token, scope)
+
+
+async def check_token(db: Database, token: str, scope: str | None) -> TokenInfo:
+    """The token's description when it is known and active (and holds ``scope``, if one is
+    named): the one check every entry path (HTTP routes, MCP) makes of a bearer token."""
     info = await db.run(lookup_token, db, token)
     if info is None:
         raise Refused("unknown token", code="unauthorized")
     if not info.active:
         raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
+    if scope is not None:
+        require_scope(info, scope)
+    return info
+
+
+def require_scope(info: TokenInfo, scope: str) -> None:
+    """Refuse a call that needs ``scope`` when the token lacks it, naming both."""
     if scope not in info.scopes:
         raise Refused(
             f"this call needs scope {scope!r}; token {info.name!r} has "
@@ -39,7 +53,6 @@ async def authenticate(request: web.Request, scope: str) -> TokenInfo:
             code="missing_scope",
             scope=scope,
         )
-    return info
 
 
 def check_binding(info: TokenInfo, forge: str | None, repo: str | None) -> None:

@@ -3,20 +3,18 @@ problem, then journaled and gated by a worker like any delivery."""
 
 from __future__ import annotations
 
-import uuid
-
 from aiohttp import web
 
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import Trigger
-from reviewbot.ingress.api import api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import authenticate, check_binding
 from reviewbot.server.body import read_body
+from reviewbot.server.pull_actions import review_delivery
 from reviewbot.store import journal as journal_store
 from reviewbot.store.journal import NewDelivery, StoredDelivery
 
@@ -51,27 +49,7 @@ async def api_reviews(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
     body = await read_body(request, service.settings.max_body_bytes)
-    delivery_id = f"api:{uuid.uuid4().hex}"
-    try:
-        trigger = api_trigger(
-            parse_review_request(body),
-            delivery_id=delivery_id,
-            configured_forges=tuple(service.forges),
-            sender=info.name,
-        )
-    except TriggerError as exc:
-        raise Refused(exc.detail, code="invalid_request") from None
-    check_binding(info, trigger.forge, trigger.repo_full_name)
-    delivery = NewDelivery(
-        delivery_id=delivery_id,
-        source="api",
-        body=body,
-        received_at=iso(service.clock(), timespec="microseconds"),
-        forge=trigger.forge,
-        event=trigger.event,
-        headers={"X-Reviewbot-Token": info.name},
-    )
-    return await _journal_and_answer(request, delivery, None)
+    return await _journal_and_answer(request, review_delivery(service, info, body), None)
 
 
 async def _journal_and_answer(

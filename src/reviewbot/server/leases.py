@@ -13,33 +13,23 @@ refused ``not_worker_owner`` before anything is read or written. The bot's own n
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from aiohttp import web
 
-from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
-from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
-from reviewbot.runtime.merge.merger import MergeRequest
+from reviewbot.core.leases import Role
+from reviewbot.server import actions
+from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.app_keys import SERVICE
-from reviewbot.server.auth import authenticate, bound_target, check_binding
+from reviewbot.server.auth import authenticate
 from reviewbot.server.body import read_model
-from reviewbot.server.errors import Conflict
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
     MergeBody,
-    TargetBody,
     WorkerBody,
     WorkerHeartbeatBody,
 )
 from reviewbot.server.reads import query_number, query_repo
-from reviewbot.service import MergeParts
-from reviewbot.store import repositories
-from reviewbot.store.database import SQLiteDatabase
-from reviewbot.store.tokens import TokenInfo
-
-B = TypeVar("B", bound=TargetBody | MergeBody)
 
 
 def add_routes(app: web.Application) -> None:
@@ -52,125 +42,34 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/v1/merges", api_merge)
 
 
-def _merge_parts(request: web.Request) -> MergeParts:
-    parts = request.app[SERVICE].merge
-    if parts is None:
-        raise Refused("this server does not run the merge API", code="not_found")
-    return parts
-
-
-def _db(request: web.Request) -> SQLiteDatabase:
-    db = request.app[SERVICE].db
-    assert db is not None
-    return db
-
-
-async def _read_target(request: web.Request, model: type[B]) -> B:
-    """A body naming a repository, under its current key: a renamed repository's old name
-    is the same repository, so the same lease."""
-    body = await read_model(request, model)
-    db = _db(request)
-    current = await db.run(repositories.resolve, db, body.forge, body.repo)
-    body.repo = current
-    return body
-
-
-def _owner(info: TokenInfo) -> WorkerOwner:
-    return WorkerOwner(info.id, None, info.name)
-
-
-async def _check_owner(request: web.Request, info: TokenInfo, identity: str) -> None:
-    """Refuse a call in the name of a worker that another caller registered."""
-    api = _merge_parts(request)
-    await _db(request).run(api.leases.check_owner, identity, _owner(info))
-
-
-# --- workers -----------------------------------------------------------------------------
+# Each route authenticates (the scope is checked before the body is read), reads its body
+# and answers what the shared action in ``actions.py`` returns: the MCP tools call the same.
 
 
 async def api_register_worker(request: web.Request) -> web.Response:
     info = await authenticate(request, "lease")
     body = await read_model(request, WorkerBody)
-    api = _merge_parts(request)
-    if is_reserved_worker_name(body.name):
-        raise Refused(
-            f"worker name {body.name!r} is reserved for reviewbot's own workers",
-            code="worker_name_reserved",
-        )
-    try:
-        record = await _db(request).run(
-            api.leases.register_worker,
-            body.name,
-            client=body.client,
-            session_id=body.session_id,
-            role=body.role,
-            identity=body.worker_identity,
-            owner=_owner(info),
-        )
-    except ValueError as exc:
-        raise Refused(str(exc), code="invalid_request") from None
-    return web.json_response(
-        {
-            "worker_identity": record.identity,
-            "name": record.name,
-            "role": record.role,
-            "registered_at": iso(record.registered_at),
-        },
-        status=201,
-    )
+    answer = await actions.register_worker(request.app[SERVICE], info, body)
+    return web.json_response(answer, status=201)
 
 
 async def api_worker_heartbeat(request: web.Request) -> web.Response:
     info = await authenticate(request, "lease")
     body = await read_model(request, WorkerHeartbeatBody)
-    api = _merge_parts(request)
-    await _check_owner(request, info, body.worker_identity)
-    record = await _db(request).run(api.leases.worker_heartbeat, body.worker_identity)
-    status = await _db(request).run(api.leases.worker_status, record.identity)
-    return web.json_response(
-        {
-            "worker_identity": record.identity,
-            "status": status.value,
-            "heartbeat_at": iso(record.heartbeat_at),
-        }
-    )
-
-
-# --- leases ------------------------------------------------------------------------------
+    return web.json_response(await actions.worker_heartbeat(request.app[SERVICE], info, body))
 
 
 async def api_acquire(request: web.Request) -> web.Response:
     info = await authenticate(request, "lease")
-    body = await _read_target(request, AcquireBody)
-    check_binding(info, body.forge, body.repo)
-    api = _merge_parts(request)
-    await _check_owner(request, info, body.worker_identity)
-    try:
-        lease = await _db(request).run(
-            api.leases.acquire,
-            body.target(),
-            body.worker_identity,
-            body.head_sha,
-            ttl_s=body.ttl_s,
-        )
-    except ValueError as exc:
-        raise Refused(str(exc), code="invalid_request") from None
-    return web.json_response(lease_json(lease, api.leases.clock()))
+    body = await read_model(request, AcquireBody)
+    return web.json_response(await actions.acquire_lease(request.app[SERVICE], info, body))
 
 
 async def _transition(request: web.Request, release: bool) -> web.Response:
     info = await authenticate(request, "lease")
-    body = await _read_target(request, ClaimBody)
-    check_binding(info, body.forge, body.repo)
-    api = _merge_parts(request)
-    await _check_owner(request, info, body.worker_identity)
-    try:
-        claim = body.claim()
-        step = api.leases.release if release else api.leases.heartbeat
-        lease = await _db(request).run(step, claim)
-    except ValueError as exc:
-        raise Refused(str(exc), code="invalid_request") from None
-    return web.json_response(lease_json(lease, api.leases.clock()))
+    body = await read_model(request, ClaimBody)
+    service = request.app[SERVICE]
+    return web.json_response(await actions.transition_lease(service, info, body, release=release))
 
 
 async def api_heartbeat(request: web.Request) -> web.Response:
@@ -184,51 +83,23 @@ async def api_release(request: web.Request) -> web.Response:
 async def api_list_leases(request: web.Request) -> web.Response:
     info = await authenticate(request, "read")
     q = request.query
-    forge = q.get("forge") or None
-    repo = query_repo(q.get("repo"))
-    number = query_number(q.get("number") or None)
     role: Role | None = None
     if q.get("role"):
         try:
             role = Role(q["role"])
         except ValueError:
             raise Refused("role must be reviewer or merger", code="invalid_request") from None
-    forge, repo = bound_target(info, forge, repo)
-    live_only = q.get("live", "") in ("1", "true", "yes")
-    api = _merge_parts(request)
-    leases = await _db(request).run(
-        lambda: api.leases.list_leases(
-            forge=forge, repo=repo, number=number, role=role, live_only=live_only
-        )
+    query = LeaseQuery.model_construct(
+        forge=q.get("forge") or None,
+        repo=query_repo(q.get("repo")),
+        number=query_number(q.get("number") or None),
+        role=role,
+        live=q.get("live", "") in ("1", "true", "yes"),
     )
-    now = api.leases.clock()
-    return web.json_response({"leases": [lease_json(lease, now) for lease in leases]})
-
-
-# --- merges ------------------------------------------------------------------------------
+    return web.json_response(await actions.list_leases(request.app[SERVICE], info, query))
 
 
 async def api_merge(request: web.Request) -> web.Response:
     info = await authenticate(request, "merge")
-    body = await _read_target(request, MergeBody)
-    check_binding(info, body.forge, body.repo)
-    api = _merge_parts(request)
-    await _check_owner(request, info, body.worker_identity)
-    try:
-        merge_request = MergeRequest(
-            body.forge,
-            body.repo,
-            body.number,
-            body.head_sha,
-            body.worker_identity,
-            body.epoch,
-            method=body.method,
-        )
-        merge_request.claim  # noqa: B018 - validates forge, repo and number
-        outcome = await api.merger.merge(merge_request)
-    except ValueError as exc:
-        raise Refused(str(exc), code="invalid_request") from None
-    if not outcome.merged:
-        extra = {k: v for k, v in outcome.to_json().items() if k not in ("error", "detail")}
-        raise Conflict(outcome.detail, code=outcome.code or "refused", **extra)
-    return web.json_response(outcome.to_json())
+    body = await read_model(request, MergeBody)
+    return web.json_response(await actions.merge_pr(request.app[SERVICE], info, body))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -20,6 +21,7 @@ from reviewbot.runtime.reviewers.tools import (
     DB_TOOLS,
     ApiTokenCallers,
     ToolDispatcher,
+    ToolOutcome,
     ToolRequest,
     run_tools,
 )
@@ -46,10 +48,42 @@ async def _api_token(api_tokens: ApiTokenCallers, token: str) -> tuple[TokenInfo
         raise Refused("unknown token", code="unauthorized")
     if not info.active:
         raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
+    return info, token_access_of(api_tokens, info)
+
+
+def token_access_of(api_tokens: ApiTokenCallers, info: TokenInfo) -> DBAccess:
+    """The DB access an API token's scopes give it; a repository-bound token is refused."""
     try:
-        return info, api_tokens.access_of(info)
+        return api_tokens.access_of(info)
     except AccessDenied as exc:  # bound to a repository: the tools cannot keep that
         raise Refused(str(exc), code="repo_not_allowed") from None
+
+
+async def call_as_token(
+    dispatcher: ToolDispatcher,
+    api_tokens: ApiTokenCallers,
+    info: TokenInfo,
+    access: DBAccess,
+    name: str,
+    arguments: Mapping[str, Any],
+) -> ToolOutcome:
+    """A tool call made with an API token: a session of its own, opened for this one call
+    with only the workflow-DB tools registered, and ended right after. It never reaches a
+    run's registry, so any other name is refused as not owned."""
+    sessions = dispatcher.sessions
+    caller = sessions.open_run(
+        f"token:{info.name}:{uuid.uuid4().hex[:12]}",
+        db_access=access,
+        tools=[
+            t
+            for t in run_tools(api_tokens.paths, sessions, api_tokens.limits)
+            if t.name in DB_TOOLS
+        ],
+    )
+    try:
+        return await dispatcher.call(caller, name, arguments)
+    finally:
+        sessions.end(caller.id)
 
 
 def tool_handler(
@@ -95,22 +129,12 @@ def tool_handler(
             ) from None
         if api_token is not None:
             assert api_tokens is not None
-            sessions = dispatcher.sessions
-            caller = sessions.open_run(
-                f"token:{api_token.name}:{uuid.uuid4().hex[:12]}",
-                db_access=token_access,
-                tools=[
-                    t
-                    for t in run_tools(api_tokens.paths, sessions, api_tokens.limits)
-                    if t.name in DB_TOOLS
-                ],
+            outcome = await call_as_token(
+                dispatcher, api_tokens, api_token, token_access, name, body.arguments
             )
-        assert caller is not None
-        try:
+        else:
+            assert caller is not None
             outcome = await dispatcher.call(caller, name, body.arguments)
-        finally:
-            if api_token is not None:
-                dispatcher.sessions.end(caller.id)
         return web.json_response(outcome.to_json())
 
     return handle

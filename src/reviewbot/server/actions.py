@@ -1,0 +1,212 @@
+"""What each agent-facing call does, written once.
+
+The HTTP routes (``leases.py``, ``entry.py``, ``reads.py``) and the MCP tools
+(``mcp_tools.py``) both call these with the caller's token and a validated body, and answer
+with the JSON returned. Each function checks the scope it needs and the token's repository
+binding itself, so an entry path cannot forget either; a refusal is a
+:class:`~reviewbot.core.errors.Refused` whose code every entry path reports unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reviewbot.core.clock import iso
+from reviewbot.core.errors import Refused
+from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
+from reviewbot.core.models import repo_key
+from reviewbot.runtime.merge.merger import MergeRequest
+from reviewbot.server.auth import bound_target, check_binding, require_scope
+from reviewbot.server.errors import Conflict
+from reviewbot.server.lease_bodies import (
+    AcquireBody,
+    ClaimBody,
+    MergeBody,
+    WorkerBody,
+    WorkerHeartbeatBody,
+)
+from reviewbot.service import MergeParts, Service
+from reviewbot.store import repositories
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.tokens import TokenInfo
+
+
+class PullTarget(Protocol):
+    """A body naming a repository (a lease target, a merge, a PR)."""
+
+    forge: str
+    repo: str
+
+
+B = TypeVar("B", bound=PullTarget)
+
+
+class LeaseQuery(BaseModel):
+    """Which leases to list (``GET /api/v1/leases`` query, the ``list_leases`` tool)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str | None = Field(None, max_length=20)
+    repo: str | None = Field(None, max_length=200, description="OWNER/NAME, any casing")
+    number: int | None = Field(None, ge=1)
+    role: Role | None = None
+    live: bool = False
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str | None) -> str | None:
+        return repo_key(value) if value else None
+
+
+def merge_parts(service: Service) -> MergeParts:
+    if service.merge is None:
+        raise Refused("this server does not run the merge API", code="not_found")
+    return service.merge
+
+
+def database(service: Service) -> SQLiteDatabase:
+    assert service.db is not None
+    return service.db
+
+
+async def current_name(service: Service, body: B) -> B:
+    """The body under the repository's current key: a renamed repository's old name is the
+    same repository, so the same lease."""
+    db = database(service)
+    body.repo = await db.run(repositories.resolve, db, body.forge, body.repo)
+    return body
+
+
+def _owner(info: TokenInfo) -> WorkerOwner:
+    return WorkerOwner(info.id, None, info.name)
+
+
+async def _check_owner(service: Service, info: TokenInfo, identity: str) -> None:
+    """Refuse a call in the name of a worker that another caller registered."""
+    await database(service).run(merge_parts(service).leases.check_owner, identity, _owner(info))
+
+
+# --- workers -----------------------------------------------------------------------------
+
+
+async def register_worker(service: Service, info: TokenInfo, body: WorkerBody) -> dict[str, Any]:
+    require_scope(info, "lease")
+    api = merge_parts(service)
+    if is_reserved_worker_name(body.name):
+        raise Refused(
+            f"worker name {body.name!r} is reserved for reviewbot's own workers",
+            code="worker_name_reserved",
+        )
+    try:
+        record = await database(service).run(
+            api.leases.register_worker,
+            body.name,
+            client=body.client,
+            session_id=body.session_id,
+            role=body.role,
+            identity=body.worker_identity,
+            owner=_owner(info),
+        )
+    except ValueError as exc:
+        raise Refused(str(exc), code="invalid_request") from None
+    return {
+        "worker_identity": record.identity,
+        "name": record.name,
+        "role": record.role,
+        "registered_at": iso(record.registered_at),
+    }
+
+
+async def worker_heartbeat(
+    service: Service, info: TokenInfo, body: WorkerHeartbeatBody
+) -> dict[str, Any]:
+    require_scope(info, "lease")
+    api = merge_parts(service)
+    await _check_owner(service, info, body.worker_identity)
+    db = database(service)
+    record = await db.run(api.leases.worker_heartbeat, body.worker_identity)
+    status = await db.run(api.leases.worker_status, record.identity)
+    return {
+        "worker_identity": record.identity,
+        "status": status.value,
+        "heartbeat_at": iso(record.heartbeat_at),
+    }
+
+
+# --- leases ------------------------------------------------------------------------------
+
+
+async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) -> dict[str, Any]:
+    require_scope(info, "lease")
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    api = merge_parts(service)
+    await _check_owner(service, info, body.worker_identity)
+    try:
+        lease = await database(service).run(
+            api.leases.acquire, body.target(), body.worker_identity, body.head_sha, ttl_s=body.ttl_s
+        )
+    except ValueError as exc:
+        raise Refused(str(exc), code="invalid_request") from None
+    return lease_json(lease, api.leases.clock())
+
+
+async def transition_lease(
+    service: Service, info: TokenInfo, body: ClaimBody, *, release: bool
+) -> dict[str, Any]:
+    """Renew (``release=False``) or release the caller's lease, fenced by its epoch."""
+    require_scope(info, "lease")
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    api = merge_parts(service)
+    await _check_owner(service, info, body.worker_identity)
+    try:
+        step = api.leases.release if release else api.leases.heartbeat
+        lease = await database(service).run(step, body.claim())
+    except ValueError as exc:
+        raise Refused(str(exc), code="invalid_request") from None
+    return lease_json(lease, api.leases.clock())
+
+
+async def list_leases(service: Service, info: TokenInfo, query: LeaseQuery) -> dict[str, Any]:
+    require_scope(info, "read")
+    forge, repo = bound_target(info, query.forge, query.repo)
+    api = merge_parts(service)
+    leases = await database(service).run(
+        lambda: api.leases.list_leases(
+            forge=forge, repo=repo, number=query.number, role=query.role, live_only=query.live
+        )
+    )
+    now = api.leases.clock()
+    return {"leases": [lease_json(lease, now) for lease in leases]}
+
+
+# --- merges ------------------------------------------------------------------------------
+
+
+async def merge_pr(service: Service, info: TokenInfo, body: MergeBody) -> dict[str, Any]:
+    require_scope(info, "merge")
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    api = merge_parts(service)
+    await _check_owner(service, info, body.worker_identity)
+    try:
+        request = MergeRequest(
+            body.forge,
+            body.repo,
+            body.number,
+            body.head_sha,
+            body.worker_identity,
+            body.epoch,
+            method=body.method,
+        )
+        request.claim  # noqa: B018 - validates forge, repo and number
+        outcome = await api.merger.merge(request)
+    except ValueError as exc:
+        raise Refused(str(exc), code="invalid_request") from None
+    if not outcome.merged:
+        extra = {k: v for k, v in outcome.to_json().items() if k not in ("error", "detail")}
+        raise Conflict(outcome.detail, code=outcome.code or "refused", **extra)
+    return outcome.to_json()

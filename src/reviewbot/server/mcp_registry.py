@@ -1,0 +1,295 @@
+"""The MCP entry path's machinery: who calls, which tools exist, and one MCP server over them.
+
+A tool is one registration (``mcp_tools.py``)::
+
+    @TOOLS.tool(scope="read", input=LeaseQuery, output=LeaseList, example={"repo": "acme/api"})
+    async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[str, Any]:
+        \"\"\"What the tool does (its MCP description).\"\"\"
+        return await actions.list_leases(env.service, info, args)
+
+It needs a token holding ``scope``, validates its arguments with ``input`` (the same pydantic
+model the HTTP route validates its body with), calls the shared action, and declares its
+result as ``output``. The session tools (the workflow-DB tools, ``record_finding``) are not
+registered here: they are resolved through the caller's session registry by the same
+:class:`~reviewbot.runtime.reviewers.tools.ToolDispatcher` as ``POST /api/v1/tools/{name}``.
+
+Every refusal is an MCP tool error (``isError``) whose structured content is the HTTP
+error body: ``{"error": CODE, "detail": TEXT, ...}``, the same code the REST route answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from pydantic import BaseModel, ValidationError
+
+from reviewbot import __version__
+from reviewbot.core.errors import Refused, ReviewbotError
+from reviewbot.runtime.reviewers.findings import FindingModel
+from reviewbot.runtime.reviewers.sessions import Session, SessionError
+from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryArgs
+from reviewbot.server.tools import call_as_token, token_access_of
+from reviewbot.service import Service
+from reviewbot.store.tokens import TokenInfo
+from reviewbot.workflowdb.access import DBAccess
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+# The session tools an MCP session may reach, with the models their arguments are checked
+# by (the dispatcher checks them again): listed only for callers whose registry holds them.
+SESSION_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
+    "query_workflow_db": (QueryArgs, "One SELECT / WITH / EXPLAIN (or `describe TABLE`)."),
+    "mutate_workflow_db": (MutateArgs, "One INSERT / UPDATE / DELETE on a workflow table."),
+    "apply_workflow_db_migration": (MigrationArgs, "Apply a file from db/migrations/."),
+    "record_finding": (FindingModel, "Add a finding {path, line, message, severity}."),
+}
+SESSION_EXAMPLES: dict[str, dict[str, Any]] = {
+    "query_workflow_db": {"sql": "SELECT name FROM notes LIMIT 5"},
+    "mutate_workflow_db": {"sql": "INSERT INTO notes (body) VALUES (?)", "params": ["hi"]},
+    "apply_workflow_db_migration": {"file": "site_0001_notes.sql"},
+    "record_finding": {"path": "src/a.py", "line": 3, "message": "unused", "severity": "info"},
+}
+# What an API token's own call session holds (server/tools.py): never migrations.
+TOKEN_DB_TOOLS = {"query_workflow_db": DBAccess.READ, "mutate_workflow_db": DBAccess.READ_WRITE}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes an MCP call: an API token, or an external reviewer's session."""
+
+    entry: str  # "mcp-http" or "mcp-stdio"
+    token: TokenInfo | None = None
+    session: Session | None = None
+
+    @property
+    def name(self) -> str:
+        if self.token is not None:
+            return f"token:{self.token.name}"
+        return f"session:{self.session.id}" if self.session is not None else "nobody"
+
+    def token_with(self, scope: str) -> TokenInfo:
+        """The caller's token; a session (which carries no scopes) is refused."""
+        if self.token is None:
+            raise Refused(
+                f"this tool needs an API token with scope {scope!r}; a session token "
+                "reaches only its session's tools",
+                code="missing_scope",
+                scope=scope,
+            )
+        return self.token
+
+
+@dataclass(frozen=True)
+class ToolEnv:
+    """What a tool runs with."""
+
+    service: Service
+    caller: Caller
+
+
+ToolFn = Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class McpTool:
+    name: str
+    scope: str  # the token scope the tool needs
+    input: type[BaseModel]
+    output: type[BaseModel]
+    run: ToolFn
+    description: str
+    example: dict[str, Any]
+
+    def definition(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            description=f"{self.description}\n\nNeeds scope {self.scope!r}. "
+            f"Example arguments: {json.dumps(self.example)}",
+            input_schema=_schema(self.input, self.example),
+            output_schema=self.output.model_json_schema(),
+        )
+
+
+class Registry:
+    """The MCP tools, by name. Adding a tool is one decorated function."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, McpTool] = {}
+
+    def tool(
+        self,
+        *,
+        scope: str,
+        input: type[M],
+        output: type[BaseModel],
+        example: dict[str, Any],
+        name: str | None = None,
+    ) -> Callable[[Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]], ToolFn]:
+        def register(fn: Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]) -> ToolFn:
+            tool_name = name or fn.__name__
+            if tool_name in self._tools or tool_name in SESSION_TOOLS:
+                raise ValueError(f"MCP tool {tool_name!r} is registered twice")
+            input.model_validate(example)  # a documented example that does not validate fails
+            doc = inspect.getdoc(fn) or ""
+            self._tools[tool_name] = McpTool(tool_name, scope, input, output, fn, doc, example)
+            return fn
+
+        return register
+
+    def get(self, name: str) -> McpTool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[McpTool]:
+        return iter(self._tools.values())
+
+
+def _schema(model: type[BaseModel], example: dict[str, Any] | None) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    if example is not None:
+        schema["examples"] = [example]
+    return schema
+
+
+def _session_definition(name: str) -> types.Tool:
+    model, text = SESSION_TOOLS[name]
+    example = SESSION_EXAMPLES[name]
+    return types.Tool(
+        name=name,
+        description=f"{text}\n\nA session tool: resolved in the caller's session, then its "
+        f"run's, never elsewhere. Example arguments: {json.dumps(example)}",
+        input_schema=_schema(model, example),
+    )
+
+
+# --- what a caller sees and may call -------------------------------------------------------
+
+
+def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[types.Tool]:
+    """The tools this caller may call: its token's scopes, or its session's registry."""
+    if caller.token is not None:
+        info = caller.token
+        shown = [t.definition() for t in registry if t.scope in info.scopes]
+        if info.repo is None and service.api_tokens is not None:
+            access = service.api_tokens.access_of(info)
+            shown += [
+                _session_definition(n) for n, need in TOKEN_DB_TOOLS.items() if access >= need
+            ]
+        return shown
+    if caller.session is not None:
+        names = []
+        for name in SESSION_TOOLS:
+            try:
+                service.sessions.resolve(caller.session, name)
+            except SessionError:
+                continue
+            names.append(name)
+        return [_session_definition(n) for n in names]
+    return []
+
+
+def parse_args(model: type[M], arguments: dict[str, Any] | None) -> M:
+    """Arguments validated by the body model of the HTTP route; the first problem is named."""
+    try:
+        return model.model_validate(arguments or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        raise Refused(f"{where}: {err['msg']}", code="invalid_request") from None
+
+
+async def call_tool(
+    registry: Registry, env: ToolEnv, name: str, arguments: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Run one tool for the caller; every refusal is a :class:`ReviewbotError`."""
+    tool = registry.get(name)
+    if tool is not None:
+        info = env.caller.token_with(tool.scope)
+        args = parse_args(tool.input, arguments)
+        result = await tool.run(env, info, args)
+        return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)
+    # Any other name is a session tool, resolved like POST /api/v1/tools/{name}: a name that
+    # no registry holds is refused as not owned.
+    dispatcher, caller = env.service.tools, env.caller
+    assert dispatcher is not None
+    if caller.session is not None:
+        outcome = await dispatcher.call(caller.session, name[:100], arguments or {})
+    else:
+        info = caller.token_with("db:read")
+        api_tokens = env.service.api_tokens
+        assert api_tokens is not None
+        access = token_access_of(api_tokens, info)
+        outcome = await call_as_token(
+            dispatcher, api_tokens, info, access, name[:100], arguments or {}
+        )
+    return outcome.to_json()
+
+
+def tool_result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(payload, indent=1, sort_keys=True))],
+        structured_content=payload,
+        is_error=error,
+    )
+
+
+# --- the server ----------------------------------------------------------------------------
+
+CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[Caller]]
+
+
+def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> Server[Any]:
+    """One low-level MCP server over ``registry``; ``caller_of`` says who makes a request
+    (from the HTTP request the route authenticated, or the token of a stdio process)."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = await caller_of(ctx)
+        return types.ListToolsResult(tools=visible_tools(registry, service, caller))
+
+    async def on_call(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller: Caller | None = None
+        try:
+            caller = await caller_of(ctx)
+            env = ToolEnv(service, caller)
+            payload = await call_tool(registry, env, params.name, params.arguments)
+        except ReviewbotError as exc:
+            who = caller.name if caller is not None else "unauthenticated"
+            log.warning(
+                "mcp call refused: tool=%s caller=%s code=%s detail=%s",
+                params.name[:100],
+                who,
+                exc.code,
+                exc.detail,
+            )
+            return tool_result(exc.to_json(), error=True)
+        log.info("mcp call: tool=%s caller=%s entry=%s", params.name, caller.name, caller.entry)
+        return tool_result(payload)
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        tool = registry.get(name)
+        if tool is not None:
+            return _schema(tool.input, tool.example)
+        return _schema(SESSION_TOOLS[name][0], None) if name in SESSION_TOOLS else None
+
+    return Server(
+        "reviewbot",
+        version=__version__,
+        instructions="Review and merge pull requests at a pinned head. Register a worker, "
+        "acquire a lease, heartbeat it, merge at the head you were approved at, release.",
+        on_list_tools=list_tools,
+        on_call_tool=on_call,
+        get_tool_input_schema=input_schema,
+    )

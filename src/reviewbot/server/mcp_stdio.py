@@ -1,0 +1,53 @@
+"""The MCP tools over stdin and stdout, for a local client (``reviewbot mcp --stdio``).
+
+The same tools and checks as ``/mcp``: the process's token (``REVIEWBOT_TOKEN`` or
+``--token``) is checked before anything is served, and again at every call, so a token
+revoked while the client runs stops working at its next call. The process runs the journal,
+the gate workers, the review pipeline and the merger, like ``reviewbot serve`` without its
+HTTP face (``run_workers=False``: only the journal and the merger, as ``serve --no-workers``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from reviewbot.config import Settings
+from reviewbot.core.errors import Refused
+from reviewbot.runtime.reviewers.sessions import SESSION_TOKEN_PREFIX
+from reviewbot.server.auth import check_token
+from reviewbot.server.mcp_http import authenticate_caller
+from reviewbot.server.mcp_registry import Caller, build_server
+from reviewbot.server.mcp_tools import TOOLS
+from reviewbot.service import Parts, Service, build_service
+
+STDIO_PARTS = Parts.JOURNAL | Parts.WORKERS | Parts.REVIEW | Parts.DRAIN | Parts.MERGE
+
+
+async def check_stdio_token(service: Service, token: str | None) -> Caller:
+    """The caller of this process, or the refusal to print before serving anything."""
+    if token is not None and token.startswith(SESSION_TOKEN_PREFIX):
+        raise Refused(
+            "a session token is known only to the server that started its run: "
+            "call POST /mcp there",
+            code="unauthorized",
+        )
+    return await authenticate_caller(service, token, entry="mcp-stdio")
+
+
+async def serve_stdio(settings: Settings, token: str | None, *, run_workers: bool = True) -> None:
+    parts = STDIO_PARTS if run_workers else Parts.JOURNAL | Parts.MERGE
+    service = build_service(settings, parts=parts, client="reviewbot-mcp")
+    async with service:
+        caller = await check_stdio_token(service, token)
+        assert caller.token is not None and token is not None and service.db is not None
+        db = service.db
+
+        async def caller_of(_ctx: ServerRequestContext[Any, Any]) -> Caller:
+            return Caller("mcp-stdio", token=await check_token(db, token, None))
+
+        server = build_server(TOOLS, service, caller_of)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,246 @@
+"""The MCP tools: each one registration over the action its HTTP route calls (``actions.py``).
+
+The inputs are the HTTP bodies' models, so a value the REST route refuses is refused here
+with the same code. The workflow-DB tools and ``record_finding`` are session tools, listed
+and resolved by ``mcp_registry.py``. ``resolve_capability`` and ``runtime`` join this list
+as two more registrations over their shared functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from reviewbot.ingress.api import ReviewRequestBody
+from reviewbot.server import actions, pull_actions
+from reviewbot.server.actions import LeaseQuery
+from reviewbot.server.lease_bodies import (
+    AcquireBody,
+    ClaimBody,
+    MergeBody,
+    WorkerBody,
+    WorkerHeartbeatBody,
+)
+from reviewbot.server.mcp_registry import Registry, ToolEnv
+from reviewbot.server.pull_actions import PullBody
+from reviewbot.store.tokens import TokenInfo
+
+TOOLS = Registry()
+
+HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
+WORKER = "merger-bot-20260101T000000Z-1a2b3c4d"
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Queued(_Out):
+    delivery_id: str
+    status: str
+
+
+class Worker(_Out):
+    worker_identity: str
+    name: str | None = None
+    role: str | None = None
+    registered_at: str | None = None
+    status: str | None = None
+    heartbeat_at: str | None = None
+
+
+class Target(_Out):
+    forge: str
+    repo: str
+    number: int
+    role: str
+
+
+class Lease(_Out):
+    target: Target
+    holder: str
+    epoch: int
+    head_sha: str | None
+    phase: str
+    expires_at: str
+    expires_in_s: float
+
+
+class Leases(_Out):
+    leases: list[Lease]
+
+
+class Merged(_Out):
+    merged: bool
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
+    already_merged: bool = False
+    approvers: list[str] = Field(default_factory=list)
+
+
+class Explained(_Out):
+    """A delivery (``delivery_id``, ``status``, ``decisions``) or a PR (``decisions``,
+    ``reviews``): the bodies of ``GET /api/v1/deliveries/{id}`` and ``/decisions``."""
+
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class PrState(_Out):
+    pr: str
+    state: str
+    draft: bool
+    head_sha: str
+    leases: list[Lease]
+    state_comment: str | None = None
+
+
+class ExplainArgs(BaseModel):
+    """A delivery id, or a PR (``forge``, ``repo``, ``number``)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    delivery_id: str | None = Field(None, min_length=1, max_length=200)
+    forge: str | None = Field(None, max_length=20)
+    repo: str | None = Field(None, min_length=3, max_length=200)
+    number: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> ExplainArgs:
+        pull = (self.forge, self.repo, self.number)
+        if (self.delivery_id is None) == all(v is None for v in pull):
+            raise ValueError("name a delivery_id, or a PR by forge, repo and number")
+        if self.delivery_id is None and any(v is None for v in pull):
+            raise ValueError("a PR needs forge, repo and number")
+        return self
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+@TOOLS.tool(
+    scope="review",
+    input=ReviewRequestBody,
+    output=Queued,
+    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+)
+async def review_pr(env: ToolEnv, info: TokenInfo, args: ReviewRequestBody) -> dict[str, Any]:
+    """Ask for a review of a PR (optionally pinned to ``head_sha``). The request is journaled
+    and gated like any delivery; ``explain`` with the returned ``delivery_id`` says what the
+    gate decided and why."""
+    return await pull_actions.request_review(env.service, info, args, source="mcp")
+
+
+@TOOLS.tool(
+    scope="read",
+    input=ExplainArgs,
+    output=Explained,
+    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+)
+async def explain(env: ToolEnv, info: TokenInfo, args: ExplainArgs) -> dict[str, Any]:
+    """Why the bot did or did not act: every recorded decision with all its reasons, for a
+    delivery (by ``delivery_id``) or for a PR (and its review verdicts)."""
+    if args.delivery_id is not None:
+        return await pull_actions.explain_delivery(env.service, info, args.delivery_id)
+    pull = PullBody(forge=args.forge or "", repo=args.repo or "", number=args.number or 0)
+    return await pull_actions.explain_pull(env.service, info, pull.forge, pull.repo, pull.number)
+
+
+@TOOLS.tool(
+    scope="read",
+    input=PullBody,
+    output=PrState,
+    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+)
+async def pr_state(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
+    """The PR now: open, closed or merged, its head, its live leases and the state comment
+    the bot keeps on it."""
+    return await pull_actions.pr_state(env.service, info, args)
+
+
+@TOOLS.tool(
+    scope="lease",
+    input=WorkerBody,
+    output=Worker,
+    example={"name": "merger-bot", "client": "my-agent", "session_id": "s-1", "role": "merger"},
+)
+async def register_worker(env: ToolEnv, info: TokenInfo, args: WorkerBody) -> dict[str, Any]:
+    """Register a worker identity owned by this token; every lease and merge call names it.
+    Only this token may act in its name."""
+    return await actions.register_worker(env.service, info, args)
+
+
+@TOOLS.tool(
+    scope="lease", input=WorkerHeartbeatBody, output=Worker, example={"worker_identity": WORKER}
+)
+async def worker_heartbeat(
+    env: ToolEnv, info: TokenInfo, args: WorkerHeartbeatBody
+) -> dict[str, Any]:
+    """Prove the worker is alive; a worker whose heartbeat lapsed is no longer live."""
+    return await actions.worker_heartbeat(env.service, info, args)
+
+
+@TOOLS.tool(
+    scope="lease",
+    input=AcquireBody,
+    output=Lease,
+    example={
+        "forge": "gitea",
+        "repo": "acme/api",
+        "number": 12,
+        "role": "merger",
+        "worker_identity": WORKER,
+        "head_sha": HEAD,
+    },
+)
+async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
+    """Take the reviewer or merger lease of a PR, pinned to ``head_sha``. The answer's
+    ``epoch`` fences every later call; a lease held by another live worker is refused
+    ``lease_held`` with its holder and expiry."""
+    return await actions.acquire_lease(env.service, info, args)
+
+
+_CLAIM = {
+    "forge": "gitea",
+    "repo": "acme/api",
+    "number": 12,
+    "role": "merger",
+    "worker_identity": WORKER,
+    "epoch": 3,
+}
+
+
+@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM)
+async def heartbeat_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
+    """Renew the lease held at ``epoch``; a superseded epoch is refused and writes nothing."""
+    return await actions.transition_lease(env.service, info, args, release=False)
+
+
+@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM)
+async def release_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
+    """Give the lease held at ``epoch`` back, so another worker may take it at once."""
+    return await actions.transition_lease(env.service, info, args, release=True)
+
+
+@TOOLS.tool(
+    scope="merge",
+    input=MergeBody,
+    output=Merged,
+    example={**{k: v for k, v in _CLAIM.items() if k != "role"}, "head_sha": HEAD},
+)
+async def merge_pr(env: ToolEnv, info: TokenInfo, args: MergeBody) -> dict[str, Any]:
+    """Merge at exactly ``head_sha`` under the merger lease held at ``epoch``. Refused
+    (``head_moved``, ``not_approved``, ``checks_not_green``, ``superseded``...) with every
+    reason when the PR may not be merged at that head."""
+    return await actions.merge_pr(env.service, info, args)
+
+
+@TOOLS.tool(
+    scope="read", input=LeaseQuery, output=Leases, example={"repo": "acme/api", "live": True}
+)
+async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[str, Any]:
+    """Leases, filtered by forge, repository, PR number and role (``live`` for live only)."""
+    return await actions.list_leases(env.service, info, args)

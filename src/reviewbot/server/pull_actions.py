@@ -1,0 +1,168 @@
+"""The review, explain and PR-state calls, written once for every entry path.
+
+Like ``actions.py``: the HTTP routes (``entry.py``, ``reads.py``) and the MCP tools call
+these with the caller's token; each checks its scope and the token's binding itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reviewbot.core.clock import iso
+from reviewbot.core.errors import Refused
+from reviewbot.core.leases import lease_json
+from reviewbot.core.models import repo_key
+from reviewbot.forges.errors import ForgeError, reason_for
+from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
+from reviewbot.ingress.errors import TriggerError
+from reviewbot.server.actions import current_name, database, merge_parts
+from reviewbot.server.auth import bound_target, check_binding, require_scope
+from reviewbot.service import Service
+from reviewbot.store import decisions as decision_store
+from reviewbot.store import journal as journal_store
+from reviewbot.store import repositories
+from reviewbot.store.journal import NewDelivery, delivery_json
+from reviewbot.store.reviews import ReviewStore
+from reviewbot.store.tokens import TokenInfo
+
+
+class PullBody(BaseModel):
+    """One pull request: ``FORGE``, ``OWNER/NAME`` (any casing) and its number."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
+    number: int = Field(ge=1)
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        return repo_key(value)
+
+
+# --- reviews: journaled and gated like every delivery --------------------------------------
+
+
+def review_delivery(
+    service: Service, info: TokenInfo, raw: bytes, *, source: str = "api"
+) -> NewDelivery:
+    """A review request, validated now and bound-checked, as the delivery to journal. The
+    gate reads it again from the journal (``source`` names the entry path)."""
+    require_scope(info, "review")
+    delivery_id = f"{source}:{uuid.uuid4().hex}"
+    try:
+        trigger = api_trigger(
+            parse_review_request(raw),
+            delivery_id=delivery_id,
+            configured_forges=tuple(service.forges),
+            sender=info.name,
+            source=source,
+        )
+    except TriggerError as exc:
+        raise Refused(exc.detail, code="invalid_request") from None
+    check_binding(info, trigger.forge, trigger.repo_full_name)
+    return NewDelivery(
+        delivery_id=delivery_id,
+        source=source,
+        body=raw,
+        received_at=iso(service.clock(), timespec="microseconds"),
+        forge=trigger.forge,
+        event=trigger.event,
+        headers={"X-Reviewbot-Token": info.name},
+    )
+
+
+async def request_review(
+    service: Service, info: TokenInfo, body: ReviewRequestBody, *, source: str
+) -> dict[str, Any]:
+    """Journal a review request; a worker gates it (``explain`` shows the decision)."""
+    raw = json.dumps(body.model_dump(exclude_none=True)).encode()
+    delivery = review_delivery(service, info, raw, source=source)
+    if service.journal is None:
+        raise Refused("this process does not journal deliveries", code="not_found")
+    await service.journal.append(delivery)
+    return {"delivery_id": delivery.delivery_id, "status": "queued"}
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
+    """The PR as the forge shows it now, its live leases, and the state comment the bot
+    renders for it from its records (``None`` before any review decision)."""
+    require_scope(info, "read")
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    forge = service.forges.get(body.forge)
+    if forge is None:
+        raise Refused(f"no {body.forge} forge is configured", code="forge_not_configured")
+    try:
+        pull = await forge.get_pull(body.repo, body.number)
+    except ForgeError as exc:
+        raise Refused(str(exc), code=reason_for(exc).value) from None
+    api = merge_parts(service)
+    leases = await database(service).run(
+        lambda: api.leases.list_leases(
+            forge=body.forge, repo=body.repo, number=body.number, role=None, live_only=True
+        )
+    )
+    comment = None
+    if service.review is not None:
+        review = service.review
+        comment = await review.store.run(
+            review.comments.render, body.forge, body.repo, body.number, pull
+        )
+    now = api.leases.clock()
+    return {
+        "pr": f"{body.forge}:{body.repo}#{body.number}",
+        "state": "merged" if pull.merged else pull.state,
+        "draft": pull.draft,
+        "head_sha": pull.head_sha,
+        "author": pull.author,
+        "title": pull.title,
+        "leases": [lease_json(lease, now) for lease in leases],
+        "state_comment": comment,
+    }
+
+
+async def explain_delivery(service: Service, info: TokenInfo, delivery_id: str) -> dict[str, Any]:
+    """A delivery's status and every decision recorded for it."""
+    require_scope(info, "read")
+    db = database(service)
+    stored = await db.run(journal_store.get_delivery, db, delivery_id)
+    if stored is None:
+        raise Refused(f"no delivery {delivery_id!r}", code="not_found")
+    rows = await db.run(decision_store.for_delivery, db, delivery_id)
+    if info.repo is not None:
+        if not rows:  # not gated yet: nothing shows it belongs to the bound repository
+            check_binding(info, None, None)
+        for row in rows:
+            check_binding(info, row.forge, row.repo)
+    return delivery_json(stored, [r.to_json() for r in rows])
+
+
+async def explain_pull(
+    service: Service, info: TokenInfo, forge: str | None, repo: str | None, number: int | None
+) -> dict[str, Any]:
+    """Decisions, newest first; for one PR also its review verdicts."""
+    require_scope(info, "read")
+    forge, repo = bound_target(info, forge, repo)
+    db = database(service)
+    rows = await db.run(decision_store.for_pull, db, forge=forge, repo=repo, number=number)
+    shown = await db.run(repositories.display_names, db)
+    answer: dict[str, Any] = {
+        "decisions": [
+            {**r.to_json(), "display_name": shown.get((r.forge, r.repo), r.repo)} for r in rows
+        ]
+    }
+    if forge and repo and number is not None:
+        # For one PR, also its review verdicts: what the checks said and what was posted.
+        reviews = ReviewStore(db, service.clock)
+        verdicts = await db.run(reviews.decisions, forge, repo, number)
+        answer["reviews"] = [v.to_json() for v in verdicts]
+    return answer

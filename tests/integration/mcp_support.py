@@ -1,0 +1,67 @@
+"""MCP clients for the tests: the official SDK's client, over HTTP to a running server's
+``/mcp`` and over stdio to ``reviewbot mcp --stdio``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+
+READ_TIMEOUT_S = 30.0  # a bound for calls that normally take milliseconds
+
+
+@asynccontextmanager
+async def mcp_http(base: str, token: str | None) -> AsyncIterator[Client]:
+    """The official client, speaking streamable HTTP to ``base``/mcp with ``token``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=READ_TIMEOUT_S) as http:
+        transport = streamable_http_client(base + "/mcp", http_client=http)
+        async with Client(transport, read_timeout_seconds=READ_TIMEOUT_S) as client:
+            yield client
+
+
+@asynccontextmanager
+async def mcp_stdio(
+    data_dir: Path, config: Path, token: str | None, *, extra_args: tuple[str, ...] = ()
+) -> AsyncIterator[Client]:
+    """The official client, starting ``reviewbot mcp --stdio`` as its subprocess."""
+    env = {
+        "REVIEWBOT_CONFIG": str(config),
+        "REVIEWBOT_DATA_DIR": str(data_dir),
+        "PATH": os.environ.get("PATH", ""),
+    }
+    if token is not None:
+        env["REVIEWBOT_TOKEN"] = token
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "reviewbot", "mcp", "--stdio", *extra_args],
+        env=env,
+    )
+    async with Client(params, read_timeout_seconds=READ_TIMEOUT_S) as client:
+        yield client
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured result of a call that must have succeeded."""
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def refused(result: CallToolResult) -> tuple[str, str]:
+    """The reason code and detail of a call that must have been refused."""
+    assert result.is_error, result.structured_content
+    body = result.structured_content
+    if not isinstance(body, dict):  # the text block carries the same JSON
+        body = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    return str(body["error"]), str(body["detail"])
