@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -31,21 +29,11 @@ async def mcp_http(base: str, token: str | None) -> AsyncIterator[Client]:
 
 
 @asynccontextmanager
-async def mcp_stdio(
-    data_dir: Path, config: Path, token: str | None, *, extra_args: tuple[str, ...] = ()
-) -> AsyncIterator[Client]:
-    """The official client, starting ``reviewbot mcp --stdio`` as its subprocess."""
-    env = {
-        "REVIEWBOT_CONFIG": str(config),
-        "REVIEWBOT_DATA_DIR": str(data_dir),
-        "PATH": os.environ.get("PATH", ""),
-    }
-    if token is not None:
-        env["REVIEWBOT_TOKEN"] = token
+async def mcp_stdio(env: dict[str, str], *args: str) -> AsyncIterator[Client]:
+    """The official client, starting ``reviewbot mcp --stdio ARGS`` as its subprocess with
+    only ``env`` (and the SDK's safe defaults such as PATH)."""
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "reviewbot", "mcp", "--stdio", *extra_args],
-        env=env,
+        command=sys.executable, args=["-m", "reviewbot", "mcp", "--stdio", *args], env=env
     )
     async with Client(params, read_timeout_seconds=READ_TIMEOUT_S) as client:
         yield client
