@@ -54,10 +54,17 @@ SESSION_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "record_finding": (FindingModel, "Add a finding {path, line, message, severity}."),
 }
 SESSION_EXAMPLES: dict[str, dict[str, Any]] = {
-    "query_workflow_db": {"sql": "SELECT name FROM notes LIMIT 5"},
+    "query_workflow_db": {"sql": "SELECT body FROM notes LIMIT 5"},
     "mutate_workflow_db": {"sql": "INSERT INTO notes (body) VALUES (?)", "params": ["hi"]},
     "apply_workflow_db_migration": {"file": "site_0001_notes.sql"},
     "record_finding": {"path": "src/a.py", "line": 3, "message": "unused", "severity": "info"},
+}
+# The DB access each session tool needs (the tool checks it again when called).
+SESSION_NEEDS = {
+    "query_workflow_db": DBAccess.READ,
+    "mutate_workflow_db": DBAccess.READ_WRITE,
+    "apply_workflow_db_migration": DBAccess.READ_WRITE,
+    "record_finding": DBAccess.NONE,
 }
 # What an API token's own call session holds (server/tools.py): never migrations.
 TOKEN_DB_TOOLS = {"query_workflow_db": DBAccess.READ, "mutate_workflow_db": DBAccess.READ_WRITE}
@@ -189,10 +196,11 @@ def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[
         names = []
         for name in SESSION_TOOLS:
             try:
-                service.sessions.resolve(caller.session, name)
+                _, owner = service.sessions.resolve(caller.session, name)
             except SessionError:
                 continue
-            names.append(name)
+            if min(caller.session.db_access, owner.db_access) >= SESSION_NEEDS[name]:
+                names.append(name)
         return [_session_definition(n) for n in names]
     return []
 

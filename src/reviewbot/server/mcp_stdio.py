@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
 from reviewbot.config import Settings
@@ -37,17 +38,23 @@ async def check_stdio_token(service: Service, token: str | None) -> Caller:
     return await authenticate_caller(service, token, entry="mcp-stdio")
 
 
+def stdio_server_for(service: Service, token: str) -> Server[Any]:
+    """The MCP server of a stdio process: the token is checked again at every call."""
+    db = service.db
+    assert db is not None
+
+    async def caller_of(_ctx: ServerRequestContext[Any, Any]) -> Caller:
+        return Caller("mcp-stdio", token=await check_token(db, token, None))
+
+    return build_server(TOOLS, service, caller_of)
+
+
 async def serve_stdio(settings: Settings, token: str | None, *, run_workers: bool = True) -> None:
     parts = STDIO_PARTS if run_workers else Parts.JOURNAL | Parts.MERGE
     service = build_service(settings, parts=parts, client="reviewbot-mcp")
     async with service:
-        caller = await check_stdio_token(service, token)
-        assert caller.token is not None and token is not None and service.db is not None
-        db = service.db
-
-        async def caller_of(_ctx: ServerRequestContext[Any, Any]) -> Caller:
-            return Caller("mcp-stdio", token=await check_token(db, token, None))
-
-        server = build_server(TOOLS, service, caller_of)
+        await check_stdio_token(service, token)
+        assert token is not None
+        server = stdio_server_for(service, token)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
