@@ -19,12 +19,13 @@ READ_TIMEOUT_S = 30.0  # a bound for calls that normally take milliseconds
 
 
 @asynccontextmanager
-async def mcp_http(base: str, token: str | None) -> AsyncIterator[Client]:
-    """The official client, speaking streamable HTTP to ``base``/mcp with ``token``."""
+async def mcp_http(base: str, token: str | None, *, mode: str = "auto") -> AsyncIterator[Client]:
+    """The official client, speaking streamable HTTP to ``base``/mcp with ``token``;
+    ``mode="legacy"`` forces the initialize handshake of the 2025 protocol versions."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=READ_TIMEOUT_S) as http:
         transport = streamable_http_client(base + "/mcp", http_client=http)
-        async with Client(transport, read_timeout_seconds=READ_TIMEOUT_S) as client:
+        async with Client(transport, read_timeout_seconds=READ_TIMEOUT_S, mode=mode) as client:
             yield client
 
 

@@ -115,6 +115,21 @@ async def test_a_complete_merger_session_over_mcp(world: World) -> None:
         assert len(world.merge_requests(FORGE, pr.number)) == 1
 
 
+async def test_a_client_of_the_2025_protocol_is_served_too(world: World) -> None:
+    # Most clients in use still open with the initialize handshake; stateless serving must
+    # answer it as well as the per-request envelope of the newer revision.
+    async with mcp_http(world.base, world.token("read"), mode="legacy") as client:
+        assert client.protocol_version.startswith("2025-")
+        assert {t.name for t in (await client.list_tools()).tools} == {
+            "explain",
+            "pr_state",
+            "list_leases",
+        }
+        assert ok(await client.call_tool("list_leases", {})) == {"leases": []}
+        code, _ = refused(await client.call_tool("merge_pr", {}))
+        assert code == "missing_scope"
+
+
 async def test_no_token_is_401_before_any_mcp_processing(world: World) -> None:
     initialize = {
         "jsonrpc": "2.0",

@@ -25,7 +25,8 @@ from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.asgi import call_asgi
 from reviewbot.server.auth import bearer, check_token
 from reviewbot.server.body import read_body
-from reviewbot.server.mcp_registry import Caller, build_server
+from reviewbot.server.mcp_registry import Caller
+from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.service import Service
 

@@ -1,4 +1,4 @@
-"""The MCP entry path's machinery: who calls, which tools exist, and one MCP server over them.
+"""The MCP entry path's machinery: who calls, which tools exist, and how a call runs.
 
 A tool is one registration (``mcp_tools.py``)::
 
@@ -21,27 +21,22 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
 from pydantic import BaseModel, ValidationError
 
-from reviewbot import __version__
-from reviewbot.core.errors import Refused, ReviewbotError
+from reviewbot.core.errors import Refused
 from reviewbot.runtime.reviewers.findings import FindingModel
 from reviewbot.runtime.reviewers.sessions import Session, SessionError
 from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryArgs
+from reviewbot.server.auth import require_scope
 from reviewbot.server.tools import call_as_token, token_access_of
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
 from reviewbot.workflowdb.access import DBAccess
-
-log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -122,7 +117,7 @@ class McpTool:
             name=self.name,
             description=f"{self.description}\n\nNeeds scope {self.scope!r}. "
             f"Example arguments: {json.dumps(self.example)}",
-            input_schema=_schema(self.input, self.example),
+            input_schema=tool_schema(self.input, self.example),
             output_schema=self.output.model_json_schema(),
         )
 
@@ -160,7 +155,7 @@ class Registry:
         return iter(self._tools.values())
 
 
-def _schema(model: type[BaseModel], example: dict[str, Any] | None) -> dict[str, Any]:
+def tool_schema(model: type[BaseModel], example: dict[str, Any] | None) -> dict[str, Any]:
     schema = model.model_json_schema()
     if example is not None:
         schema["examples"] = [example]
@@ -174,7 +169,7 @@ def _session_definition(name: str) -> types.Tool:
         name=name,
         description=f"{text}\n\nA session tool: resolved in the caller's session, then its "
         f"run's, never elsewhere. Example arguments: {json.dumps(example)}",
-        input_schema=_schema(model, example),
+        input_schema=tool_schema(model, example),
     )
 
 
@@ -222,6 +217,7 @@ async def call_tool(
     tool = registry.get(name)
     if tool is not None:
         info = env.caller.token_with(tool.scope)
+        require_scope(info, tool.scope)  # before the arguments, as a route before its body
         args = parse_args(tool.input, arguments)
         result = await tool.run(env, info, args)
         return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)
@@ -240,64 +236,3 @@ async def call_tool(
             dispatcher, api_tokens, info, access, name[:100], arguments or {}
         )
     return outcome.to_json()
-
-
-def tool_result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(payload, indent=1, sort_keys=True))],
-        structured_content=payload,
-        is_error=error,
-    )
-
-
-# --- the server ----------------------------------------------------------------------------
-
-CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[Caller]]
-
-
-def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> Server[Any]:
-    """One low-level MCP server over ``registry``; ``caller_of`` says who makes a request
-    (from the HTTP request the route authenticated, or the token of a stdio process)."""
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        caller = await caller_of(ctx)
-        return types.ListToolsResult(tools=visible_tools(registry, service, caller))
-
-    async def on_call(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        caller: Caller | None = None
-        try:
-            caller = await caller_of(ctx)
-            env = ToolEnv(service, caller)
-            payload = await call_tool(registry, env, params.name, params.arguments)
-        except ReviewbotError as exc:
-            who = caller.name if caller is not None else "unauthenticated"
-            log.warning(
-                "mcp call refused: tool=%s caller=%s code=%s detail=%s",
-                params.name[:100],
-                who,
-                exc.code,
-                exc.detail,
-            )
-            return tool_result(exc.to_json(), error=True)
-        log.info("mcp call: tool=%s caller=%s entry=%s", params.name, caller.name, caller.entry)
-        return tool_result(payload)
-
-    def input_schema(name: str) -> dict[str, Any] | None:
-        tool = registry.get(name)
-        if tool is not None:
-            return _schema(tool.input, tool.example)
-        return _schema(SESSION_TOOLS[name][0], None) if name in SESSION_TOOLS else None
-
-    return Server(
-        "reviewbot",
-        version=__version__,
-        instructions="Review and merge pull requests at a pinned head. Register a worker, "
-        "acquire a lease, heartbeat it, merge at the head you were approved at, release.",
-        on_list_tools=list_tools,
-        on_call_tool=on_call,
-        get_tool_input_schema=input_schema,
-    )

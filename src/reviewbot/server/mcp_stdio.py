@@ -20,7 +20,8 @@ from reviewbot.core.errors import Refused
 from reviewbot.runtime.reviewers.sessions import SESSION_TOKEN_PREFIX
 from reviewbot.server.auth import check_token
 from reviewbot.server.mcp_http import authenticate_caller
-from reviewbot.server.mcp_registry import Caller, build_server
+from reviewbot.server.mcp_registry import Caller
+from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.service import Parts, Service, build_service
 

@@ -244,3 +244,9 @@ async def merge_pr(env: ToolEnv, info: TokenInfo, args: MergeBody) -> dict[str, 
 async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[str, Any]:
     """Leases, filtered by forge, repository, PR number and role (``live`` for live only)."""
     return await actions.list_leases(env.service, info, args)
+
+
+# resolve_capability (scope "read": may this caller review or merge this PR now, and every
+# reason why not) and runtime (scope "read": the running version, schema and configuration)
+# are registered here, each one decorated function over the shared function its REST route
+# (GET /api/v1/capability, GET /api/v1/runtime) calls. test_mcp_tool_matrix.py picks them up.

@@ -1,0 +1,90 @@
+"""One MCP server over the tool registry: ``tools/list`` and ``tools/call`` for a caller.
+
+``/mcp`` (``mcp_http.py``) and ``reviewbot mcp --stdio`` (``mcp_stdio.py``) build it with
+their own way of saying who calls; everything else is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+
+from reviewbot import __version__
+from reviewbot.core.errors import ReviewbotError
+from reviewbot.server.mcp_registry import (
+    SESSION_TOOLS,
+    Caller,
+    Registry,
+    ToolEnv,
+    call_tool,
+    tool_schema,
+    visible_tools,
+)
+from reviewbot.service import Service
+
+log = logging.getLogger(__name__)
+
+
+def tool_result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(payload, indent=1, sort_keys=True))],
+        structured_content=payload,
+        is_error=error,
+    )
+
+
+CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[Caller]]
+
+
+def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> Server[Any]:
+    """One low-level MCP server over ``registry``; ``caller_of`` says who makes a request
+    (from the HTTP request the route authenticated, or the token of a stdio process)."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = await caller_of(ctx)
+        return types.ListToolsResult(tools=visible_tools(registry, service, caller))
+
+    async def on_call(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller: Caller | None = None
+        try:
+            caller = await caller_of(ctx)
+            env = ToolEnv(service, caller)
+            payload = await call_tool(registry, env, params.name, params.arguments)
+        except ReviewbotError as exc:
+            who = caller.name if caller is not None else "unauthenticated"
+            log.warning(
+                "mcp call refused: tool=%s caller=%s code=%s detail=%s",
+                params.name[:100],
+                who,
+                exc.code,
+                exc.detail,
+            )
+            return tool_result(exc.to_json(), error=True)
+        log.info("mcp call: tool=%s caller=%s entry=%s", params.name, caller.name, caller.entry)
+        return tool_result(payload)
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        tool = registry.get(name)
+        if tool is not None:
+            return tool_schema(tool.input, tool.example)
+        return tool_schema(SESSION_TOOLS[name][0], None) if name in SESSION_TOOLS else None
+
+    return Server(
+        "reviewbot",
+        version=__version__,
+        instructions="Review and merge pull requests at a pinned head. Register a worker, "
+        "acquire a lease, heartbeat it, merge at the head you were approved at, release.",
+        on_list_tools=list_tools,
+        on_call_tool=on_call,
+        get_tool_input_schema=input_schema,
+    )
