@@ -137,11 +137,12 @@ class Registry:
         example: dict[str, Any],
         name: str | None = None,
     ) -> Callable[[Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]], ToolFn]:
+        input.model_validate(example)  # a documented example that does not validate fails
+
         def register(fn: Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]) -> ToolFn:
             tool_name = name or fn.__name__
             if tool_name in self._tools or tool_name in SESSION_TOOLS:
                 raise ValueError(f"MCP tool {tool_name!r} is registered twice")
-            input.model_validate(example)  # a documented example that does not validate fails
             doc = inspect.getdoc(fn) or ""
             self._tools[tool_name] = McpTool(tool_name, scope, input, output, fn, doc, example)
             return fn

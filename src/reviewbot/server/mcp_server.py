@@ -14,6 +14,8 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
 
 from reviewbot import __version__
 from reviewbot.core.errors import ReviewbotError
@@ -49,7 +51,10 @@ def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> S
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        caller = await caller_of(ctx)
+        try:
+            caller = await caller_of(ctx)
+        except ReviewbotError as exc:  # a token revoked since the process started (stdio)
+            raise MCPError(INVALID_REQUEST, f"{exc.code}: {exc.detail}", exc.to_json()) from None
         return types.ListToolsResult(tools=visible_tools(registry, service, caller))
 
     async def on_call(
@@ -70,6 +75,10 @@ def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> S
                 exc.detail,
             )
             return tool_result(exc.to_json(), error=True)
+        except Exception:  # answered like the HTTP face answers it: named, never the trace
+            log.exception("mcp call failed: tool=%s", params.name[:100])
+            failed = ReviewbotError("the server failed; see its log", code="internal_error")
+            return tool_result(failed.to_json(), error=True)
         log.info("mcp call: tool=%s caller=%s entry=%s", params.name, caller.name, caller.entry)
         return tool_result(payload)
 
