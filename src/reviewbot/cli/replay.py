@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 from reviewbot.cli import CommandError
-from reviewbot.cli.explain import explain_decision
 from reviewbot.config import Settings, load_settings
 from reviewbot.progress import Progress
+from reviewbot.runtime.explain import explain_decision
 from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.store import journal
 from reviewbot.store.decisions import DecisionRecord

@@ -1,7 +1,8 @@
 """``reviewbot token``: bearer tokens for the API and the Crew endpoint.
 
 ``create`` prints the new token once (only its SHA-256 is stored); ``list`` shows names,
-scopes and bindings; ``revoke`` ends a token at once. Scopes: read, review, lease, merge,
+scopes and bindings; ``revoke`` ends a token at once; ``link`` prints a signed, expiring
+sign-in link to the status page for a token with the read scope. Scopes: read, review, lease, merge,
 db:read, db:write. ``--repo FORGE:OWNER/NAME`` binds a token to one repository.
 """
 
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.store import ui_sessions
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
@@ -63,6 +66,34 @@ def register(sub: Any) -> None:
     revoke.add_argument("token", metavar="NAME|ID")
     revoke.add_argument("--json", action="store_true", help="print JSON for scripts")
     revoke.set_defaults(func=_revoke)
+
+    link = commands.add_parser(
+        "link",
+        help="a signed, expiring sign-in link to the status page",
+        description="Print a link that signs a browser in to the status page as this token "
+        "(which needs the read scope). The link carries a signature, never the token; it "
+        "stops working when it expires or when the token is revoked.",
+        epilog="Example:\n  reviewbot token link dashboard --ttl 600 "
+        "--url https://reviewbot.example.com",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    link.add_argument("token", metavar="NAME|ID")
+    link.add_argument(
+        "--ttl",
+        type=int,
+        default=LINK_TTL_S,
+        metavar="SECONDS",
+        help=f"how long the link works (default {LINK_TTL_S}, at most {MAX_LINK_TTL_S})",
+    )
+    link.add_argument(
+        "--url", help="the server as the browser reaches it (default: http://HOST:PORT)"
+    )
+    link.add_argument("--json", action="store_true", help="print JSON for scripts")
+    link.set_defaults(func=_link)
+
+
+LINK_TTL_S = 900
+MAX_LINK_TTL_S = 7 * 24 * 3600
 
 
 def _now() -> str:
@@ -130,4 +161,37 @@ def _revoke(args: argparse.Namespace) -> int:
     else:
         for t in revoked:
             print(f"revoked token {t.id} {t.name!r}")
+    return 0
+
+
+def _link(args: argparse.Namespace) -> int:
+    if not 0 < args.ttl <= MAX_LINK_TTL_S:
+        raise CommandError(f"--ttl must be between 1 and {MAX_LINK_TTL_S} seconds")
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ)
+    db = open_existing_store(settings)
+    try:
+        found = [
+            t for t in list_tokens(db, include_revoked=False) if args.token in (t.name, str(t.id))
+        ]
+        if len(found) != 1:
+            raise CommandError(f"no active token named or numbered {args.token!r}")
+        info = found[0]
+        if "read" not in info.scopes:
+            raise CommandError(
+                f"token {info.name!r} lacks the read scope the status page needs; "
+                "create one with --scopes read"
+            )
+        expires = int(time.time()) + args.ttl
+        signed = ui_sessions.issue(db, info.id, "link", expires)
+    finally:
+        db.close()
+    assert signed is not None
+    base = (args.url or f"http://{settings.host}:{settings.port}").rstrip("/")
+    url = f"{base}/login?link={signed}"
+    if args.json:
+        print(json.dumps({"url": url, "token": info.name, "expires_at": expires}))
+    else:
+        print(url)
+        print(f"Opens the status page as {info.name!r}; works for {args.ttl} s.")
     return 0

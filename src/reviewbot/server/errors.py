@@ -36,6 +36,7 @@ STATUS: dict[str, int] = {
     "forbidden": 403,
     "missing_scope": 403,
     "repo_not_allowed": 403,
+    "csrf_failed": 403,
     "permission_denied": 403,
     "forge_auth_failed": 403,
     "not_session_owner": 403,
