@@ -217,7 +217,9 @@ def merges_section(snapshot: StatusSnapshot, now: float) -> str:
             f"{_badge(m.status)} <code>{e(short(m.head_sha))}</code>",
             e(m.method),
             f"{e(m.holder)} (epoch {e(m.epoch)})",
-            e(", ".join(m.codes) or m.detail),
+            _reasons((code, m.detail if i == 0 else "") for i, code in enumerate(m.codes))
+            if m.codes
+            else e(m.detail),
         )
         for m in snapshot.merges
     ]
