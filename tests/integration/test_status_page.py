@@ -26,6 +26,7 @@ from reviewbot.service import Parts, build_service
 from reviewbot.store import ui_sessions
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token, hash_token, revoke_token
+from tests.integration.process_support import run_reviewbot
 from tests.integration.server_support import (
     GITEA_SECRET,
     GITHUB_SECRET,
@@ -274,7 +275,7 @@ async def test_a_signed_link_signs_in_through_a_form_and_expires(browser: Browse
     form = await browser.get(f"/login?link={link}")
     assert form.status == 200 and f'name="link" value="{link}"' in form.text
     assert "reviewbot_session" not in form.cookies  # a GET never signs in
-    assert form.headers["Referrer-Policy"] == "no-referrer"
+    assert form.headers["Referrer-Policy"] == "same-origin"
     csrf = form.cookies["reviewbot_csrf"]
     answer = await browser.request("POST", "/login", data={"csrf": csrf, "link": link})
     assert answer.status == 303 and "reviewbot_session" in answer.cookies
@@ -394,3 +395,45 @@ async def test_no_configured_secret_or_token_is_ever_rendered(tmp_path: Path) ->
         for text in pages:
             for secret in secrets:
                 assert secret not in text
+
+
+async def test_token_link_prints_a_link_that_signs_in_until_it_expires(tmp_path: Path) -> None:
+    env = {"REVIEWBOT_DATA_DIR": str(tmp_path / "data")}
+    created = run_reviewbot(
+        "token", "create", "--name", "phone", "--scopes", "read", "--json", cwd=tmp_path, env=env
+    )
+    assert created.returncode == 0, created.stderr
+    token = json.loads(created.stdout)["token"]
+    run_reviewbot("token", "create", "--name", "ci", "--scopes", "review", cwd=tmp_path, env=env)
+    done = run_reviewbot(
+        "token", "link", "phone", "--ttl", "600", "--url", "https://rb.example/", "--json",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["url"].startswith("https://rb.example/login?link=")
+    assert token not in done.stdout and hash_token(token) not in done.stdout
+    link = answer["url"].split("link=", 1)[1]
+    for args, why in [
+        (("ci",), "lacks the read scope"),
+        (("nobody",), "no active token"),
+        (("phone", "--ttl", "0"), "--ttl must be between"),
+    ]:
+        refused = run_reviewbot("token", "link", *args, cwd=tmp_path, env=env)
+        assert refused.returncode == 1 and why in refused.stderr, refused.stderr
+
+    settings = make_settings(tmp_path / "data")
+    for now, expect in ((answer["expires_at"] - 1, 303), (answer["expires_at"], 401)):
+        service = build_service(settings, clock=lambda now=now: float(now), parts=Parts.JOURNAL)
+        server = TestServer(create_app(service), host="127.0.0.1", port=0)
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as http:
+                assert service.db is not None
+                b = Browser(f"http://127.0.0.1:{server.port}", http, service.db)
+                form = await b.get(f"/login?link={link}")
+                csrf = form.cookies["reviewbot_csrf"]
+                signed = await b.request("POST", "/login", data={"csrf": csrf, "link": link})
+                assert signed.status == expect
+        finally:
+            await server.close()

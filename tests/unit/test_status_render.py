@@ -132,7 +132,8 @@ def test_every_part_of_the_page_shows_its_rows() -> None:
     assert '<a href="/pr/gitea/acme/api/7">gitea:Acme/plain#7</a>' in text
     assert "label plain" in text and "skip_label" in text and "pr_draft" in text
     assert "the pull request is a draft" in text  # the words explain uses
-    assert "worker plain" in text and "<td>4</td>" in text and "90 s from now" in text
+    assert "worker plain" in text and '<td data-label="epoch">4</td>' in text
+    assert "90 s from now" in text
     assert "run plain" in text and "not_approved" in text and "merge plain" in text
     assert "crew plain" in text  # a decision about no PR names its source
 

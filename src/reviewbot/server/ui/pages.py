@@ -4,8 +4,8 @@
 Reading needs a token with the ``read`` scope (:mod:`.access`); a token bound to a
 repository sees that repository's rows only, on every part of every page. Pages are
 rendered by :mod:`.render` and sent with a Content-Security-Policy that allows no script,
-no frame and no outside resource, and with ``Referrer-Policy: no-referrer`` so a sign-in
-link never leaves in a Referer header.
+no frame and no outside resource, and with ``Referrer-Policy: same-origin`` so a sign-in
+link never leaves for another site in a Referer header.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ HEADERS = {
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # Not "no-referrer": with it browsers send "Origin: null" on the page's own forms.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 MAX_FORM = 4096  # a token or a link and a CSRF value: a few hundred bytes

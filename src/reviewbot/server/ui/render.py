@@ -108,7 +108,13 @@ def _page(title: str, body: str, reader: Reader | None = None, csrf: str = "") -
 
 def _table(headings: Sequence[str], rows: Iterable[Sequence[str]], empty: str) -> str:
     """A table of already-escaped cells (or the ``empty`` sentence)."""
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    # Each cell names its column, so a narrow screen shows a row as a labelled card.
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td data-label="{e(h)}">{c}</td>' for h, c in zip(headings, row, strict=True))
+        + "</tr>"
+        for row in rows
+    )
     if not body:
         return f'<p class="empty">{e(empty)}</p>'
     head = "".join(f"<th>{e(h)}</th>" for h in headings)
@@ -143,7 +149,7 @@ def health_section(checks: Sequence[Check]) -> str:
     rows = [(_badge("ok" if c.ok else "failing"), e(c.name), e(c.detail)) for c in checks]
     return (
         f'<section id="health"><h2>Health</h2><p class="state {"ok" if ready else "failing"}">'
-        f"Serving; {e(state)}</p>{_table(('', 'check', 'detail'), rows, 'No checks ran.')}"
+        f"Serving; {e(state)}</p>{_table(('state', 'check', 'detail'), rows, 'No checks ran.')}"
         "</section>"
     )
 
@@ -167,7 +173,7 @@ def pulls_section(snapshot: StatusSnapshot) -> str:
         (
             _pr(snapshot, p.forge, p.repo, p.number),
             f"<code>{e(short(p.verdict_head or p.head_sha))}</code>",
-            _badge("merged" if p.merged else p.verdict),
+            _badge(p.verdict) + (" " + _badge("merged") if p.merged else ""),
             _badge(p.gate) + " " + e(", ".join(p.gate_reasons)),
         )
         for p in snapshot.pulls
