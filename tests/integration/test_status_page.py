@@ -437,3 +437,16 @@ async def test_token_link_prints_a_link_that_signs_in_until_it_expires(tmp_path:
                 assert signed.status == expect
         finally:
             await server.close()
+
+
+async def test_a_sign_in_body_without_a_length_is_cut_off_at_its_limit(browser: Browser) -> None:
+    form = await browser.get("/login")
+    csrf = form.cookies["reviewbot_csrf"]
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield f"csrf={csrf}&token=".encode()
+        for _ in range(1000):  # far past the 4 KiB a form may have
+            yield b"x" * 1024
+
+    answer = await browser.request("POST", "/login", data=endless())
+    assert answer.status == 413 and "reviewbot_session" not in answer.cookies

@@ -17,6 +17,7 @@ from reviewbot.store.decisions import DecisionRecord
 
 # Rows per list: a page a person reads, not an export.
 LIMIT = 50
+PULL_WINDOW = 40  # the pull list is built from the newest LIMIT * PULL_WINDOW decisions
 
 
 @dataclass(frozen=True)
@@ -169,11 +170,13 @@ def _queue(tx: Tx, scope: Scope) -> QueueState:
 
 def _pulls(tx: Tx, scope: Scope, limit: int, display: dict[tuple[str, str], str]) -> list[PullRow]:
     cond, params = scope.where()
+    # The PRs of the newest decisions only: the page stays as fast with a year of history.
     newest = tx.all(
-        "SELECT d.* FROM pr_gate_decisions AS d JOIN (SELECT MAX(id) AS id FROM "
-        f"pr_gate_decisions WHERE number IS NOT NULL AND repo IS NOT NULL AND {cond} "
-        "GROUP BY forge, repo, number) AS m ON d.id = m.id ORDER BY d.id DESC LIMIT ?",
-        [*params, limit],
+        "SELECT d.* FROM pr_gate_decisions AS d JOIN (SELECT MAX(id) AS id FROM (SELECT id,"
+        f" forge, repo, number FROM pr_gate_decisions WHERE number IS NOT NULL AND {cond}"
+        " ORDER BY id DESC LIMIT ?) GROUP BY forge, repo, number) AS m ON d.id = m.id"
+        " ORDER BY d.id DESC LIMIT ?",
+        [*params, limit * PULL_WINDOW, limit],
     )
     out: list[PullRow] = []
     for row in newest:
