@@ -12,10 +12,10 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
+from tests.integration.curl_support import curl
 from tests.integration.process_support import run_reviewbot, serve_process
 from tests.integration.server_support import WAIT_S
 
@@ -30,33 +30,6 @@ def printed_steps(lines: list[str]) -> list[list[str]]:
             assert steps, f"a command before the first step: {line!r}"
             steps[-1].append(line.strip())
     return steps
-
-
-async def curl(http: aiohttp.ClientSession, command: str) -> tuple[int, Any]:
-    """Send the request a printed ``curl`` line describes, the way curl would send it."""
-    argv = shlex.split(command)
-    assert argv[0] == "curl"
-    method, data, url = "GET", None, None
-    args = iter(argv[1:])
-    for arg in args:
-        if arg == "-s":
-            continue
-        if arg == "-X":
-            method = next(args)
-        elif arg == "-d":
-            data = next(args)
-        elif not arg.startswith("-") and url is None:
-            url = arg
-        else:
-            raise AssertionError(f"the test does not know curl's {arg!r} in {command!r}")
-    assert url is not None, command
-    headers = {}
-    if data is not None:
-        # curl -d sends a form content type; the simulator must read the JSON anyway.
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        method = "POST" if method == "GET" else method
-    async with http.request(method, url, data=data, headers=headers) as resp:
-        return resp.status, await resp.json(content_type=None)
 
 
 async def reviewbot(command: str, cwd: Path, until: str) -> str:

@@ -30,7 +30,8 @@ action                 fields (``?`` optional)
 
 Reads: ``GET /_sim`` (health and repositories), ``GET /_sim/pulls/FORGE/OWNER/NAME/NUMBER``,
 ``GET /_sim/requests[?forge=]`` (the request log), ``GET /_sim/deliveries``; resets:
-``DELETE /_sim/requests``, ``DELETE /_sim/faults``.
+``DELETE /_sim/requests``, ``DELETE /_sim/faults``. docs/simulator.md has an example of each
+(a test runs them), so a change here goes there too.
 """
 
 from __future__ import annotations
