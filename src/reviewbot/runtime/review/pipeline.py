@@ -334,7 +334,9 @@ class ReviewPipeline:
             if outcome.claim is not None:
                 await self.store.run(self.leases.release, outcome.claim)
                 outcome.claim = None
-        if self.comments is not None:
+        # A forge that just could not be reached would only fail the edit after its retries.
+        unreachable = outcome.decision.reason_code == ReasonCode.FORGE_UNREACHABLE.value
+        if self.comments is not None and not unreachable:
             outcome.state_comment = await self.comments.sync_locked(
                 request.forge, request.repo, request.number, outcome.pull or request.pull
             )
