@@ -82,9 +82,12 @@ def forge_url(settings: Settings, forge: str) -> str:
 def say_waiting(url: str) -> Callable[[ForgeWait], None]:
     """A line on stderr for each wait for the forge, so a slow or absent forge is not silence."""
 
+    # Start-up cost: the forge HTTP module (httpx) loads only when a review runs.
+    from reviewbot.forges.http import NO_ANSWER_YET
+
     def say(wait: ForgeWait) -> None:
-        if wait.reason == "no answer yet":
-            what = f"no answer yet; attempt {wait.attempt} of {wait.attempts}"
+        if wait.reason == NO_ANSWER_YET:
+            what = f"{NO_ANSWER_YET}; attempt {wait.attempt} of {wait.attempts}"
         else:
             what = (
                 f"retrying: {wait.reason}; attempt {wait.attempt} of {wait.attempts} failed, "

@@ -47,6 +47,9 @@ Sleep = Callable[[float], Awaitable[None]]
 ErrorMap = Mapping[int, type[ForgeError]]
 
 
+NO_ANSWER_YET = "no answer yet"  # the reason of a wait for a request still in flight
+
+
 @dataclass(frozen=True)
 class ForgeWait:
     """A wait for the forge: a request to be sent again, or one not answered yet."""
@@ -292,7 +295,7 @@ class ForgeHttp:
         wait = ForgeWait(
             operation,
             url,
-            "no answer yet",
+            NO_ANSWER_YET,
             attempt,
             self.policy.attempts,
             max(0.0, self.policy.timeout_s - self.policy.slow_notice_s),
