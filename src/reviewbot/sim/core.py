@@ -42,8 +42,14 @@ def check_forge(forge: str) -> str:
 class SimCore:
     """In-memory state for both forges, the request log, fault rules and webhook targets."""
 
-    def __init__(self, clock: Clock | None = None, base_url: str = "http://127.0.0.1") -> None:
+    def __init__(
+        self, clock: Clock | None = None, base_url: str = "http://127.0.0.1", sha_seed: str = ""
+    ) -> None:
+        """``sha_seed`` makes this simulator's commit SHAs its own (default: the same SHAs
+        every run, which tests rely on); a simulator whose PRs may meet a store that
+        outlived an earlier simulator (``serve --sim``) passes a fresh one."""
         self.clock: Clock = clock or system_clock
+        self.sha_seed = sha_seed
         self.base_url = base_url.rstrip("/")
         self.faults = Faults()
         self.requests: list[RequestRecord] = []
@@ -67,7 +73,8 @@ class SimCore:
         return next(self._ids)
 
     def new_sha(self, forge: str, repo: str) -> str:
-        return hashlib.sha1(f"{forge}:{repo}:{next(self._shas)}".encode()).hexdigest()  # noqa: S324
+        text = f"{self.sha_seed}{forge}:{repo}:{next(self._shas)}"
+        return hashlib.sha1(text.encode()).hexdigest()  # noqa: S324
 
     @property
     def github_api_url(self) -> str:
