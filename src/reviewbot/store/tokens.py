@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reviewbot.core.clock import iso, iso_or_none
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.models import RepoRef
 from reviewbot.store.database import Database, Row, opt_float
 
@@ -19,7 +20,7 @@ TOKEN_PREFIX = "rbt_"  # noqa: S105 - a recognisable prefix, not a secret
 SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write")
 
 
-class TokenError(ValueError):
+class TokenError(ReviewbotError, ValueError):
     """A token request is invalid (unknown scope, bad repository, name taken, not found)."""
 
 

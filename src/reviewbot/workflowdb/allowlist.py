@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.workflowdb.sqltext import Statement, Token, TokenKind
 
 LEDGER_TABLE = "schema_migration_log"
@@ -69,7 +70,7 @@ class ClassifiedStatement:
         return self.kind.destructive
 
 
-class StatementRejected(ValueError):
+class StatementRejected(ReviewbotError, ValueError):
     """A statement is outside the allow-list; the message names its number and first line."""
 
     def __init__(self, statement: Statement, reason: str) -> None:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.store.database import SQLiteDatabase, Tx
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import (
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
 """
 
 
-class MigrationError(Exception):
+class MigrationError(ReviewbotError):
     """A migration was refused or failed; nothing of it was applied."""
 
 
