@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import TYPE_CHECKING
 
 from reviewbot.sim.clock import Clock, system_clock
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.faults import Faults
-from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.records import Delivery, RequestRecord
 from reviewbot.sim.state import (
     FORGES,
     SimApp,
@@ -24,9 +23,6 @@ from reviewbot.sim.state import (
     SimUser,
     WebhookTarget,
 )
-
-if TYPE_CHECKING:
-    from reviewbot.sim.webhooks import Delivery
 
 
 def token_hash(token: str) -> str:
