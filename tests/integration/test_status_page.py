@@ -86,7 +86,7 @@ class Browser:
 
     def token(self, scopes: str, repo: str | None = None, name: str | None = None) -> str:
         plain, _ = create_token(
-            self.db, name=name or f"t{len(scopes)}{repo}", scopes=scopes, repo=repo, now="x"
+            self.db, name=name or f"t{len(scopes)}{repo}", scopes=scopes, repo=repo, now=NOW
         )
         return plain
 
@@ -118,21 +118,19 @@ def seed(db: SQLiteDatabase, forge: str, repo: str, display: str, number: int, t
     with db.write() as tx:
         tx.execute(
             "INSERT OR REPLACE INTO repositories (forge, repo, display_name, first_seen,"
-            " updated_at) VALUES (?, ?, ?, 'x', 'x')",
-            (forge, repo, display),
+            " updated_at) VALUES (?, ?, ?, ?, ?)",
+            (forge, repo, display, NOW - 100, NOW - 100),
         )
         tx.execute(
             "INSERT INTO pr_gate_decisions (delivery_id, source, forge, repo, number, head_sha,"
             " event, action, decision, reason_code, detail, reasons, decided_at) VALUES"
-            " (?, 'gitea', ?, ?, ?, ?, 'pull_request', 'opened', 'skip', 'skip_label', ?, ?,"
-            " '2027-01-15T07:59:00.000000Z')",
-            (f"d-{tag}-{number}", forge, repo, number, head, f"label {tag}", reasons),
+            " (?, 'gitea', ?, ?, ?, ?, 'pull_request', 'opened', 'skip', 'skip_label', ?, ?, ?)",
+            (f"d-{tag}-{number}", forge, repo, number, head, f"label {tag}", reasons, NOW - 60),
         )
         tx.execute(
             "INSERT INTO review_decisions (forge, repo, number, head_sha, decision, reason_code,"
-            " detail, decided_at) VALUES (?, ?, ?, ?, 'request_changes', 'checks_failed', ?,"
-            " '2027-01-15T07:59:30.000000Z')",
-            (forge, repo, number, head, f"check {tag} failed"),
+            " detail, decided_at) VALUES (?, ?, ?, ?, 'request_changes', 'checks_failed', ?, ?)",
+            (forge, repo, number, head, f"check {tag} failed", NOW - 30),
         )
         tx.execute(
             "INSERT INTO leases (forge, repo, number, role, holder, epoch, head_sha, phase,"
@@ -148,8 +146,8 @@ def seed(db: SQLiteDatabase, forge: str, repo: str, display: str, number: int, t
         )
         tx.execute(
             "INSERT INTO review_reviewer_runs (forge, repo, number, head_sha, round, run_id,"
-            " findings, ran_at) VALUES (?, ?, ?, ?, 0, ?, '[]', '2027-01-15T07:59:40Z')",
-            (forge, repo, number, head, f"run-{tag}"),
+            " findings, ran_at) VALUES (?, ?, ?, ?, 0, ?, '[]', ?)",
+            (forge, repo, number, head, f"run-{tag}", NOW - 20),
         )
 
 
@@ -164,9 +162,8 @@ def queue_delivery(db: SQLiteDatabase, delivery_id: str) -> None:
     with db.write() as tx:
         tx.execute(
             "INSERT INTO deliveries (delivery_id, source, forge, event, received_at, status)"
-            " VALUES (?, 'gitea', 'gitea', 'pull_request', '2027-01-15T07:58:00.000000Z',"
-            " 'queued')",
-            (delivery_id,),
+            " VALUES (?, 'gitea', 'gitea', 'pull_request', ?, 'queued')",
+            (delivery_id, NOW - 120),
         )
 
 
@@ -214,7 +211,7 @@ async def test_only_an_active_read_token_signs_in(
 ) -> None:
     token = browser.token(scopes, name="who")
     if revoke:
-        revoke_token(browser.db, "who", now="x")
+        revoke_token(browser.db, "who", now=NOW)
     answer = await browser.sign_in(token)
     assert answer.status == expect
     if expect == 401:
@@ -250,7 +247,7 @@ async def test_a_session_ends_with_its_token_and_with_its_expiry(browser: Browse
     token = browser.token("read", name="short")
     await browser.sign_in(token)
     assert (await browser.get("/")).status == 200
-    revoke_token(browser.db, "short", now="x")
+    revoke_token(browser.db, "short", now=NOW)
     assert (await browser.get("/")).status == 303
     # An expired or tampered session, or a link presented as a session, is no session.
     token = browser.token("read", name="other")

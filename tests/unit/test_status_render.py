@@ -30,7 +30,7 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
     return StatusSnapshot(
         queue=QueueState(
             counts={"queued": 2, "done": 5},
-            oldest_at="2027-01-15T07:59:00.000Z",
+            oldest_at=NOW - 60,
             oldest_id=queue_id,
             oldest_source="gitea" if queue_id else None,
             jobs_pending=1,
@@ -41,7 +41,7 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
                 source="gitea",
                 decision="skip",
                 reasons=(Reason("skip_label", f"label {text}"), Reason("pr_draft", "")),
-                decided_at="2027-01-15T07:59:50.000000Z",
+                decided_at=NOW - 10,
                 forge="gitea",
                 repo=repo,
                 number=7,
@@ -54,7 +54,7 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
                 source=f"crew {text}",
                 decision="error",
                 reasons=(Reason("delivery_unresolved", f"number: {text}"),),
-                decided_at="2027-01-15T07:59:51.000000Z",
+                decided_at=NOW - 9,
             ),
         ],
         pulls=[
@@ -66,7 +66,7 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
                 HEAD,
                 "eligible",
                 ("eligible",),
-                "2027-01-15T07:59:50Z",
+                NOW - 10,
                 "approve",
                 "checks_passed",
                 HEAD,
@@ -89,7 +89,7 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
                 NOW - 30,
             )
         ],
-        runs=[RunRow("gitea", repo, 7, HEAD, 0, f"run {text}", 3, "2027-01-15T07:59:55Z")],
+        runs=[RunRow("gitea", repo, 7, HEAD, 0, f"run {text}", 3, NOW - 5)],
         display={("gitea", repo): f"Acme/{text}"},
     )
 

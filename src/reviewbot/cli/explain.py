@@ -18,7 +18,7 @@ from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.runtime.explain import PLAIN_WORDS as PLAIN_WORDS
-from reviewbot.runtime.explain import explain_decision, pull_facts
+from reviewbot.runtime.explain import explain_decision, pull_facts, when
 from reviewbot.store import decisions, journal
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             head = (
                 f"Delivery {stored.delivery_id} ({stored.source}"
-                f"{' ' + stored.event if stored.event else ''}), received {stored.received_at}, "
+                f"{' ' + stored.event if stored.event else ''}), "
+                f"received {when(stored.received_at)}, "
                 f"{stored.status}."
             )
             print(head)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.clock import iso
 from reviewbot.store import ui_sessions
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -96,10 +96,6 @@ LINK_TTL_S = 900
 MAX_LINK_TTL_S = 7 * 24 * 3600
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _open(need: DBAccess) -> Any:
     settings = load_settings()
     require(effective_access(settings.db_access), need)
@@ -112,7 +108,7 @@ def _create(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
         plain, info = create_token(
-            db, name=args.name, scopes=args.scopes, repo=args.repo, now=_now()
+            db, name=args.name, scopes=args.scopes, repo=args.repo, now=time.time()
         )
     except TokenError as exc:
         raise CommandError(str(exc)) from None
@@ -140,7 +136,9 @@ def _list(args: argparse.Namespace) -> int:
     if not tokens:
         print("no tokens; create one with: reviewbot token create --name N --scopes read")
     for t in tokens:
-        state = f"revoked {t.revoked_at}" if t.revoked_at else "active"
+        state = (
+            "active" if t.revoked_at is None else f"revoked {iso(t.revoked_at, timespec='seconds')}"
+        )
         print(
             f"{t.id:>4}  {t.name:<20} {t.prefix}...  {','.join(t.scopes):<24} "
             f"{t.repo or 'all repositories':<28} {state}"
@@ -151,7 +149,7 @@ def _list(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
-        revoked = revoke_token(db, args.token, now=_now())
+        revoked = revoke_token(db, args.token, now=time.time())
     except TokenError as exc:
         raise CommandError(str(exc)) from None
     finally:

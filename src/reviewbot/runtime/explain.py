@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reviewbot.core.clock import iso
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
@@ -121,7 +122,7 @@ def explain_pull(
 
 def explain_review(row: ReviewDecision, *, indent: str = "") -> str:
     via = f" (delivery {row.delivery_id})" if row.delivery_id else ""
-    lines = [f"{indent}{row.decided_at}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"]
+    lines = [f"{indent}{when(row.decided_at)}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"]
     plain = PLAIN_WORDS.get(row.reason_code, row.reason_code.replace("_", " "))
     detail = f": {row.detail}" if row.detail else ""
     lines.append(f"{indent}  - {plain} [{row.reason_code}]{detail}")
@@ -133,9 +134,14 @@ def explain_decision(row: DecisionRecord, *, indent: str = "", with_delivery: bo
     at = f" at {row.head_sha[:12]}" if row.head_sha else ""
     event = f"{row.event}{'/' + row.action if row.action else ''}" if row.event else ""
     via = f" (delivery {row.delivery_id}, {event})" if with_delivery else ""
-    lines = [f"{indent}{row.decided_at}  {what}{at}: {row.decision.upper()}{via}"]
+    lines = [f"{indent}{when(row.decided_at)}  {what}{at}: {row.decision.upper()}{via}"]
     for reason in row.reasons:
         plain = PLAIN_WORDS.get(reason.code, reason.code.replace("_", " "))
         detail = f": {reason.detail}" if reason.detail else ""
         lines.append(f"{indent}  - {plain} [{reason.code}]{detail}")
     return "\n".join(lines)
+
+
+def when(ts: float) -> str:
+    """A record's moment as the explain lines always showed it."""
+    return iso(ts, timespec="microseconds")

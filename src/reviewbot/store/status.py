@@ -44,7 +44,7 @@ class Scope:
 @dataclass(frozen=True)
 class QueueState:
     counts: dict[str, int]
-    oldest_at: str | None  # when the oldest waiting delivery was received (ISO)
+    oldest_at: float | None  # when the oldest waiting delivery was received
     oldest_id: str | None  # shown only to a reader who sees every repository
     oldest_source: str | None
     jobs_pending: int
@@ -59,7 +59,7 @@ class PullRow:
     head_sha: str | None
     gate: str  # the newest gate decision
     gate_reasons: tuple[str, ...]
-    gate_at: str
+    gate_at: float
     verdict: str | None  # the newest review verdict, if any
     verdict_reason: str | None
     verdict_head: str | None
@@ -102,7 +102,7 @@ class RunRow:
     round: int
     run_id: str
     findings: int
-    ran_at: str
+    ran_at: float
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def _queue(tx: Tx, scope: Scope) -> QueueState:
     )
     at = source = delivery = None
     if oldest is not None:
-        at = str(oldest["received_at"])
+        at = float(oldest["received_at"])
         if not scope.narrowed:
             delivery, source = str(oldest["delivery_id"]), str(oldest["source"])
     return QueueState(
@@ -271,7 +271,7 @@ def _runs(tx: Tx, scope: Scope, limit: int) -> list[RunRow]:
             int(r["round"]),
             r["run_id"],
             len(json.loads(r["findings"] or "[]")),
-            r["ran_at"],
+            float(r["ran_at"]),
         )
         for r in rows
     ]

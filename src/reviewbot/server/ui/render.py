@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from reviewbot.core.clock import iso, parse_iso
+from reviewbot.core.clock import iso
 from reviewbot.runtime.explain import PLAIN_WORDS
 from reviewbot.store.status import StatusSnapshot
 
@@ -71,8 +71,8 @@ def short(sha: str | None) -> str:
     return (sha or "")[:12]
 
 
-def _ago(moment: str | float, now: float) -> str:
-    seconds = now - (parse_iso(moment) if isinstance(moment, str) else moment)
+def _ago(moment: float, now: float) -> str:
+    seconds = now - moment
     when = "ago" if seconds >= 0 else "from now"
     seconds = abs(seconds)
     if seconds < 120:
@@ -82,8 +82,8 @@ def _ago(moment: str | float, now: float) -> str:
     return f"{seconds / 3600:.1f} h {when}"
 
 
-def _time(moment: str | float, now: float) -> str:
-    text = moment if isinstance(moment, str) else iso(moment)
+def _time(moment: float, now: float) -> str:
+    text = iso(moment)
     return f'<time datetime="{e(text)}" title="{e(text)}">{e(_ago(moment, now))}</time>'
 
 
