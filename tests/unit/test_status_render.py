@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 
 from reviewbot.core.models import Reason
-from reviewbot.server.ui import render
+from reviewbot.server.ui import markup, render
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.status import (
     LeaseRow,
@@ -94,10 +94,10 @@ def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnap
     )
 
 
-def view(snap: StatusSnapshot, reader: render.Reader | None = None) -> render.StatusView:
+def view(snap: StatusSnapshot, reader: markup.Reader | None = None) -> render.StatusView:
     checks = [render.Check("store_writable", True, "a write committed")]
     return render.StatusView(
-        reader=reader or render.Reader("dashboard", None),
+        reader=reader or markup.Reader("dashboard", None),
         checks=checks,
         snapshot=snap,
         now=NOW,
@@ -139,7 +139,7 @@ def test_every_part_of_the_page_shows_its_rows() -> None:
 
 
 def test_a_reader_who_sees_one_repository_is_told_so_and_gets_no_delivery_id() -> None:
-    reader = render.Reader("bound", "gitea:acme/api")
+    reader = markup.Reader("bound", "gitea:acme/api")
     text = render.render_status(view(snapshot(queue_id=None), reader))
     assert "(only gitea:acme/api)" in text
     assert 'value="gitea:acme/api" placeholder="FORGE:OWNER/NAME" readonly' in text
@@ -175,7 +175,7 @@ def test_a_failing_check_is_named() -> None:
 @pytest.mark.parametrize("page", ["status", "pull", "login", "error"])
 def test_text_from_the_forge_or_a_caller_is_never_markup(page: str) -> None:
     snap = snapshot(XSS)
-    reader = render.Reader(XSS, f"gitea:{XSS}")
+    reader = markup.Reader(XSS, f"gitea:{XSS}")
     if page == "status":
         text = render.render_status(view(snap, reader))
     elif page == "pull":
@@ -226,9 +226,9 @@ def test_text_from_the_forge_or_a_caller_is_never_markup(page: str) -> None:
 
 
 def test_pr_links_quote_every_segment() -> None:
-    assert render.pr_href("gitea", "acme/api", 3) == "/pr/gitea/acme/api/3"
-    assert render.pr_href("gitea", "a?b/..", 3) == "/pr/gitea/a%3Fb/../3"
-    assert render.pr_href("gitea", 'x"y/<z>', 1) == "/pr/gitea/x%22y/%3Cz%3E/1"
+    assert markup.pr_href("gitea", "acme/api", 3) == "/pr/gitea/acme/api/3"
+    assert markup.pr_href("gitea", "a?b/..", 3) == "/pr/gitea/a%3Fb/../3"
+    assert markup.pr_href("gitea", 'x"y/<z>', 1) == "/pr/gitea/x%22y/%3Cz%3E/1"
 
 
 def test_the_pull_page_shows_only_that_pulls_rows_and_the_explanation() -> None:
@@ -242,7 +242,7 @@ def test_the_pull_page_shows_only_that_pulls_rows_and_the_explanation() -> None:
         runs=snap.runs,
         display=snap.display,
     )
-    reader = render.Reader("r", None)
+    reader = markup.Reader("r", None)
     text = render.render_pull(
         render.PullView(reader, "gitea", "acme/api", 7, "line one\nline two", snap, NOW, "c")
     )
@@ -263,4 +263,4 @@ def test_the_page_loads_only_its_own_stylesheet_and_nothing_else() -> None:
     tags = parsed(render.render_status(view(snapshot())))
     urls = [v for k, v in tags.attrs if k in ("src", "href") and v and not v.startswith("/")]
     assert urls == []
-    assert ("href", render.STYLESHEET) in tags.attrs
+    assert ("href", markup.STYLESHEET) in tags.attrs

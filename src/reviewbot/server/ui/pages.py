@@ -24,6 +24,7 @@ from reviewbot.server.auth import check_binding
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
 from reviewbot.server.ui import access, render
+from reviewbot.server.ui.markup import STYLESHEET, Reader
 from reviewbot.store import repositories, ui_sessions
 from reviewbot.store.status import Scope, snapshot
 from reviewbot.store.tokens import TokenInfo, lookup_token
@@ -48,7 +49,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/login", login_form)
     app.router.add_post("/login", login)
     app.router.add_post("/logout", logout)
-    app.router.add_get(render.STYLESHEET, stylesheet)
+    app.router.add_get(STYLESHEET, stylesheet)
 
 
 def page(request: web.Request, text: str, *, status: int = 200, csrf: str = "") -> web.Response:
@@ -60,7 +61,7 @@ def page(request: web.Request, text: str, *, status: int = 200, csrf: str = "") 
 
 def error_page(request: web.Request, exc: ReviewbotError, reader: TokenInfo | None) -> web.Response:
     csrf = access.csrf_value(request)
-    who = None if reader is None else render.Reader(reader.name, reader.repo)
+    who = None if reader is None else Reader(reader.name, reader.repo)
     text = render.render_error(exc.code, str(exc), who, csrf)
     return page(request, text, status=status_of(exc, request.path), csrf=csrf)
 
@@ -123,7 +124,7 @@ async def status_page(request: web.Request) -> web.Response:
     snap = await db.run(snapshot, db, scope, now)
     csrf = access.csrf_value(request)
     view = render.StatusView(
-        reader=render.Reader(info.name, info.repo),
+        reader=Reader(info.name, info.repo),
         checks=[render.Check(c.name, c.ok, c.detail) for c in checks],
         snapshot=snap,
         now=now,
@@ -162,7 +163,7 @@ async def pull_page(request: web.Request) -> web.Response:
     snap = await db.run(snapshot, db, Scope(pr.forge, key), now)
     csrf = access.csrf_value(request)
     view = render.PullView(
-        reader=render.Reader(info.name, info.repo),
+        reader=Reader(info.name, info.repo),
         forge=pr.forge,
         repo=key,
         number=pr.number,
