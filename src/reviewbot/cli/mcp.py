@@ -43,7 +43,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not args.stdio:
-        raise CommandError("give --stdio (HTTP clients use POST /mcp of `reviewbot serve`)", code=2)
+        raise CommandError(
+            "give --stdio (HTTP clients use POST /mcp of `reviewbot serve`)", exit_status=2
+        )
     token = args.token or os.environ.get("REVIEWBOT_TOKEN") or None
     if token is None:
         raise CommandError("give a token: --token TOKEN or REVIEWBOT_TOKEN")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import Trigger
 from reviewbot.ingress.errors import TriggerError
@@ -28,7 +27,7 @@ async def crew_webhook(request: web.Request) -> web.Response:
         delivery_id=delivery_id,
         source="crew",
         body=body,
-        received_at=iso(service.clock(), timespec="microseconds"),
+        received_at=service.clock(),
         event="crew",
         headers={"Content-Type": request.headers.get("Content-Type", "")},
     )

@@ -12,7 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
 from reviewbot.core.models import repo_key
@@ -70,7 +69,7 @@ def review_delivery(
         delivery_id=delivery_id,
         source=source,
         body=raw,
-        received_at=iso(service.clock(), timespec="microseconds"),
+        received_at=service.clock(),
         forge=trigger.forge,
         event=trigger.event,
         headers={"X-Reviewbot-Token": info.name},
