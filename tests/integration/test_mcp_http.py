@@ -158,7 +158,7 @@ async def test_a_revoked_token_stops_at_its_next_request(world: World) -> None:
     async with mcp_http(world.base, token) as client:
         ok(await client.call_tool("list_leases", {}))
         with world.db.write() as tx:
-            tx.execute("UPDATE api_tokens SET revoked_at = 'now' WHERE revoked_at IS NULL")
+            tx.execute("UPDATE api_tokens SET revoked_at = 1767225600.0 WHERE revoked_at IS NULL")
         with pytest.raises(MCPError):
             await client.call_tool("list_leases", {})
 

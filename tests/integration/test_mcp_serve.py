@@ -39,7 +39,7 @@ def serve_env(tmp_path: Path, sim_server: SimServer, token: str) -> dict[str, st
 def new_token(tmp_path: Path, scopes: str, name: str) -> str:
     db = SQLiteDatabase(tmp_path / "data" / "db" / "db.sqlite")
     try:
-        plain, _ = create_token(db, name=name, scopes=scopes, repo=None, now="2026-01-01T00:00Z")
+        plain, _ = create_token(db, name=name, scopes=scopes, repo=None, now=1767225600.0)
     finally:
         db.close()
     return plain

@@ -22,7 +22,7 @@ from tests.integration.merge_support import BOT, REPO, prepare_sim, set_check
 
 pytestmark = pytest.mark.slow
 FORGE = "gitea"
-NOW = "2026-01-01T00:00:00Z"
+NOW = 1767225600.0  # 2026-01-01T00:00:00Z
 
 
 class Local:
