@@ -3,7 +3,8 @@
 Give a delivery id (as answered by the webhook or the API) or a PR reference
 ``FORGE:OWNER/REPO#N``. Every recorded decision is shown with all its reasons: the gate's
 (was the delivery for a PR head the bot should look at?), the review verdicts (what the
-required checks said, and what was posted at which head) and, for a PR, its merge.
+required checks said, and what was posted at which head) and, for a PR, its merge and its
+lease history (who held the reviewer and merger leases, and how each claim ended).
 ``--json`` prints the same records for scripts (the shape of the HTTP API).
 """
 
@@ -17,10 +18,13 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.lease_history import LeaseHistory
 from reviewbot.core.models import PullRef
+from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.store import decisions, journal, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store
@@ -101,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                 pr.forge, pr.full_name, pr.number, limit=args.limit
             )
             merge = merge_of(db, pr)
+            history = read_lease_history(LeaseStore(db, settings.leases), pr, limit=args.limit)
             shown = (
                 f"{pr.forge}:{repositories.display_name(db, pr.forge, pr.full_name)}#{pr.number}"
             )
@@ -112,11 +117,12 @@ def run(args: argparse.Namespace) -> int:
                             "decisions": [r.to_json() for r in rows],
                             "reviews": [r.to_json() for r in reviews],
                             "merge": merge,
+                            "lease_history": history.to_json()["history"],
                         }
                     )
                 )
             else:
-                print(explain_pull(shown, rows, reviews, merge))
+                print(explain_pull(shown, rows, reviews, merge, history))
             return 0
         stored = journal.get_delivery(db, args.target)
         if stored is None:
@@ -163,8 +169,10 @@ def explain_pull(
     rows: list[DecisionRecord],
     reviews: Sequence[ReviewDecision] = (),
     merge: dict[str, Any] | None = None,
+    history: LeaseHistory | None = None,
 ) -> str:
-    if not rows and not reviews and merge is None:
+    leased = history is not None and bool(history.entries)
+    if not rows and not reviews and merge is None and not leased:
         return f"No decision recorded for {pr}."
     lines: list[str] = []
     if merge is not None:
@@ -178,6 +186,9 @@ def explain_pull(
     if rows:
         lines.append(f"Gate decisions for {pr}, newest first:")
         lines += [explain_decision(r, indent="  ", with_delivery=True) for r in rows]
+    if history is not None and history.entries:
+        lines.append(f"Lease history for {pr}, oldest first:")
+        lines += ["  " + line for line in history.lines()]
     return "\n".join(lines)
 
 

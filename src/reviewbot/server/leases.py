@@ -152,6 +152,7 @@ async def api_acquire(request: web.Request) -> web.Response:
             body.worker_identity,
             body.head_sha,
             ttl_s=body.ttl_s,
+            actor=str(_owner(info)),
         )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
@@ -166,8 +167,14 @@ async def _transition(request: web.Request, release: bool) -> web.Response:
     await _check_owner(request, info, body.worker_identity)
     try:
         claim = body.claim()
-        step = api.leases.release if release else api.leases.heartbeat
-        lease = await _db(request).run(step, claim)
+        actor = str(_owner(info))
+        if release:
+            reason = body.release_reason()
+            lease = await _db(request).run(
+                lambda: api.leases.release(claim, reason=reason, actor=actor)
+            )
+        else:
+            lease = await _db(request).run(lambda: api.leases.heartbeat(claim, actor=actor))
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
     return web.json_response(lease_json(lease, api.leases.clock()))

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
 from reviewbot.core import errors
+from reviewbot.core.lease_history import EndReason
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.core.models import ReviewEvent, ReviewState
 from reviewbot.core.prstate import HEAD_MOVED, DecisionKind
@@ -121,7 +122,7 @@ class StoreReviewerLeases:
 
     def release(self, claim: LeaseClaim) -> None:
         with contextlib.suppress(LeaseRefused):
-            self.store.release(claim)
+            self.store.release(claim, reason=EndReason.REVIEWED)
 
     def fence(self, claim: LeaseClaim) -> Fence:
         def check(tx: Tx) -> None:
