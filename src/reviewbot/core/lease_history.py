@@ -38,7 +38,6 @@ class EndReason(StrEnum):
     ABANDONED = "abandoned"  # the holder gave up without finishing
     FINISHED = "finished"  # the holder finished what it claimed the lease for
     MERGED = "merged"  # the bot's merger merged the PR under it
-    MERGE_REFUSED = "merge-refused"  # the bot's merger found the PR not mergeable
     HEAD_MOVED = "head-moved"  # the PR's head moved away from the pin
     REVIEWED = "reviewed"  # the bot's reviewer recorded (or skipped) its verdict
     HEARTBEAT_LAPSED = "heartbeat-lapsed"  # the claim's own term ran out

@@ -16,6 +16,7 @@ from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate, check_binding
 from reviewbot.server.reads import query_number
 from reviewbot.store import repositories
+from reviewbot.store.tokens import TokenInfo
 
 _MAX_LIMIT = 5000
 
@@ -50,19 +51,21 @@ def query_role(text: str | None) -> Role | None:
         raise Refused("role must be reviewer or merger", code="invalid_request") from None
 
 
-async def bound_pr(request: web.Request, scope: str) -> PullRef:
-    """The named PR, after the token's scope and repository binding were checked."""
+async def bound_pr(request: web.Request, scope: str) -> tuple[TokenInfo, PullRef]:
+    """The token and the named PR (under its repository's current name), after the token's
+    scope and repository binding were checked."""
     info = await authenticate(request, scope)
     pr = query_pr(request)
     db = request.app[SERVICE].db
     assert db is not None
     current = await db.run(repositories.resolve, db, pr.forge, pr.full_name)
     check_binding(info, pr.forge, current)
-    return pr
+    owner, _, name = current.partition("/")
+    return info, PullRef(pr.forge, owner, name, pr.number)
 
 
 async def api_lease_history(request: web.Request) -> web.Response:
-    pr = await bound_pr(request, "read")
+    _, pr = await bound_pr(request, "read")
     role = query_role(request.query.get("role"))
     limit = query_number(request.query.get("limit") or None) or 500
     parts = request.app[SERVICE].merge

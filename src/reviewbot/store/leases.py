@@ -370,6 +370,18 @@ class LeaseStore:
             worker_identity=identity,
         )
 
+    def worker_owner(self, identity: str) -> WorkerOwner | None:
+        """Who registered ``identity``; ``None`` when nobody did."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
+                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
+                (identity,),
+            )
+        if row is None:
+            return None
+        return WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
+
     def worker_status(self, identity: str) -> WorkerStatus:
         return core.worker_status(self.worker(identity), self.clock(), self.timing)
 
