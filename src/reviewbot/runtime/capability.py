@@ -20,7 +20,7 @@ from reviewbot.core.capability import (
     resolve_capability,
 )
 from reviewbot.core.errors import Refused
-from reviewbot.core.leases import LeaseTarget, Role, WorkerOwner, WorkerStatus
+from reviewbot.core.leases import Lease, LeaseTarget, Role, WorkerOwner, WorkerStatus
 from reviewbot.core.models import PullRef, RepoRef, RequiredChecks
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
@@ -75,28 +75,33 @@ async def read_capability(
     rules = settings.rules_for(RepoRef.parse(repo, forge=pr.forge)) or RepoRules()
     target = LeaseTarget(pr.forge, repo, pr.number, ROLE_OF[action])
 
-    def read_store() -> CapabilityFacts:
-        status: WorkerStatus | None = None
-        owned = True
-        if worker is not None:
-            status = leases.worker_status(worker)
-            owner = leases.worker_owner(worker)
-            owned = owner is None or owner.same_as(caller.owner)
-        return CapabilityFacts(
-            action=action,
-            forge=pr.forge,
-            repo=repo,
-            number=pr.number,
-            caller=CallerFacts(caller.scopes, caller.binding, worker, status, owned),
-            pull=pull,
-            reviews=reviews,
-            protection=protection,
-            configured_checks=rules.required_checks,
-            results=results,
-            lease=leases.get(target),
-            bot_login=bot_login,
-            now=leases.clock(),
-        )
-
-    facts = await leases.run(read_store)
+    status, owned, lease, now = await leases.run(_store_facts, leases, target, worker, caller)
+    facts = CapabilityFacts(
+        action=action,
+        forge=pr.forge,
+        repo=repo,
+        number=pr.number,
+        caller=CallerFacts(caller.scopes, caller.binding, worker, status, owned),
+        pull=pull,
+        reviews=reviews,
+        protection=protection,
+        configured_checks=rules.required_checks,
+        results=results,
+        lease=lease,
+        bot_login=bot_login,
+        now=now,
+    )
     return resolve_capability(facts)
+
+
+def _store_facts(
+    leases: LeaseStore, target: LeaseTarget, worker: str | None, caller: Caller
+) -> tuple[WorkerStatus | None, bool, Lease | None, float]:
+    """The worker's status and owner, and the lease as seen now (blocking)."""
+    status: WorkerStatus | None = None
+    owned = True
+    if worker is not None:
+        status = leases.worker_status(worker)
+        owner = leases.worker_owner(worker)
+        owned = owner is None or owner.same_as(caller.owner)
+    return status, owned, leases.get(target), leases.clock()

@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.server import capability, entry, health, history, leases, reads, webhooks
+from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
@@ -63,6 +63,7 @@ def create_app(service: Service) -> web.Application:
     leases.add_routes(app)
     history.add_routes(app)
     capability.add_routes(app)
+    runtime.add_routes(app)
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
     return app
