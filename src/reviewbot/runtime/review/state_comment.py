@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 
 from reviewbot.config import Settings
-from reviewbot.core.clock import iso, parse_iso
+from reviewbot.core.clock import iso
 from reviewbot.core.lease_history import EndReason, LeaseEvent
 from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.prstate import (
@@ -143,7 +143,7 @@ class StateComments:
                 str(seen["source"]),
                 str(seen["event"]),
                 seen["action"],
-                str(seen["received_at"]),
+                iso(float(seen["received_at"]), timespec="microseconds"),
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         records = PRStateRecords(
@@ -171,17 +171,17 @@ class StateComments:
         why = f"{latest.reason_code}: {latest.detail}" if latest.detail else latest.reason_code
         changes = [
             Change(
-                parse_iso(latest.decided_at),
+                latest.decided_at,
                 "reviewbot",
                 f"evaluated head {latest.head_sha[:12]}: {latest.decision}",
                 why[:300],
             )
         ]
         for row in rows:
-            if row.status == "posted" and row.finished_at:
+            if row.status == "posted" and row.finished_at is not None:
                 changes.append(
                     Change(
-                        parse_iso(row.finished_at),
+                        row.finished_at,
                         "reviewbot",
                         f"posted the {row.verdict} review at {row.head_sha[:12]}",
                         f"review {row.forge_review_id}" if row.forge_review_id else "",
