@@ -33,7 +33,7 @@ from pydantic_settings import (
 )
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.core.leases import DEFAULT_TIMING
+from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S
 from reviewbot.core.models import RepoRef
 from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
 
@@ -120,9 +120,15 @@ class LeaseSettings(_Section):
     lease_s: float = Field(DEFAULT_TIMING.lease_s, gt=0)
     renew_s: float = Field(DEFAULT_TIMING.renew_s, gt=0)
     retry_s: float = Field(DEFAULT_TIMING.retry_s, gt=0)
+    # The longest term a caller may ask for (ttl_s); longer requests are refused.
+    max_lease_s: float = Field(DEFAULT_TIMING.max_lease_s, gt=0, le=MAX_TTL_S)
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaseSettings:
+        if not self.max_lease_s >= self.lease_s:
+            raise ValueError(
+                f"max_lease_s ({self.max_lease_s:g}) must be at least lease_s ({self.lease_s:g})"
+            )
         if not self.renew_s < self.lease_s:
             raise ValueError(
                 f"renew_s ({self.renew_s:g}) must be less than lease_s ({self.lease_s:g})"

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
 
@@ -29,6 +29,7 @@ from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, 
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
+from reviewbot.runtime.parity import Boot, boot_snapshot
 from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
@@ -122,6 +123,7 @@ class Service:
     tools: ToolDispatcher | None = None
     api_tokens: ApiTokenCallers | None = None
     started: bool = False
+    boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -372,6 +374,7 @@ def build_service(
     sessions: SessionManager | None = None,
     shutdown_grace_s: float = 10.0,
     backoff_base_s: float = 2.0,
+    reload_settings: Callable[[], Settings] | None = None,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -379,6 +382,8 @@ def build_service(
     end); given ones stay the caller's. ``on_eligible`` replaces the review pipeline as the
     gate's hook (tests of the gate alone). ``worker`` is a reviewer identity the caller
     registered itself (``reviewbot merge`` reviews a moved head under its own worker).
+    ``reload_settings`` reads the settings again the way they were read (``serve`` passes
+    it), so the runtime view can tell when the configuration on disk changed.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -397,4 +402,5 @@ def build_service(
         db=db,
         forges=dict(forges) if forges is not None else {},
         owns_forges=forges is None,
+        boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from reviewbot.config import GiteaSettings, GitHubSettings, RepoRules, Settings
+from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.ingress.signatures import sign_gitea, sign_github
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook
@@ -165,6 +167,7 @@ async def running_server(
     on_eligible: EligibleHook | None = None,
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
+    clock: Clock = time.time,
 ) -> AsyncIterator[Running]:
     # The gate and the lease and merge API, without the review pipeline: a test gives the
     # gate its own hook.
@@ -175,6 +178,7 @@ async def running_server(
         on_eligible=on_eligible,
         parts=parts | Parts.WORKERS if run_workers else parts,
         shutdown_grace_s=shutdown_grace_s,
+        clock=clock,
     )
     app = create_app(service)
     server = TestServer(app, host="127.0.0.1", port=0)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.core.prstate import parse_pr_state
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.merges import MergeStore
 from tests.integration.merge_support import CHANGES, REPO, World, bot_world, set_check
@@ -370,13 +371,22 @@ async def test_the_state_comment_shows_the_merger_lease_then_the_merge(
         assert len(comments) == 1
         return comments[0]
 
-    assert f"merger: `{m.identity}`, epoch {epoch}, head `{pr.head_sha[:12]}`" in state_comment()
+    assert f"merger: `{m.identity}`, claimed, head `{pr.head_sha[:12]}`" in state_comment()
+    before = parse_pr_state(state_comment())  # what an agent reads back
+    assert (before.state, before.who_is_next, before.merge_ready) == ("merging", m.identity, True)
+    assert [(x.role, x.holder, x.head_sha) for x in before.leases] == [
+        ("merger", m.identity, pr.head_sha)
+    ]
+    assert before.what_happened == f"merger lease granted: {m.identity}"
+    assert f"epoch {epoch}" not in state_comment()  # public: never the fencing token
     # the bot's own approval at the head permits the merge; the comment follows it
     status, body = await m.merge(forge, pr.number, pr.head_sha, epoch)
     assert status == 200, body
     text = state_comment()
-    assert "| State | merged |" in text
-    assert m.identity not in text
+    assert "| State | merged (merged) |" in text
+    after = parse_pr_state(text)
+    assert (after.state, after.leases, after.merge_ready) == ("merged", (), False)
+    assert (after.what_happened, after.why) == (f"merger lease released: {m.identity}", "merged")
 
 
 async def test_two_concurrent_merge_calls_send_one_merge(world: World) -> None:

@@ -94,6 +94,15 @@ async def test_merge_registers_acquires_merges_and_releases(cli: Cli, sim: Simul
     code, listed = await cli.json("lease", "list", f"{forge}:{REPO}#{pr.number}")
     assert code == 0
     assert [(x["holder"], x["phase"]) for x in listed["leases"]] == [(result["worker"], "released")]
+    # the audit trail says who held the merger lease and why it ended; explain shows it too
+    code, history = await cli.json("lease", "history", f"{forge}:{REPO}#{pr.number}")
+    assert code == 0
+    trail = [(h["event"], h["holder"], h["reason"]) for h in history["history"]]
+    assert trail[0] == ("granted", result["worker"], "")
+    assert trail[-1] == ("released", result["worker"], "merged")
+    assert {event for event, _, _ in trail[1:-1]} <= {"renewed"}  # the merger's heartbeat
+    code, explained, _ = await cli.run("explain", f"{forge}:{REPO}#{pr.number}")
+    assert code == 0 and "Lease history" in explained and "reason=merged" in explained
     # a second run sees the merge and sends nothing
     code, again = await cli.json("merge", f"{forge}:{REPO}#{pr.number}", "--head", pr.head_sha)
     assert code == 0 and again["already_merged"] is True

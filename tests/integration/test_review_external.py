@@ -8,6 +8,7 @@ changes, and a reviewer that fails leaves the head without a review (``reviewer_
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -71,6 +72,10 @@ def reviewer(tmp_path: Path, name: str, source: str) -> tuple[str, Path]:
     script.write_text(PRELUDE + source)
     runs = folder / f"{name}.runs"
     return shlex.join([sys.executable, str(script), str(runs)]), runs
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
 
 
 def runs_of(runs: Path) -> list[str]:
@@ -190,3 +195,45 @@ async def test_a_finding_recorded_through_the_api_with_the_session_token_is_in_t
             calls = tx.all("SELECT session_id, run_id, tool, outcome FROM session_tool_calls")
         assert [(c["tool"], c["outcome"]) for c in calls] == [("record_finding", "ok")]
         assert calls[0]["session_id"] == f"{calls[0]['run_id']}/reviewer-1"
+
+
+# Keeps a copy of the delivery file it was given, beside its run counter.
+COPIES_ITS_DELIVERY_FILE = """\
+import shutil
+shutil.copyfile(os.environ["REVIEWBOT_TRIGGER_FILE"], sys.argv[1] + ".delivery.json")
+print("[]")
+"""
+
+
+@FORGES
+async def test_the_delivery_file_carries_the_webhook_that_was_received(
+    tmp_path: Path, forge: str
+) -> None:
+    command, runs = reviewer(tmp_path, "reader", COPIES_ITS_DELIVERY_FILE)
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        sent = await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert runs_of(runs) == [pr.head_sha]
+        got = read_json(Path(f"{runs}.delivery.json"))
+
+    # The forge's event exactly as it was sent, and the headers the journal keeps.
+    assert got["payload"] == json.loads(sent.body)
+    assert got["payload"]["pull_request"]["head"]["sha"] == pr.head_sha
+    assert got["delivery_id"] == sent.id and got["source"] == forge
+    sent_headers = {k.lower(): v for k, v in sent.headers.items()}
+    assert got["headers"]
+    for name, value in got["headers"].items():
+        assert sent_headers[name.lower()] == value
+    event_header = "x-github-event" if forge == "github" else "x-gitea-event-type"
+    assert event_header in {k.lower() for k in got["headers"]}
+    # Never a signature: it is derived from the webhook secret.
+    assert not any("signature" in k.lower() for k in got["headers"])
+    assert got["variables"] == {
+        "forge": forge,
+        "owner": "acme",
+        "repo": "api",
+        "number": pr.number,
+        "head_sha": pr.head_sha,
+    }

@@ -1,9 +1,11 @@
 """The lease store against a simple model, over a real SQLite file, with a fake clock.
 
-Any interleaving of register / acquire / heartbeat / release / guarded write / expire (the
-clock moves) / head change / deleted rows must keep: at most one live holder per target;
-epochs strictly increasing per target; and a call from a holder that is no longer the live
-one changes nothing at all.
+Any interleaving of register / worker heartbeat / acquire / heartbeat / release / guarded
+write / expire (the clock moves) / head change / deleted rows must keep: at most one live
+holder per target; epochs strictly increasing per target; a claim no longer live than its
+worker (a worker silent for one lease term loses its claims, and a late sign of life does not
+revive them); a call from a holder that is no longer the live one changes nothing at all;
+and a history with one grant and at most one end per claim.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class LeaseMachine(RuleBasedStateMachine):
         self.model: dict[LeaseTarget, ModelLease] = {}
         self.max_epoch: dict[LeaseTarget, int] = dict.fromkeys(TARGETS, 0)
         self.claims: list[LeaseClaim] = []
+        self.worker_hb: dict[str, float] = {}
 
     def teardown(self) -> None:
         self.store.close()
@@ -112,11 +115,26 @@ class LeaseMachine(RuleBasedStateMachine):
                 for table in ("workers", "leases", "lease_epochs", "acts")
             ]
 
+    def seen_expiry(self, m: ModelLease) -> float:
+        """A claim lives no longer than its worker's heartbeat (one lease term)."""
+        if m.phase is not Phase.CLAIMED:
+            return m.expires_at
+        return min(m.expires_at, self.worker_hb[m.holder] + TIMING.lease_s)
+
     def model_live(self, target: LeaseTarget) -> ModelLease | None:
         m = self.model.get(target)
-        if m is not None and m.phase is Phase.CLAIMED and self.clock.now < m.expires_at:
+        if m is not None and m.phase is Phase.CLAIMED and self.clock.now < self.seen_expiry(m):
             return m
         return None
+
+    def touch(self, worker: str) -> None:
+        """A sign of life: claims lost while the worker was silent stay lost."""
+        lapse = self.worker_hb[worker] + TIMING.lease_s
+        if self.clock.now >= lapse:
+            for m in self.model.values():
+                if m.holder == worker and m.phase is Phase.CLAIMED:
+                    m.expires_at = min(m.expires_at, lapse)
+        self.worker_hb[worker] = self.clock.now
 
     def holds(self, claim: LeaseClaim) -> bool:
         m = self.model_live(claim.target)
@@ -158,6 +176,13 @@ class LeaseMachine(RuleBasedStateMachine):
         record = self.store.register_worker(name, client="sm", session_id="s", role="merger")
         assert record.identity not in self.workers
         self.workers.append(record.identity)
+        self.worker_hb[record.identity] = self.clock.now
+
+    @rule(w=st.integers(0, 9))
+    def worker_heartbeat(self, w: int) -> None:
+        worker = self.workers[w % len(self.workers)]
+        self.store.worker_heartbeat(worker)
+        self.touch(worker)
 
     @rule(
         w=st.integers(0, 9),
@@ -176,11 +201,12 @@ class LeaseMachine(RuleBasedStateMachine):
             assert refused.value.code == "lease_held"
             assert (refused.value.holder, refused.value.expires_at) == (
                 live.holder,
-                live.expires_at,
+                self.seen_expiry(live),
             )
             assert self.snapshot() == before
             return
         lease = self.store.acquire(t, worker, head, ttl_s=ttl)
+        self.touch(worker)
         term = TIMING.lease_s if ttl is None else ttl
         if live is not None and live.head == head:
             assert lease.epoch == live.epoch  # renewed
@@ -198,6 +224,7 @@ class LeaseMachine(RuleBasedStateMachine):
         claim = self.pick(c)
         if self.holds(claim):
             lease = self.store.heartbeat(claim)
+            self.touch(claim.worker)
             m = self.model[claim.target]
             m.expires_at = self.clock.now + m.ttl
             assert lease.expires_at == m.expires_at
@@ -210,6 +237,7 @@ class LeaseMachine(RuleBasedStateMachine):
         claim = self.pick(c)
         if self.holds(claim):
             self.store.release(claim)
+            self.touch(claim.worker)
             m = self.model[claim.target]
             m.phase, m.expires_at = Phase.RELEASED, self.clock.now
         else:
@@ -264,20 +292,21 @@ class LeaseMachine(RuleBasedStateMachine):
         assert set(seen) == set(self.model)
         for t, m in self.model.items():
             lease = seen[t]
+            expiry = self.seen_expiry(m)
             assert (lease.holder, lease.epoch, lease.head_sha, lease.expires_at) == (
                 m.holder,
                 m.epoch,
                 m.head,
-                m.expires_at,
+                expiry,
             )
-            phase = Phase.EXPIRED if m.phase is Phase.CLAIMED and now >= m.expires_at else m.phase
+            phase = Phase.EXPIRED if m.phase is Phase.CLAIMED and now >= expiry else m.phase
             assert lease.phase is phase
 
     @invariant()
     def at_most_one_live_holder_per_target(self) -> None:
         now = self.clock.now
         with self.db.read() as tx:
-            rows = {t: self.store.lease_in(tx, t) for t in TARGETS}
+            rows = {t: self.store.seen_in(tx, self.store.lease_in(tx, t)) for t in TARGETS}
         for t in TARGETS:
             current = rows[t]
             passing = [
@@ -290,6 +319,22 @@ class LeaseMachine(RuleBasedStateMachine):
     def the_sql_fence_passes_exactly_the_live_claims(self) -> None:
         for claim in set(self.claims):
             assert self.sql_fence_passes(claim) == self.holds(claim), claim
+
+    @invariant()
+    def history_has_one_grant_and_at_most_one_end_per_claim(self) -> None:
+        with self.db.read() as tx:
+            rows = tx.all("SELECT forge, repo, number, role, epoch, event FROM lease_history")
+        grants: dict[tuple[Any, ...], int] = {}
+        ends: dict[tuple[Any, ...], int] = {}
+        for *key, epoch, event in rows:
+            k = (*key, epoch)
+            if event in ("granted", "takeover"):
+                grants[k] = grants.get(k, 0) + 1
+            elif event in ("released", "expired", "superseded"):
+                ends[k] = ends.get(k, 0) + 1
+        assert all(n == 1 for n in grants.values()), grants
+        assert all(n == 1 for n in ends.values()), ends
+        assert set(ends) <= set(grants)
 
     @invariant()
     def acts_follow_increasing_epochs_one_holder_each(self) -> None:

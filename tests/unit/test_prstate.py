@@ -39,7 +39,9 @@ def test_all_sections_are_shown() -> None:
         decision="approve",
         review=PostedReview("approve", HEAD, "posted", 42),
         leases=(
-            LeaseLine("reviewer", "bot-20260101T000000Z-abc", 3, HEAD, "2026-01-01T00:00:15Z"),
+            LeaseLine(
+                "reviewer", "bot-20260101T000000Z-abc", "claimed", HEAD, "2026-01-01T00:00:15Z"
+            ),
         ),
         last_delivery=DeliveryLine("d-1", "github", "status", None, "2026-01-01T00:00:00Z"),
         blockers=(),
@@ -48,7 +50,8 @@ def test_all_sections_are_shown() -> None:
     assert f"| Head | `{HEAD}` |" in body
     assert "approved at `aaaaaaaaaaaa` (review 42)" in body
     assert "| Next | maintainers |" in body
-    assert "reviewer: `bot-20260101T000000Z-abc`, epoch 3" in body
+    assert "reviewer: `bot-20260101T000000Z-abc`, claimed" in body
+    assert "epoch" not in body  # the comment is public: never the fencing token
     assert "`d-1` (github status, received 2026-01-01T00:00:00Z)" in body
     assert "**Blockers**\n\n- none" in body
 

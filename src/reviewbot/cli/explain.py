@@ -3,7 +3,8 @@
 Give a delivery id (as answered by the webhook or the API) or a PR reference
 ``FORGE:OWNER/REPO#N``. Every recorded decision is shown with all its reasons: the gate's
 (was the delivery for a PR head the bot should look at?), the review verdicts (what the
-required checks said, and what was posted at which head) and, for a PR, its merge.
+required checks said, and what was posted at which head) and, for a PR, its merge and its
+lease history (who held the reviewer and merger leases, and how each claim ended).
 ``--json`` prints the same records for scripts (the shape of the HTTP API).
 """
 
@@ -19,7 +20,9 @@ from reviewbot.config import load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.runtime.explain import PLAIN_WORDS as PLAIN_WORDS
 from reviewbot.runtime.explain import explain_decision, pull_facts, when
+from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.store import decisions, journal
+from reviewbot.store.leases import LeaseStore
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store
 
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         pr = _as_pr(args.target)
         if pr is not None:
             facts = pull_facts(db, time.time, pr, args.limit)
+            history = read_lease_history(LeaseStore(db, settings.leases), pr, limit=args.limit)
             if args.json:
                 print(
                     json.dumps(
@@ -55,11 +59,15 @@ def run(args: argparse.Namespace) -> int:
                             "decisions": [r.to_json() for r in facts.decisions],
                             "reviews": [r.to_json() for r in facts.reviews],
                             "merge": facts.merge,
+                            "lease_history": history.to_json()["history"],
                         }
                     )
                 )
             else:
                 print(facts.text())
+                if history.entries:
+                    print(f"Lease history for {facts.shown}, oldest first:")
+                    print("\n".join("  " + line for line in history.lines()))
             return 0
         stored = journal.get_delivery(db, args.target)
         if stored is None:

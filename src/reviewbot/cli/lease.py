@@ -3,7 +3,9 @@
 The same store as ``reviewbot serve`` (settings, data dir). ``register`` mints a worker
 identity; ``acquire`` claims the reviewer or merger lease of a pull request at a head SHA and
 prints its epoch (the fencing token every later call carries); ``heartbeat`` keeps it alive;
-``release`` ends it; ``list`` shows holder, epoch, head, phase and time left. A refusal
+``release`` ends it (``--reason`` is kept in the history); ``list`` shows holder, epoch,
+head, phase and time left; ``history`` shows every grant, renewal, release, expiry, takeover
+and supersession of a PR's leases, with who and why. A refusal
 (``lease_held``, ``superseded``, ``lease_not_held``, ``worker_unproven``) is one line on stderr
 and exit status 1; with ``--json`` its JSON also goes to stdout.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import (
     Lease,
     LeaseClaim,
@@ -28,6 +31,7 @@ from reviewbot.core.leases import (
     refusal_view,
 )
 from reviewbot.core.models import PullRef
+from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
@@ -81,7 +85,26 @@ def register(sub: Any) -> None:
         )
         _target_args(p)
         p.add_argument("--epoch", type=int, required=True, help="the epoch acquire printed")
+        if name == "release":
+            p.add_argument(
+                "--reason",
+                choices=sorted(r.value for r in CALLER_RELEASE_REASONS),
+                default=EndReason.MANUAL_RELEASE.value,
+                help="why (kept in the lease history)",
+            )
         p.set_defaults(func=func)
+
+    hist = _sub(
+        commands,
+        "history",
+        "a PR's lease audit trail (grants, renewals, releases, expiries, takeovers)",
+        "Every lease event of a PR, oldest first: who, epoch, head, when, why, by whom.",
+        "reviewbot lease history gitea:acme/api#12 --role merger",
+    )
+    hist.add_argument("pr", metavar="FORGE:OWNER/REPO#N", help="the pull request")
+    hist.add_argument("--role", choices=("reviewer", "merger"))
+    hist.add_argument("--limit", type=int, default=500, help="the newest N events")
+    hist.set_defaults(func=_history)
 
     lst = _sub(
         commands,
@@ -188,17 +211,32 @@ def _register(args: argparse.Namespace) -> int:
 
 def _acquire(args: argparse.Namespace) -> int:
     target = target_of(args)
-    return _run(args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl))
+    return _run(
+        args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl, actor="cli")
+    )
 
 
 def _heartbeat(args: argparse.Namespace) -> int:
     claim = LeaseClaim(target_of(args), args.worker, args.epoch)
-    return _run(args, lambda s: s.heartbeat(claim))
+    return _run(args, lambda s: s.heartbeat(claim, actor="cli"))
 
 
 def _release(args: argparse.Namespace) -> int:
     claim = LeaseClaim(target_of(args), args.worker, args.epoch)
-    return _run(args, lambda s: s.release(claim))
+    reason = EndReason(args.reason)
+    return _run(args, lambda s: s.release(claim, reason=reason, actor="cli"))
+
+
+def _history(args: argparse.Namespace) -> int:
+    pr = parse_pr(args.pr)
+    role = Role(args.role) if args.role else None
+    with lease_store(DBAccess.READ) as store:
+        history = read_lease_history(store, pr, role=role, limit=max(1, args.limit))
+    if args.json:
+        print(json.dumps(history.to_json(), indent=2, sort_keys=True))
+    else:
+        print("\n".join(history.lines()))
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import json
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
                 sim=args.sim,
                 run_workers=not args.no_workers,
                 shutdown_grace_s=args.shutdown_grace,
+                # Read again the same way, so GET /api/v1/runtime sees a changed file.
+                reload_settings=lambda: load_settings(**overrides),
             )
         )
     return 0
@@ -100,6 +103,7 @@ async def serve(
     sim: bool = False,
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
+    reload_settings: Callable[[], Settings] | None = None,
 ) -> None:
     # Start-up cost: every command's module loads with `reviewbot --help`; the server only here.
     from reviewbot.server.app import create_app
@@ -109,13 +113,16 @@ async def serve(
     if sim:
         sim_session = await SimSession.start(settings)
         settings = sim_session.settings
+        reload_settings = None  # the simulator's settings are made here, not read
     elif not (settings.github.configured or settings.gitea.configured):
         _say(HOW_TO_CONFIGURE)
 
     # Without workers only the journal and the lease API run: deliveries wait for a start
     # with workers, which gates (and reviews) them.
     parts = Parts.SERVE if run_workers else Parts.JOURNAL | Parts.MERGE
-    service = build_service(settings, parts=parts, shutdown_grace_s=shutdown_grace_s)
+    service = build_service(
+        settings, parts=parts, shutdown_grace_s=shutdown_grace_s, reload_settings=reload_settings
+    )
     app = create_app(service)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()

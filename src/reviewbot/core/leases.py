@@ -17,7 +17,11 @@ Rules:
   fresh epoch, because a pin to an old head must not carry forward.
 - **Liveness is heartbeat freshness**: a claim is live while ``now < expires_at``; each
   heartbeat pushes the expiry one lease term ahead. A claim that lapsed can be taken over
-  by anyone with a higher epoch, after which the old holder is ``superseded``.
+  by anyone with a higher epoch, after which the old holder is ``superseded``. The holder's
+  own heartbeat counts too: a worker silent for one lease term (``lease_s``) loses every
+  claim at once, whatever term the claims asked for (:func:`with_worker_liveness`).
+- **Terms are bounded**: a claim asks for at most ``max_lease_s`` (a setting, well under an
+  hour), so a crashed holder strands a target for a bounded time.
 - **Fencing**: heartbeat, release and every guarded write carry (holder, epoch) and are
   allowed only while exactly that claim is the live one. A lapsed claim is not revived: its
   holder acquires again and gets a new epoch.
@@ -37,6 +41,7 @@ from reviewbot.core.clock import iso
 from reviewbot.core.models import FORGES, repo_key
 from reviewbot.core.reasons import ReasonCode
 
+# The ceiling of the ``max_lease_s`` setting itself.
 MAX_TTL_S = 3600.0
 # Hyphens are allowed in names (``claude-opus-4``): an identity is parsed from the right.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
@@ -83,6 +88,9 @@ class LeaseTiming(Protocol):
     @property
     def retry_s(self) -> float: ...
 
+    @property
+    def max_lease_s(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -91,6 +99,7 @@ class Timing:
     lease_s: float = 15.0
     renew_s: float = 10.0
     retry_s: float = 2.0
+    max_lease_s: float = 900.0
 
 
 DEFAULT_TIMING = Timing()
@@ -188,13 +197,35 @@ def lease_term(timing: LeaseTiming, ttl_s: float | None) -> float:
     """The term of a new claim: the request's ``ttl_s`` or the configured lease term."""
     if ttl_s is None:
         return timing.lease_s
-    # A term shorter than the retry period would lapse before a holder could renew it.
-    if not (1.2 * timing.retry_s < ttl_s <= MAX_TTL_S):
+    # A term shorter than the retry period would lapse before a holder could renew it; a
+    # longer one than max_lease_s is refused, never clamped, so the caller knows its term.
+    if not (1.2 * timing.retry_s < ttl_s <= timing.max_lease_s):
         raise ValueError(
-            f"ttl_s must be greater than {1.2 * timing.retry_s:g} and at most {MAX_TTL_S:g},"
-            f" not {ttl_s:g}"
+            f"ttl_s must be greater than {1.2 * timing.retry_s:g} and at most"
+            f" {timing.max_lease_s:g} (max_lease_s), not {ttl_s:g}"
         )
     return ttl_s
+
+
+def worker_lapse_at(worker_heartbeat_at: float, timing: LeaseTiming) -> float:
+    """When a worker last heard from at ``worker_heartbeat_at`` stops being live."""
+    return worker_heartbeat_at + timing.lease_s
+
+
+def with_worker_liveness(
+    lease: Lease, worker_heartbeat_at: float | None, timing: LeaseTiming
+) -> Lease:
+    """``lease`` with its expiry brought forward to its holder's own lapse, if earlier.
+
+    A claim is only as live as the worker holding it: a worker that stopped heartbeating
+    (crashed, partitioned) loses all its claims one lease term after its last sign of life,
+    not after the longest term it asked for. ``None``: no worker record to go by (the row
+    was deleted), so the claim's own expiry stands.
+    """
+    if lease.phase is not Phase.CLAIMED or worker_heartbeat_at is None:
+        return lease
+    lapse = worker_lapse_at(worker_heartbeat_at, timing)
+    return replace(lease, expires_at=lapse) if lapse < lease.expires_at else lease
 
 
 def acquire(

@@ -134,6 +134,20 @@ def requesting_changes(reviews: Sequence[Review]) -> tuple[str, ...]:
     )
 
 
+def checks_not_green(
+    protection: RequiredChecks, configured: Sequence[str], results: Sequence[CheckResult]
+) -> str | None:
+    """``None`` when the required checks allow a merge, else each one that does not."""
+    verdict = policy.evaluate(protection, configured, results)
+    # Nothing required means nothing to wait for; the approval rule still applies.
+    if verdict.kind in (VerdictKind.APPROVE, VerdictKind.NO_REQUIRED_CHECKS):
+        return None
+    items = [f"{c.name} {c.state.value.replace('_', ' ')}" for c in verdict.failed]
+    items += [f"{c.name} pending" for c in verdict.pending]
+    items += [f"{name} not reported" for name in verdict.missing]
+    return ", ".join(items)
+
+
 def lease_refusal(lease: Lease | None, claim: LeaseClaim, pin: str, now: float) -> Refusal | None:
     """Why ``claim`` may not merge at ``pin``; ``None`` when it is the live merger claim there."""
     if claim.target.role is not Role.MERGER:
@@ -213,13 +227,9 @@ def decide(inputs: MergeInputs) -> MergeDecision:
         refusals.append(
             Refusal(ReasonCode.CHANGES_REQUESTED, "changes requested by " + ", ".join(blocking))
         )
-    verdict = policy.evaluate(inputs.protection, inputs.configured_checks, inputs.results)
-    # Nothing required means nothing to wait for; the approval rule still applies.
-    if verdict.kind not in (VerdictKind.APPROVE, VerdictKind.NO_REQUIRED_CHECKS):
-        items = [f"{c.name} {c.state.value.replace('_', ' ')}" for c in verdict.failed]
-        items += [f"{c.name} pending" for c in verdict.pending]
-        items += [f"{name} not reported" for name in verdict.missing]
-        refusals.append(Refusal(ReasonCode.CHECKS_NOT_GREEN, ", ".join(items)))
+    not_green = checks_not_green(inputs.protection, inputs.configured_checks, inputs.results)
+    if not_green is not None:
+        refusals.append(Refusal(ReasonCode.CHECKS_NOT_GREEN, not_green))
     if refusals:
         order = {code: i for i, code in enumerate(REFUSAL_CODES)}
         refusals.sort(key=lambda r: order.get(r.code, len(order)))

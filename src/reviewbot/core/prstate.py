@@ -3,12 +3,22 @@
 The comment carries a hidden marker so the bot finds and edits the same comment every
 time instead of adding a second one. Rendering is a pure function: the same records give
 the same text byte for byte, so an unchanged state needs no edit at all.
+
+Below the table for people, the comment ends with a fenced ``reviewbot-state`` block of
+``KEY: value`` lines for agents (:func:`parse_pr_state` reads it back; :data:`BLOCK_KEYS`
+lists the keys in order). ``BLOCKER:`` and ``LEASE:`` repeat, one line each, after their
+counts ``BLOCKERS:`` and ``LEASES:``. Every value is one line: whitespace runs (newlines
+included) become one space, and comment delimiters are broken up, so user text can neither
+end the block nor the marker. The epoch of a lease is never shown: the comment is public.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from reviewbot.core.clock import iso
 
 STATE_MARKER = "<!-- reviewbot:pr-state -->"
 
@@ -42,13 +52,39 @@ AUTHOR_IS_BOT = DecisionKind.AUTHOR_IS_BOT
 ERROR = DecisionKind.ERROR
 
 
+class PullState(StrEnum):
+    """STATE of the comment: where the PR stands in the review-and-merge flow."""
+
+    NOT_EVALUATED = "not_evaluated"
+    WAITING_FOR_CHECKS = "waiting_for_checks"
+    CHANGES_REQUESTED = "changes_requested"
+    APPROVING = "approving"  # approved at the head, the review not on the forge yet
+    READY_TO_MERGE = "ready_to_merge"
+    MERGING = "merging"  # a merger holds the live lease at the head
+    REVIEWING_NEW_HEAD = "reviewing_new_head"
+    NEEDS_ATTENTION = "needs_attention"  # no required checks, an error, the bot's own PR
+    DRAFT = "draft"
+    CLOSED = "closed"
+    MERGED = "merged"
+
+
 @dataclass(frozen=True)
 class LeaseLine:
     role: str
     holder: str
-    epoch: int
-    head_sha: str | None
+    phase: str
+    head_sha: str | None  # the candidate head the lease is pinned to
     expires_at: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something that happened to the PR: when, by whom, what, and why."""
+
+    at: float
+    by: str
+    what: str
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +120,8 @@ class PRStateRecords:
     last_delivery: DeliveryLine | None = None
     automerge: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    draft: bool = False
+    changes: tuple[Change, ...] = ()  # candidates; the newest is "what happened and why"
 
 
 @dataclass(frozen=True)
@@ -121,12 +159,55 @@ def review_status(rec: PRStateRecords) -> str:
     return labels.get(rec.decision, str(rec.decision))
 
 
+def _merger_at_head(rec: PRStateRecords) -> LeaseLine | None:
+    for lease in rec.leases:
+        if lease.role == "merger" and lease.phase == "claimed" and lease.head_sha == rec.head_sha:
+            return lease
+    return None
+
+
+def pull_state(rec: PRStateRecords) -> PullState:
+    """The STATE line, from the records."""
+    if rec.pr_state == "merged":
+        return PullState.MERGED
+    if rec.pr_state != "open":
+        return PullState.CLOSED
+    if rec.draft:
+        return PullState.DRAFT
+    if rec.decision is None:
+        return PullState.NOT_EVALUATED
+    if _merger_at_head(rec) is not None:
+        return PullState.MERGING
+    review = rec.review
+    posted = review is not None and review.head_sha == rec.head_sha and review.status == "posted"
+    by_decision: dict[str, PullState] = {
+        APPROVE: PullState.READY_TO_MERGE if posted else PullState.APPROVING,
+        REQUEST_CHANGES: PullState.CHANGES_REQUESTED,
+        WAITING: PullState.WAITING_FOR_CHECKS,
+        HEAD_MOVED: PullState.REVIEWING_NEW_HEAD,
+        NO_REQUIRED_CHECKS: PullState.NEEDS_ATTENTION,
+        AUTHOR_IS_BOT: PullState.NEEDS_ATTENTION,
+        ERROR: PullState.NEEDS_ATTENTION,
+    }
+    return by_decision.get(rec.decision, PullState.NOT_EVALUATED)
+
+
+def merge_ready(rec: PRStateRecords) -> bool:
+    """The bot's own view: approved and posted at this head, open, not a draft."""
+    return pull_state(rec) in (PullState.READY_TO_MERGE, PullState.MERGING)
+
+
 def next_step(rec: PRStateRecords) -> NextStep:
     """Who acts next and what they do, from the decision alone."""
     if rec.pr_state == "merged":
         return NextStep("nobody", "none: the pull request is merged")
     if rec.pr_state != "open":
         return NextStep("nobody", "none: the pull request is closed")
+    if rec.draft:
+        return NextStep(rec.author, "mark the pull request ready for review")
+    merger = _merger_at_head(rec) if rec.decision is not None else None
+    if merger is not None:
+        return NextStep(merger.holder, f"merge at `{rec.head_sha[:12]}`")
     review = rec.review
     posted = review is not None and review.head_sha == rec.head_sha and review.status == "posted"
     if rec.decision == APPROVE:
@@ -169,7 +250,7 @@ def render_pr_state(rec: PRStateRecords) -> str:
         "",
         "| | |",
         "|---|---|",
-        f"| State | {_escape(rec.pr_state)} |",
+        f"| State | {_escape(pull_state(rec).value)} ({_escape(rec.pr_state)}) |",
         f"| Head | `{_escape(rec.head_sha)}` |",
         f"| Review | {_escape(review_status(rec))} |",
         f"| Next | {_escape(step.who)} |",
@@ -183,7 +264,7 @@ def render_pr_state(rec: PRStateRecords) -> str:
     lines += [f"- {_escape(b)}" for b in rec.blockers] or ["- none"]
     lines += ["", "**Active leases**", ""]
     lines += [
-        f"- {_escape(lease.role)}: `{_escape(lease.holder)}`, epoch {lease.epoch}, "
+        f"- {_escape(lease.role)}: `{_escape(lease.holder)}`, {_escape(lease.phase)}, "
         f"head `{_escape((lease.head_sha or '-')[:12])}`, until {_escape(lease.expires_at)}"
         for lease in rec.leases
     ] or ["- none"]
@@ -197,4 +278,189 @@ def render_pr_state(rec: PRStateRecords) -> str:
             f"- `{_escape(d.delivery_id)}` ({_escape(d.source)} {_escape(what)}, "
             f"received {_escape(d.received_at)})"
         )
+    view = state_view(rec)
+    if view.what_happened:
+        lines += ["", "**What happened**", ""]
+        why = f": {_escape(view.why)}" if view.why else ""
+        lines.append(
+            f"- {_escape(view.last_updated_at)}, {_escape(view.last_updated_by)}: "
+            f"{_escape(view.what_happened)}{why}"
+        )
+    lines += ["", render_block(view)]
     return "\n".join(lines) + "\n"
+
+
+# --- the machine-readable block ----------------------------------------------------------------
+
+BLOCK_INFO = "reviewbot-state"
+BLOCK_KEYS = (
+    "PR",
+    "STATE",
+    "WHO_IS_NEXT",
+    "NEXT_ACTION",
+    "HEAD_SHA",
+    "REVIEW_STATUS",
+    "MERGE_READY",
+    "BLOCKERS",
+    "BLOCKER",
+    "LEASES",
+    "LEASE",
+    "LAST_UPDATED_BY",
+    "LAST_UPDATED_AT",
+    "WHAT_HAPPENED",
+    "WHY",
+)
+_LEASE_FIELDS = ("role", "holder", "phase", "head", "expires")
+
+
+def one_line(text: str) -> str:
+    """``text`` as a block value: one line, no comment delimiters (idempotent)."""
+    flat = " ".join(text.split())
+    while "<!--" in flat or "-->" in flat:
+        flat = flat.replace("<!--", "< !--").replace("-->", "-- >")
+    return flat
+
+
+def _token(text: str) -> str:
+    """A LEASE field value: no spaces or '=' (identities, SHAs and ISO times have none)."""
+    return "".join("_" if c.isspace() or c == "=" else c for c in one_line(text)) or "-"
+
+
+@dataclass(frozen=True)
+class LeaseEntry:
+    role: str
+    holder: str
+    phase: str
+    head_sha: str
+    expires_at: str
+
+
+@dataclass(frozen=True)
+class PRStateView:
+    """What the ``reviewbot-state`` block says; :func:`parse_pr_state` gives it back."""
+
+    pr: str
+    state: str
+    who_is_next: str
+    next_action: str
+    head_sha: str
+    review_status: str
+    merge_ready: bool
+    blockers: tuple[str, ...] = ()
+    leases: tuple[LeaseEntry, ...] = ()
+    last_updated_by: str = ""
+    last_updated_at: str = ""
+    what_happened: str = ""
+    why: str = ""
+
+
+def latest_change(changes: Sequence[Change]) -> Change | None:
+    """The newest change (the later one in the sequence on a tie)."""
+    newest: Change | None = None
+    for change in changes:
+        if newest is None or change.at >= newest.at:
+            newest = change
+    return newest
+
+
+def state_view(rec: PRStateRecords) -> PRStateView:
+    step = next_step(rec)
+    last = latest_change(rec.changes)
+    return PRStateView(
+        pr=one_line(rec.pr),
+        state=pull_state(rec).value,
+        who_is_next=one_line(step.who),
+        next_action=one_line(step.action),
+        head_sha=one_line(rec.head_sha),
+        review_status=one_line(review_status(rec)),
+        merge_ready=merge_ready(rec),
+        blockers=tuple(one_line(b) for b in rec.blockers if one_line(b)),
+        leases=tuple(
+            LeaseEntry(
+                _token(lease.role),
+                _token(lease.holder),
+                _token(lease.phase),
+                _token(lease.head_sha or "-"),
+                _token(lease.expires_at),
+            )
+            for lease in rec.leases
+        ),
+        last_updated_by=one_line(last.by) if last else "",
+        last_updated_at=iso(last.at) if last else "",
+        what_happened=one_line(last.what) if last else "",
+        why=one_line(last.why) if last else "",
+    )
+
+
+def render_block(view: PRStateView) -> str:
+    """The fenced ``reviewbot-state`` block of ``view``."""
+    lines = [
+        f"```{BLOCK_INFO}",
+        f"PR: {view.pr}",
+        f"STATE: {view.state}",
+        f"WHO_IS_NEXT: {view.who_is_next}",
+        f"NEXT_ACTION: {view.next_action}",
+        f"HEAD_SHA: {view.head_sha}",
+        f"REVIEW_STATUS: {view.review_status}",
+        f"MERGE_READY: {'yes' if view.merge_ready else 'no'}",
+        f"BLOCKERS: {len(view.blockers)}",
+    ]
+    lines += [f"BLOCKER: {b}" for b in view.blockers]
+    lines.append(f"LEASES: {len(view.leases)}")
+    lines += [
+        f"LEASE: role={x.role} holder={x.holder} phase={x.phase} head={x.head_sha}"
+        f" expires={x.expires_at}"
+        for x in view.leases
+    ]
+    lines += [
+        f"LAST_UPDATED_BY: {view.last_updated_by}",
+        f"LAST_UPDATED_AT: {view.last_updated_at}",
+        f"WHAT_HAPPENED: {view.what_happened}",
+        f"WHY: {view.why}",
+        "```",
+    ]
+    return "\n".join(lines)
+
+
+def parse_pr_state(body: str) -> PRStateView:
+    """The ``reviewbot-state`` block of a state comment; ``ValueError`` when there is none
+    or a required key is missing. Unknown keys are ignored (newer bots may add some)."""
+    lines = body.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == f"```{BLOCK_INFO}")
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "```")
+    except StopIteration:
+        raise ValueError(f"no ```{BLOCK_INFO} block in the comment") from None
+    single: dict[str, str] = {}
+    blockers: list[str] = []
+    leases: list[LeaseEntry] = []
+    for line in lines[start + 1 : end]:
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "BLOCKER":
+            blockers.append(value)
+        elif key == "LEASE":
+            fields = dict(part.partition("=")[::2] for part in value.split())
+            leases.append(LeaseEntry(*(fields.get(name, "") for name in _LEASE_FIELDS)))
+        else:
+            single[key] = value
+    missing = [k for k in ("PR", "STATE", "HEAD_SHA") if k not in single]
+    if missing:
+        raise ValueError(f"the {BLOCK_INFO} block lacks {', '.join(missing)}")
+    return PRStateView(
+        pr=single["PR"],
+        state=single["STATE"],
+        who_is_next=single.get("WHO_IS_NEXT", ""),
+        next_action=single.get("NEXT_ACTION", ""),
+        head_sha=single["HEAD_SHA"],
+        review_status=single.get("REVIEW_STATUS", ""),
+        merge_ready=single.get("MERGE_READY", "no") == "yes",
+        blockers=tuple(blockers),
+        leases=tuple(leases),
+        last_updated_by=single.get("LAST_UPDATED_BY", ""),
+        last_updated_at=single.get("LAST_UPDATED_AT", ""),
+        what_happened=single.get("WHAT_HAPPENED", ""),
+        why=single.get("WHY", ""),
+    )

@@ -146,7 +146,12 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
     await _check_owner(service, info, body.worker_identity)
     try:
         lease = await database(service).run(
-            api.leases.acquire, body.target(), body.worker_identity, body.head_sha, ttl_s=body.ttl_s
+            api.leases.acquire,
+            body.target(),
+            body.worker_identity,
+            body.head_sha,
+            ttl_s=body.ttl_s,
+            actor=str(_owner(info)),
         )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
@@ -163,8 +168,15 @@ async def transition_lease(
     api = merge_parts(service)
     await _check_owner(service, info, body.worker_identity)
     try:
-        step = api.leases.release if release else api.leases.heartbeat
-        lease = await database(service).run(step, body.claim())
+        claim = body.claim()
+        actor = str(_owner(info))  # the lease history names who did it
+        if release:
+            reason = body.release_reason()
+            lease = await database(service).run(
+                lambda: api.leases.release(claim, reason=reason, actor=actor)
+            )
+        else:
+            lease = await database(service).run(lambda: api.leases.heartbeat(claim, actor=actor))
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
     return lease_json(lease, api.leases.clock())

@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.server import entry, health, leases, reads, webhooks
+from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
@@ -63,6 +63,9 @@ def create_app(service: Service) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post(TOOLS_ROUTE, _tools)
     leases.add_routes(app)
+    history.add_routes(app)
+    capability.add_routes(app)
+    runtime.add_routes(app)
     ui_pages.add_routes(app)  # the status page: GET /, /pr/..., /login
     add_mcp_route(app, service)
     app.on_startup.append(_startup)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.core.models import repo_key
 
@@ -51,9 +52,20 @@ class AcquireBody(TargetBody):
 class ClaimBody(TargetBody):
     worker_identity: str = Field(min_length=1, max_length=200)
     epoch: int = Field(ge=1)
+    # Why a release happens (kept in the lease history); only for /release.
+    reason: str | None = Field(None, max_length=40)
 
     def claim(self) -> LeaseClaim:
         return LeaseClaim(self.target(), self.worker_identity, self.epoch)
+
+    def release_reason(self) -> EndReason:
+        """The declared reason; the bot's own words (``merged``...) are not a caller's."""
+        if self.reason is None:
+            return EndReason.MANUAL_RELEASE
+        allowed = sorted(r.value for r in CALLER_RELEASE_REASONS)
+        if self.reason not in allowed:
+            raise ValueError(f"reason must be one of {', '.join(allowed)}, not {self.reason!r}")
+        return EndReason(self.reason)
 
 
 class MergeBody(_Body):

@@ -41,6 +41,14 @@ from typing import Any
 from reviewbot.core import errors
 from reviewbot.core import leases as core
 from reviewbot.core.clock import Clock
+from reviewbot.core.lease_history import (
+    EndReason,
+    HistoryEntry,
+    LeaseEvent,
+    lapse_entry,
+    lapse_reason,
+    with_unrecorded_lapses,
+)
 from reviewbot.core.leases import (
     DEFAULT_TIMING,
     AcquireRequest,
@@ -60,6 +68,7 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.core.sandbox import ledger_file
+from reviewbot.store import lease_history
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
     P,
@@ -287,13 +296,45 @@ class LeaseStore:
     def worker_heartbeat(self, identity: str) -> WorkerRecord:
         now = self.clock()
         with self.db.write() as tx:
-            row = tx.one(
-                "UPDATE workers SET heartbeat_at = ? WHERE identity = ? RETURNING *",
-                (now, identity),
-            )
+            self._touch_worker(tx, identity, now)
+            row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
         if row is None:
             raise UnknownWorker(f"no worker {identity} is registered (unproven)")
         return _worker(row)
+
+    def _touch_worker(self, tx: Tx, identity: str, now: float) -> None:
+        """Record a sign of life of ``identity``, inside a write transaction.
+
+        A worker that was silent for a lease term lost its claims when it fell silent; a
+        new sign of life must not revive them, so they are ended first: their expiry is
+        brought forward to the lapse and an ``expired`` row is written.
+        """
+        row = tx.one("SELECT heartbeat_at FROM workers WHERE identity = ?", (identity,))
+        if row is None:
+            return
+        lapse = core.worker_lapse_at(row[0], self.timing)
+        if now >= lapse:
+            for held in tx.all(
+                "SELECT * FROM leases WHERE holder = ? AND phase = 'claimed'", (identity,)
+            ):
+                stored = _lease(held)
+                seen = core.with_worker_liveness(stored, row[0], self.timing)
+                if seen.expires_at < stored.expires_at:
+                    tx.execute(
+                        f"UPDATE leases SET expires_at = ? WHERE {_TARGET_WHERE} AND epoch = ?",
+                        (seen.expires_at, *_key(seen.target), seen.epoch),
+                    )
+                self._record_lapse(tx, seen, stored.expires_at)
+        tx.execute("UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, identity))
+
+    def _record_lapse(self, tx: Tx, seen: Lease, own_expiry: float) -> None:
+        """Write the ``expired`` row of a lapsed claim, once."""
+        if seen.phase is not core.Phase.CLAIMED:
+            return
+        if lease_history.has_end(tx, seen.target, seen.epoch):
+            return
+        reason = lapse_reason(seen, own_expiry)
+        lease_history.append(tx, lapse_entry(seen, reason, "clock"))
 
     def worker(self, identity: str) -> WorkerRecord | None:
         with self.db.read() as tx:
@@ -329,13 +370,31 @@ class LeaseStore:
             worker_identity=identity,
         )
 
+    def worker_owner(self, identity: str) -> WorkerOwner | None:
+        """Who registered ``identity``; ``None`` when nobody did."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
+                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
+                (identity,),
+            )
+        if row is None:
+            return None
+        return WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
+
     def worker_status(self, identity: str) -> WorkerStatus:
         return core.worker_status(self.worker(identity), self.clock(), self.timing)
 
     # --- leases ---------------------------------------------------------------------------------
 
     def acquire(
-        self, target: LeaseTarget, worker: str, head_sha: str, *, ttl_s: float | None = None
+        self,
+        target: LeaseTarget,
+        worker: str,
+        head_sha: str,
+        *,
+        ttl_s: float | None = None,
+        actor: str = "reviewbot",
     ) -> Lease:
         """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
         request = AcquireRequest(target, worker, head_sha, ttl_s)
@@ -345,7 +404,10 @@ class LeaseStore:
                 raise UnknownWorker(
                     f"no worker {worker} is registered (unproven); register it first"
                 )
-            current = self.lease_in(tx, target)
+            # First the caller's own lapse, if any: its old claims stay ended.
+            self._touch_worker(tx, worker, now)
+            stored = self.lease_in(tx, target)
+            current = self.seen_in(tx, stored)
             table_mark = tx.one(
                 f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
             )
@@ -366,17 +428,87 @@ class LeaseStore:
                     (*_key(target), lease.epoch),
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
-            tx.execute("UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, worker))
+            self._record_grant(tx, stored, current, result.kind, lease, now, actor)
         return lease
 
-    def heartbeat(self, claim: LeaseClaim) -> Lease:
+    def _record_grant(
+        self,
+        tx: Tx,
+        stored: Lease | None,
+        current: Lease | None,
+        kind: GrantKind,
+        lease: Lease,
+        now: float,
+        actor: str,
+    ) -> None:
+        """The history rows of an acquire: the end of the claim it replaced, then itself."""
+        previous: str | None = None
+        if stored is not None and current is not None and kind is not GrantKind.RENEWED:
+            if current.live(now):  # the same worker moved its claim to another head
+                ended = HistoryEntry(
+                    current.target,
+                    LeaseEvent.SUPERSEDED,
+                    current.holder,
+                    current.epoch,
+                    current.head_sha,
+                    now,
+                    expires_at=now,
+                    reason=EndReason.SUPERSEDED.value,
+                    actor=actor,
+                )
+                lease_history.append(tx, ended)
+            else:
+                self._record_lapse(tx, current, stored.expires_at)
+            if kind is GrantKind.TAKEOVER:
+                previous = current.holder
+        event = {
+            GrantKind.GRANTED: LeaseEvent.GRANTED,
+            GrantKind.TAKEOVER: LeaseEvent.TAKEOVER,
+            GrantKind.RENEWED: LeaseEvent.RENEWED,
+        }[kind]
+        lease_history.append(tx, self._entry(lease, event, now, actor, previous_holder=previous))
+
+    @staticmethod
+    def _entry(
+        lease: Lease,
+        event: LeaseEvent,
+        now: float,
+        actor: str,
+        *,
+        reason: str = "",
+        previous_holder: str | None = None,
+    ) -> HistoryEntry:
+        return HistoryEntry(
+            lease.target,
+            event,
+            lease.holder,
+            lease.epoch,
+            lease.head_sha,
+            now,
+            expires_at=lease.expires_at,
+            reason=reason,
+            actor=actor,
+            previous_holder=previous_holder,
+        )
+
+    def heartbeat(self, claim: LeaseClaim, *, actor: str = "reviewbot") -> Lease:
         """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held)."""
-        return self._transition(claim, core.heartbeat)
+        return self._transition(claim, core.heartbeat, LeaseEvent.RENEWED, "", actor)
 
-    def release(self, claim: LeaseClaim) -> Lease:
-        return self._transition(claim, core.release)
+    def release(
+        self,
+        claim: LeaseClaim,
+        *,
+        reason: EndReason = EndReason.MANUAL_RELEASE,
+        actor: str = "reviewbot",
+    ) -> Lease:
+        """End the live claim now; the history row says why (``reason``) and who."""
+        reason = EndReason(reason)
+        return self._transition(claim, core.release, LeaseEvent.RELEASED, reason.value, actor)
 
-    def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
+    def supersede_head(
+        self, forge: str, repo: str, number: int, new_head: str, *, actor: str = "reviewbot"
+    ) -> list[Lease]:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
         repo = repo_key(repo)
         changed: list[Lease] = []
@@ -387,16 +519,56 @@ class LeaseStore:
                 (forge, repo, number),
             )
             for row in rows:
-                updated = core.supersede_head(_lease(row), new_head, now)
+                stored = _lease(row)
+                updated = core.supersede_head(stored, new_head, now)
                 if updated is not None:
+                    seen = self.seen_in(tx, stored)
+                    if seen is not None and not seen.live(now):
+                        self._record_lapse(tx, seen, stored.expires_at)  # it ended before
                     self._store(tx, updated)
+                    if not lease_history.has_end(tx, updated.target, updated.epoch):
+                        entry = self._entry(
+                            updated,
+                            LeaseEvent.SUPERSEDED,
+                            now,
+                            actor,
+                            reason=f"{EndReason.HEAD_MOVED.value}: {new_head}",
+                        )
+                        lease_history.append(tx, entry)
                     changed.append(updated)
         return changed
+
+    def history(
+        self,
+        forge: str,
+        repo: str,
+        number: int,
+        *,
+        role: Role | None = None,
+        limit: int = lease_history.DEFAULT_LIMIT,
+    ) -> list[HistoryEntry]:
+        """The audit trail of one PR's leases, oldest first; lapses the clock caused but no
+        call recorded yet are included, marked ``recorded: false``."""
+        repo = repo_key(repo)
+        with self.db.read() as tx:
+            now = self.clock()
+            entries = lease_history.for_pull(tx, forge, repo, number, role=role, limit=limit)
+            current: list[tuple[Lease, float]] = []
+            for row in tx.all(
+                "SELECT * FROM leases WHERE forge = ? AND repo = ? AND number = ?",
+                (forge, repo, number),
+            ):
+                stored = _lease(row)
+                if role is None or stored.target.role is Role(role):
+                    seen = self.seen_in(tx, stored)
+                    assert seen is not None
+                    current.append((seen, stored.expires_at))
+        return with_unrecorded_lapses(entries, current, now)
 
     def get(self, target: LeaseTarget) -> Lease | None:
         """The target's lease as a reader sees it now (a lapsed claim shows ``expired``)."""
         with self.db.read() as tx:
-            lease = self.lease_in(tx, target)
+            lease = self.seen_in(tx, self.lease_in(tx, target))
         return None if lease is None else self._as_seen(lease)
 
     def list_leases(
@@ -424,16 +596,23 @@ class LeaseStore:
                 where.append(f"{column} = ?")
                 params.append(value)
         now = self.clock()
-        if live_only:
-            where.append("phase = 'claimed' AND expires_at > ?")
-            params.append(now)
-        sql = "SELECT * FROM leases"
+        sql = (
+            "SELECT l.*, w.heartbeat_at AS worker_heartbeat_at FROM leases AS l"
+            " LEFT JOIN workers AS w ON w.identity = l.holder"
+        )
         if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY forge, repo, number, role"
+            sql += " WHERE " + " AND ".join(f"l.{w}" for w in where)
+        sql += " ORDER BY l.forge, l.repo, l.number, l.role"
         with self.db.read() as tx:
             rows = tx.all(sql, params)
-        return [self._as_seen(_lease(row), now) for row in rows]
+        seen = [
+            self._as_seen(
+                core.with_worker_liveness(_lease(row), row["worker_heartbeat_at"], self.timing),
+                now,
+            )
+            for row in rows
+        ]
+        return [lease for lease in seen if not live_only or lease.live(now)]
 
     # --- fencing --------------------------------------------------------------------------------
 
@@ -445,14 +624,18 @@ class LeaseStore:
         under the epoch.
         """
         now = self.clock()
+        # Live by its own term and by its worker's heartbeat (a worker with no record left
+        # is judged by the claim alone, as with_worker_liveness does).
         cur = tx.execute(
             f"UPDATE leases SET writes = writes + 1 WHERE {_TARGET_WHERE} AND holder = ?"
-            " AND epoch = ? AND phase = 'claimed' AND expires_at > ?",
-            (*_key(claim.target), claim.worker, claim.epoch, now),
+            " AND epoch = ? AND phase = 'claimed' AND expires_at > ? AND NOT EXISTS"
+            " (SELECT 1 FROM workers AS w WHERE w.identity = leases.holder"
+            " AND w.heartbeat_at + ? <= ?)",
+            (*_key(claim.target), claim.worker, claim.epoch, now, self.timing.lease_s, now),
         )
         if cur.rowcount == 1:
             return
-        refusal = core.check_fence(self.lease_in(tx, claim.target), claim, now)
+        refusal = core.check_fence(self.seen_in(tx, self.lease_in(tx, claim.target)), claim, now)
         raise LeaseRefused(
             refusal
             or Refused(ReasonCode.LEASE_NOT_HELD, f"{claim.worker} does not hold {claim.target}")
@@ -495,19 +678,32 @@ class LeaseStore:
     # --- internals ------------------------------------------------------------------------------
 
     def _transition(
-        self, claim: LeaseClaim, step: Callable[[Lease | None, LeaseClaim, float], Any]
+        self,
+        claim: LeaseClaim,
+        step: Callable[[Lease | None, LeaseClaim, float], Any],
+        event: LeaseEvent,
+        reason: str,
+        actor: str,
     ) -> Lease:
         with self.db.write() as tx:
             now = self.clock()
-            result = step(self.lease_in(tx, claim.target), claim, now)
+            # A refusal rolls this back: a refused call changes nothing, not even liveness.
+            self._touch_worker(tx, claim.worker, now)
+            result = step(self.seen_in(tx, self.lease_in(tx, claim.target)), claim, now)
             if isinstance(result, Refused):
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
             self._store(tx, result.lease)
-            tx.execute(
-                "UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, claim.worker)
-            )
+            entry = self._entry(result.lease, event, now, actor, reason=reason)
+            lease_history.append(tx, entry)
         return result.lease
+
+    def seen_in(self, tx: Tx, lease: Lease | None) -> Lease | None:
+        """``lease`` with its holder's liveness applied (see ``with_worker_liveness``)."""
+        if lease is None:
+            return None
+        row = tx.one("SELECT heartbeat_at FROM workers WHERE identity = ?", (lease.holder,))
+        return core.with_worker_liveness(lease, None if row is None else row[0], self.timing)
 
     @staticmethod
     def lease_in(tx: Tx, target: LeaseTarget) -> Lease | None:

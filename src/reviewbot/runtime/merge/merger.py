@@ -35,6 +35,7 @@ from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.errors import ReviewbotError
+from reviewbot.core.lease_history import EndReason
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role, check_full_sha
 from reviewbot.core.merge import MergeAction, MergeInputs, decide, same_sha
 from reviewbot.core.models import PullRequestSnapshot, RepoRef
@@ -360,7 +361,7 @@ class Merger:
             attempt.epoch,
         )
         with contextlib.suppress(LeaseRefused):
-            await self.leases.run(self.leases.release, claim)
+            await self.leases.run(self.leases.release, claim, reason=EndReason.MERGED)
         outcome = MergeOutcome(
             True,
             attempt.head_sha,
@@ -539,7 +540,7 @@ class Merger:
             outcome.notes.append(f"merge not recorded: {exc}")
             log.warning("merge of %s not recorded: %s", t, exc)
         with contextlib.suppress(LeaseRefused):
-            await self.leases.run(self.leases.release, claim)
+            await self.leases.run(self.leases.release, claim, reason=EndReason.MERGED)
         outcome.state_comment = await self._comment(t.forge, t.repo, t.number, pull)
         return outcome
 
@@ -551,7 +552,7 @@ class Merger:
         outcome: MergeOutcome,
     ) -> None:
         with contextlib.suppress(LeaseRefused):
-            await self.leases.run(self.leases.release, claim)
+            await self.leases.run(self.leases.release, claim, reason=EndReason.HEAD_MOVED)
         outcome.new_head = new_head
         if new_head and not same_sha(new_head, request.head_sha):
             await self.leases.run(

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
 from reviewbot.core import errors
+from reviewbot.core.lease_history import EndReason, HistoryEntry
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.core.models import ReviewEvent, ReviewState
 from reviewbot.core.prstate import HEAD_MOVED, DecisionKind
@@ -96,6 +97,8 @@ class ReviewerLeases(Protocol):
 
     def active(self, forge: str, repo: str, number: int) -> list[Lease]: ...
 
+    def history(self, forge: str, repo: str, number: int) -> list[HistoryEntry]: ...
+
 
 class StoreReviewerLeases:
     """:class:`ReviewerLeases` over the store's :class:`~reviewbot.store.leases.LeaseStore`."""
@@ -121,7 +124,7 @@ class StoreReviewerLeases:
 
     def release(self, claim: LeaseClaim) -> None:
         with contextlib.suppress(LeaseRefused):
-            self.store.release(claim)
+            self.store.release(claim, reason=EndReason.REVIEWED)
 
     def fence(self, claim: LeaseClaim) -> Fence:
         def check(tx: Tx) -> None:
@@ -137,6 +140,9 @@ class StoreReviewerLeases:
 
     def active(self, forge: str, repo: str, number: int) -> list[Lease]:
         return self.store.list_leases(forge=forge, repo=repo, number=number, live_only=True)
+
+    def history(self, forge: str, repo: str, number: int) -> list[HistoryEntry]:
+        return self.store.history(forge, repo, number, limit=50)
 
 
 class PullLocks:

@@ -61,7 +61,7 @@ from reviewbot.runtime.review.outbox import (
 )
 from reviewbot.runtime.review.state_comment import MISSING_CHECKS, StateComments
 from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
-from reviewbot.runtime.reviewers.runs import run_id_for
+from reviewbot.runtime.reviewers.runs import received, run_id_for
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.store.reviews import (
@@ -452,6 +452,8 @@ class ReviewPipeline:
             return kept
         # A delivery names its run; an explicit request (command line, API) gets its own.
         delivery_id = request.delivery_id or f"{request.source}-{uuid.uuid4().hex[:12]}"
+        # What was received, as the journal kept it: the reviewer's delivery.json carries it.
+        payload, headers = await self.store.run(received, self.store.db, request.delivery_id)
         outcome = await review_pull(
             rules.reviewers,
             settings=self.settings,
@@ -462,6 +464,8 @@ class ReviewPipeline:
             api_url=self.external.api_url,
             event=request.event,
             action=request.action,
+            payload=payload,
+            headers=headers,
             limits=self.external.limits,
             sandbox=self.external.sandbox,
         )

@@ -12,9 +12,11 @@ from collections.abc import Mapping
 
 from reviewbot.config import Settings
 from reviewbot.core.clock import iso
+from reviewbot.core.lease_history import EndReason, LeaseEvent
 from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.prstate import (
     STATE_MARKER,
+    Change,
     DeliveryLine,
     LeaseLine,
     PostedReview,
@@ -25,7 +27,7 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
 from reviewbot.store import repositories
-from reviewbot.store.reviews import ReviewStore, body_sha256
+from reviewbot.store.reviews import OutboxRow, ReviewDecision, ReviewStore, body_sha256
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +107,12 @@ class StateComments:
         head = latest.head_sha
         pr_state = "open"
         author = ""
+        draft = False
         if pull is not None:
             head = pull.head_sha if pull.head_sha else head
             pr_state = "merged" if pull.merged else pull.state
             author = pull.author
+            draft = pull.draft
         decision = latest if latest.head_sha == head else None
         rows = [
             r
@@ -125,7 +129,7 @@ class StateComments:
             LeaseLine(
                 lease.target.role.value,
                 lease.holder,
-                lease.epoch,
+                lease.phase.value,
                 lease.head_sha,
                 iso(lease.expires_at),
             )
@@ -154,5 +158,49 @@ class StateComments:
             leases=leases,
             last_delivery=delivery,
             automerge=bool(rules and rules.automerge),
+            draft=draft,
+            changes=self._changes(forge, repo, number, latest, rows),
         )
         return render_pr_state(records)
+
+    def _changes(
+        self, forge: str, repo: str, number: int, latest: ReviewDecision, rows: list[OutboxRow]
+    ) -> tuple[Change, ...]:
+        """What happened lately, from the records: the verdict, the posted review and the
+        last lease event that was not a renewal; the comment shows the newest."""
+        why = f"{latest.reason_code}: {latest.detail}" if latest.detail else latest.reason_code
+        changes = [
+            Change(
+                latest.decided_at,
+                "reviewbot",
+                f"evaluated head {latest.head_sha[:12]}: {latest.decision}",
+                why[:300],
+            )
+        ]
+        for row in rows:
+            if row.status == "posted" and row.finished_at is not None:
+                changes.append(
+                    Change(
+                        row.finished_at,
+                        "reviewbot",
+                        f"posted the {row.verdict} review at {row.head_sha[:12]}",
+                        f"review {row.forge_review_id}" if row.forge_review_id else "",
+                    )
+                )
+        # Renewals, and the bot's reviewer releasing its lease after every review, are routine.
+        events = [
+            e
+            for e in self.leases.history(forge, repo, number)
+            if e.event is not LeaseEvent.RENEWED and e.reason != EndReason.REVIEWED
+        ]
+        if events:
+            e = events[-1]
+            changes.append(
+                Change(
+                    e.at,
+                    e.actor or e.holder,
+                    f"{e.target.role.value} lease {e.event.value}: {e.holder}",
+                    e.reason,
+                )
+            )
+        return tuple(changes)

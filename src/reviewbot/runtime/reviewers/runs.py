@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.core.errors import ReviewbotError
+from reviewbot.store import journal
+from reviewbot.store.database import Database
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 DELIVERY_FILE = "delivery.json"
@@ -119,6 +121,26 @@ def delivery_document(
         "payload": dict(payload or {}),
         "headers": dict(headers or {}),
     }
+
+
+def received(db: Database, delivery_id: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The payload and kept headers of a journalled delivery, for ``delivery.json``.
+
+    The payload is the body as received: the forge's event for a webhook, the Crew envelope
+    or the API body otherwise. A delivery the journal does not hold (a sweep, the command
+    line) or a body that is not a JSON object gives ``{}``; the headers are the ones the
+    journal keeps (never a signature or a token).
+    """
+    if delivery_id is None:
+        return {}, {}
+    stored = journal.get_delivery(db, delivery_id)
+    if stored is None:
+        return {}, {}
+    try:
+        body = json.loads(stored.body)
+    except ValueError:  # UnicodeDecodeError included
+        body = None
+    return (body if isinstance(body, dict) else {}), dict(stored.headers)
 
 
 def run_folder(paths: WorkflowPaths, run_id: str) -> RunFolder:

@@ -1,0 +1,36 @@
+"""``GET /api/v1/runtime``: what is running, and whether it is what is on disk.
+
+Scope ``read``. The answer (see ``docs/capability.md``): version and commit, schema version
+and last migration, the configuration's hash (and the configuration itself, secrets shown as
+``<secret>``; not to a token bound to one repository, as it names every repository), start
+time, the sandbox state, and whether the code or the configuration on disk differs from
+the running one (``restart_needed`` and its ``reasons``).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from reviewbot.core.errors import Refused
+from reviewbot.runtime.parity import runtime_report
+from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.auth import authenticate
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/api/v1/runtime", api_runtime)
+
+
+async def api_runtime(request: web.Request) -> web.Response:
+    info = await authenticate(request, "read")
+    service = request.app[SERVICE]
+    db, boot = service.db, service.boot
+    if db is None or boot is None:
+        raise Refused("this server keeps no runtime record", code="not_found")
+    sandbox = service.external.sandbox.state.describe()
+    # Hashing the package's files and reading the configuration again are blocking.
+    report = await db.run(runtime_report, boot, db, sandbox)
+    body = report.to_json()
+    if info.repo is not None:
+        del body["config"]
+    return web.json_response(body)

@@ -1,0 +1,200 @@
+"""The machine-readable block of the PR state comment: it parses back to what was rendered
+(property test over arbitrary text), and each state renders as its golden file.
+
+Regenerate the golden files after an intended change with
+``UPDATE_GOLDEN=1 ./dev test -n 0 tests/unit/test_prstate_block.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reviewbot.core.prstate import (
+    STATE_MARKER,
+    Change,
+    DeliveryLine,
+    LeaseLine,
+    PostedReview,
+    PRStateRecords,
+    PullState,
+    parse_pr_state,
+    render_pr_state,
+    state_view,
+)
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "prstate"
+HEAD = "9d1c0e7f4b2a8c6d5e3f1a0b9c8d7e6f5a4b3c2d"
+OLD = "1111111111111111111111111111111111111111"
+T0 = 1_772_359_200.0  # 2026-03-01T10:00:00Z
+REVIEWER = LeaseLine(
+    "reviewer", "reviewbot.reviewer-20260301T095900Z-0a1b2c3d4e5f", "claimed", HEAD,
+    "2026-03-01T10:00:15.000Z",
+)  # fmt: skip
+MERGER = LeaseLine(
+    "merger", "agent7-20260301T100000Z-3f9c0a1b2d4e", "claimed", HEAD, "2026-03-01T10:15:00.000Z"
+)
+DELIVERY = DeliveryLine("d-42", "gitea", "pull_request", "synchronized", "2026-03-01T09:59:58Z")
+EVALUATED = Change(T0, "reviewbot", f"evaluated head {HEAD[:12]}: approve", "checks_passed")
+
+
+def records(**kw: object) -> PRStateRecords:
+    base: dict[str, object] = {
+        "pr": "gitea:acme/api#12",
+        "pr_state": "open",
+        "head_sha": HEAD,
+        "author": "alice",
+        "decision": "approve",
+        "last_delivery": DELIVERY,
+        "changes": (EVALUATED,),
+    }
+    base.update(kw)
+    return PRStateRecords(**base)  # type: ignore[arg-type]
+
+
+POSTED = PostedReview("approve", HEAD, "posted", 77)
+STATES: dict[PullState, PRStateRecords] = {
+    PullState.NOT_EVALUATED: records(decision=None, changes=()),
+    PullState.WAITING_FOR_CHECKS: records(
+        decision="waiting",
+        blockers=("ci/test pending", "lint not reported"),
+        leases=(REVIEWER,),
+        changes=(
+            Change(T0, "reviewbot", "evaluated head 9d1c0e7f4b2a: waiting", "checks_pending"),
+        ),
+    ),
+    PullState.CHANGES_REQUESTED: records(
+        decision="request_changes",
+        blockers=("ci/test failure: https://ci.example/9d1c",),
+        review=PostedReview("request_changes", HEAD, "posted", 78),
+    ),
+    PullState.APPROVING: records(review=PostedReview("approve", HEAD, "pending")),
+    PullState.READY_TO_MERGE: records(
+        review=POSTED,
+        changes=(EVALUATED, Change(T0 + 2, "reviewbot", "posted the approve review", "review 77")),
+    ),
+    PullState.MERGING: records(
+        review=POSTED,
+        leases=(MERGER,),
+        changes=(
+            EVALUATED,
+            Change(
+                T0 + 60,
+                "token 'agent-ci' (id 3)",
+                "merger lease granted: agent7-20260301T100000Z-3f9c0a1b2d4e",
+            ),
+        ),
+    ),
+    PullState.REVIEWING_NEW_HEAD: records(decision="head_moved", head_sha=HEAD),
+    PullState.NEEDS_ATTENTION: records(
+        decision="no_required_checks",
+        decision_detail="no required checks are configured for main",
+    ),
+    PullState.DRAFT: records(draft=True),
+    PullState.CLOSED: records(pr_state="closed", review=POSTED),
+    PullState.MERGED: records(
+        pr_state="merged",
+        review=POSTED,
+        changes=(
+            EVALUATED,
+            Change(
+                T0 + 90,
+                "reviewbot",
+                "merger lease released: agent7-20260301T100000Z-3f9c0a1b2d4e",
+                "merged",
+            ),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("state", list(PullState), ids=lambda s: s.value)
+def test_each_state_renders_as_its_golden_file(state: PullState) -> None:
+    rec = STATES[state]
+    body = render_pr_state(rec)
+    assert parse_pr_state(body).state == state.value
+    path = GOLDEN / f"{state.value}.md"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(body)
+    assert body == path.read_text(), f"{path} differs; see the module docstring"
+
+
+def test_the_block_reads_back_every_key() -> None:
+    view = parse_pr_state(render_pr_state(STATES[PullState.MERGING]))
+    assert (view.state, view.who_is_next, view.head_sha, view.merge_ready) == (
+        "merging",
+        MERGER.holder,
+        HEAD,
+        True,
+    )
+    (lease,) = view.leases
+    assert (lease.role, lease.holder, lease.phase, lease.head_sha, lease.expires_at) == (
+        "merger",
+        MERGER.holder,
+        "claimed",
+        HEAD,
+        "2026-03-01T10:15:00.000Z",
+    )
+    assert view.last_updated_by == "token 'agent-ci' (id 3)"
+    assert view.last_updated_at == "2026-03-01T10:01:00.000Z"
+    assert view.what_happened.startswith("merger lease granted")
+
+
+def test_no_block_is_an_error() -> None:
+    with pytest.raises(ValueError, match="reviewbot-state"):
+        parse_pr_state(STATE_MARKER + "\nhello\n")
+
+
+text = st.text(
+    st.characters(blacklist_categories=("Cs",)), max_size=40
+)  # newlines, fences, comment delimiters, '=' and ':' included
+leases = st.builds(LeaseLine, text, text, text, st.one_of(st.none(), text), text)
+changes = st.builds(Change, st.floats(0, 4_000_000_000, allow_nan=False), text, text, text)
+
+
+@given(
+    pr=text,
+    pr_state=st.sampled_from(["open", "closed", "merged", "weird"]),
+    head=text,
+    author=text,
+    decision=st.sampled_from([None, "approve", "request_changes", "waiting", "error", "x"]),
+    blockers=st.lists(text, max_size=4),
+    lease_lines=st.lists(leases, max_size=3),
+    happened=st.lists(changes, max_size=3),
+    draft=st.booleans(),
+    review=st.one_of(
+        st.none(),
+        st.builds(PostedReview, st.sampled_from(["approve", "comment"]), text, text),
+    ),
+)
+def test_the_block_round_trips(
+    pr: str,
+    pr_state: str,
+    head: str,
+    author: str,
+    decision: str | None,
+    blockers: list[str],
+    lease_lines: list[LeaseLine],
+    happened: list[Change],
+    draft: bool,
+    review: PostedReview | None,
+) -> None:
+    rec = PRStateRecords(
+        pr=pr,
+        pr_state=pr_state,
+        head_sha=head,
+        author=author,
+        decision=decision,
+        blockers=tuple(blockers),
+        leases=tuple(lease_lines),
+        changes=tuple(happened),
+        draft=draft,
+        review=review,
+    )
+    body = render_pr_state(rec)
+    assert body.startswith(STATE_MARKER) and body.count(STATE_MARKER) == 1
+    assert parse_pr_state(body) == state_view(rec)
