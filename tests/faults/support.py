@@ -148,13 +148,14 @@ class World:
 
 @asynccontextmanager
 async def world(
-    tmp: Path, *, config: str = "", settings: Mapping[str, str] | None = None
+    tmp: Path, *, rules: str = "", settings: Mapping[str, str] | None = None
 ) -> AsyncIterator[World]:
+    """``rules``: TOML lines for both repositories' sections."""
     sim = Simulator()
     async with SimServer(sim) as sim_server, aiohttp.ClientSession() as http:
         tokens = prepare(sim)
         toml = tmp / "reviewbot.toml"
-        toml.write_text(f'[repos."github:{REPO}"]\n[repos."gitea:{REPO}"]\n' + config)
+        toml.write_text(f'[repos."github:{REPO}"]\n{rules}\n[repos."gitea:{REPO}"]\n{rules}\n')
         env = clean_env(
             {
                 "REVIEWBOT_CONFIG": str(toml),
@@ -170,6 +171,10 @@ async def world(
                 "REVIEWBOT_WORKERS": "2",
                 "REVIEWBOT_DELIVERY_RETRY_BASE_S": "0.05",
                 "REVIEWBOT_FORGE_TIMEOUT_S": "1",
+                # Short claim terms: work a killed process held is taken up within seconds.
+                "REVIEWBOT_LEASES__LEASE_S": "2",
+                "REVIEWBOT_LEASES__RENEW_S": "1.5",
+                "REVIEWBOT_LEASES__RETRY_S": "1",
                 **(settings or {}),
             }
         )
