@@ -98,6 +98,7 @@ class GiteaForge(HttpAdapter):
         if not token:
             raise ValueError("GiteaForge needs a token")
         self._api = url.rstrip("/") + "/api/v1"
+        self.url = self._api
         self._headers = {
             "Authorization": f"token {token}",
             "Accept": "application/json",
@@ -107,6 +108,11 @@ class GiteaForge(HttpAdapter):
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------
+
+    async def probe(self) -> str:
+        result = await self._send("probe", "GET", "/user", once=True)
+        with response_shape("probe"):
+            return str(as_dict(decode_json(result, operation="probe"), "probe")["login"])
 
     async def bot_login(self) -> str:
         if self._bot_login is None:
@@ -312,6 +318,7 @@ class GiteaForge(HttpAdapter):
         *,
         params: Mapping[str, Any] | None = None,
         errors: ErrorMap | None = None,
+        once: bool = False,
     ) -> HttpResult:
         url = self._api + path
         if params:
@@ -322,7 +329,7 @@ class GiteaForge(HttpAdapter):
             headers["Content-Type"] = "application/json"
             body = json.dumps(payload).encode()
         return await self._http.send(
-            operation, method, url, headers=headers, body=body, errors=errors
+            operation, method, url, headers=headers, body=body, errors=errors, once=once
         )
 
 
