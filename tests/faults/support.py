@@ -33,6 +33,7 @@ SECRET = "s3cret"
 BOT = "reviewbot"
 FORGES = ("github", "gitea")
 APPROVED = "APPROVED"
+FINISHED = ("done", "failed", "dead")
 LIMIT_S = 40.0  # a bound for waits that normally end within a second or two
 
 
@@ -253,8 +254,9 @@ def acked_ids(deliveries: list[Any]) -> list[str]:
 
 
 def assert_every_acked_delivery_finished(w: World, ids: list[str]) -> None:
-    """Nothing acknowledged lost: each id is in the journal, ``done`` or ``dead``, and has a
-    decision (a ``dead`` one its ``delivery_failed``)."""
+    """Nothing acknowledged lost: each id is in the journal, finished, and has a decision
+    (``failed``: gated to an error decision such as ``forge_error``; ``dead``: its
+    ``delivery_failed``)."""
     marks = ",".join("?" * len(ids))
     rows = w.rows(
         f"SELECT d.delivery_id, d.status, (SELECT count(*) FROM pr_gate_decisions c "
@@ -265,7 +267,7 @@ def assert_every_acked_delivery_finished(w: World, ids: list[str]) -> None:
     by_id = {r["delivery_id"]: r for r in rows}
     missing = sorted(set(ids) - set(by_id))
     assert not missing, f"acknowledged and lost: {missing}"
-    unfinished = {i: r["status"] for i, r in by_id.items() if r["status"] not in ("done", "dead")}
+    unfinished = {i: r["status"] for i, r in by_id.items() if r["status"] not in FINISHED}
     assert not unfinished, unfinished
     undecided = [i for i, r in by_id.items() if r["n"] == 0]
     assert not undecided, f"finished without a decision: {undecided}"
@@ -277,7 +279,7 @@ def all_finished(w: World, ids: list[str]) -> bool:
         f"SELECT status FROM deliveries WHERE delivery_id IN ({marks})",
         tuple(ids),
     )
-    return len(rows) == len(ids) and all(r["status"] in ("done", "dead") for r in rows)
+    return len(rows) == len(ids) and all(r["status"] in FINISHED for r in rows)
 
 
 def review_jobs_settled(w: World) -> bool:
