@@ -19,6 +19,7 @@ from reviewbot.server.errors import errors_middleware
 from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
 from reviewbot.service import Service
+from reviewbot.workflowdb.query import cancel_submitted
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,15 @@ def create_app(service: Service) -> web.Application:
     app.router.add_post(TOOLS_ROUTE, _tools)
     leases.add_routes(app)
     app.on_startup.append(_startup)
+    app.on_shutdown.append(_stop_queries)
     app.on_cleanup.append(_cleanup)
     return app
+
+
+async def _stop_queries(app: web.Application) -> None:
+    # Before aiohttp waits for requests in flight: runaway tool statements end now, so the
+    # shutdown is bounded by the grace period, not by their time limit.
+    cancel_submitted()
 
 
 async def _tools(request: web.Request) -> web.Response:
