@@ -254,7 +254,8 @@ def acked_ids(deliveries: list[Any]) -> list[str]:
 
 
 def assert_every_acked_delivery_finished(w: World, ids: list[str]) -> None:
-    """Nothing acknowledged lost: each id is in the journal, finished, and has a decision
+    """Nothing acknowledged lost nor processed twice: each id is in the journal, finished,
+    and has one decision
     (``failed``: gated to an error decision such as ``forge_error``; ``dead``: its
     ``delivery_failed``)."""
     marks = ",".join("?" * len(ids))
@@ -271,6 +272,9 @@ def assert_every_acked_delivery_finished(w: World, ids: list[str]) -> None:
     assert not unfinished, unfinished
     undecided = [i for i, r in by_id.items() if r["n"] == 0]
     assert not undecided, f"finished without a decision: {undecided}"
+    # Decisions and the finish commit together: a delivery gated twice would have two.
+    twice = {i: r["n"] for i, r in by_id.items() if r["n"] > 1}
+    assert not twice, f"processed more than once: {twice}"
 
 
 def all_finished(w: World, ids: list[str]) -> bool:
