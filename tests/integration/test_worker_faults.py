@@ -116,7 +116,7 @@ async def test_only_the_delivery_that_fails_a_batch_is_charged_an_attempt(
             raise RuntimeError("this delivery breaks the batch")
         for delivery in batch:
             await db.run(
-                journal.finish, db, delivery.delivery_id, ok=True, error=None, at="2026-01-02"
+                journal.finish, db, delivery.delivery_id, ok=True, error=None, at=1_767_312_000.0
             )
 
     retry = RetryPolicy(max_attempts=3, base_s=0.01, max_s=0.01)
