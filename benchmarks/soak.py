@@ -198,7 +198,7 @@ async def soak(args: argparse.Namespace) -> None:
         os.environ.update({k: v for k, v in env.items() if k.startswith("REVIEWBOT_")})
         store = open_store(load_settings())
         review_token, _ = create_token(
-            store, name="soak", scopes="review", repo=None, now="2026-01-01T00:00:00Z"
+            store, name="soak", scopes="review", repo=None, now=time.time()
         )
         store.close()
 

@@ -96,7 +96,7 @@ class World:
                 name=f"t-{time.monotonic_ns()}",
                 scopes=scopes,
                 repo=None,
-                now="2026-01-01T00:00:00Z",
+                now=time.time(),
             )
         finally:
             db.close()
