@@ -218,6 +218,7 @@ class Settings(BaseSettings):
     # What agent and reviewer sessions get, never more than db_access; unset: none.
     reviewer_db_access: str | None = None
     query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
+    forge_timeout_s: float = Field(10.0, gt=0, le=300)  # per forge request (then retried)
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
     # Bytes buffered at once for webhook bodies whose signature is not checked yet, and how
     # long one such body may take to arrive: an unauthenticated sender cannot hold more.

@@ -101,3 +101,38 @@ async def test_a_disk_error_mid_batch_never_ends_a_worker(
         assert pool.store_errors > 0
     finally:
         await pool.stop(grace_s=1.0)
+
+
+async def test_only_the_delivery_that_fails_a_batch_is_charged_an_attempt(
+    db: FlakyDatabase,
+) -> None:
+    """One poison delivery fails every batch it is in; the innocent ones of that batch are
+    gated again one by one without being charged a second attempt."""
+    ids = add(db, 8, "d")
+    poison = ids[3]
+
+    async def process(batch: Sequence[StoredDelivery]) -> None:
+        if any(d.delivery_id == poison for d in batch):
+            raise RuntimeError("this delivery breaks the batch")
+        for delivery in batch:
+            await db.run(
+                journal.finish, db, delivery.delivery_id, ok=True, error=None, at=1_767_312_000.0
+            )
+
+    retry = RetryPolicy(max_attempts=3, base_s=0.01, max_s=0.01)
+    pool = WorkerPool(db, process, size=1, batch=16, retry=retry)
+    await pool.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_S
+        while (await db.run(journal.get_delivery, db, poison)).status != journal.DEAD:  # type: ignore[union-attr]
+            assert loop.time() < deadline
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(pool.wait_idle(), WAIT_S)
+    finally:
+        await pool.stop(grace_s=1.0)
+    stored = {i: journal.get_delivery(db, i) for i in ids}
+    assert {(s.status, s.attempts) for i, s in stored.items() if i != poison} == {  # type: ignore[union-attr]
+        (journal.DONE, 1)
+    }
+    assert stored[poison].attempts == 3  # type: ignore[union-attr]

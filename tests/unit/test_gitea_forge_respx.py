@@ -397,3 +397,22 @@ async def test_oversized_answer_is_refused(fake_time: FakeTime, client: httpx.As
     with pytest.raises(ForgeError, match="exceeds 1000") as info:
         await small.get_pull("acme/api", 7)
     assert info.value.operation == "get_pull"
+
+
+@respx.mock
+async def test_the_readiness_probe_asks_the_forge_once_even_with_a_configured_login(
+    fake_time: FakeTime, client: httpx.AsyncClient
+) -> None:
+    forge = GiteaForge(
+        url=BASE, token="t0ken", bot_login="bot", client=client, sleep=fake_time.sleep
+    )
+    route = respx.get(f"{API}/user").mock(
+        side_effect=[httpx.Response(502), httpx.Response(200, json={"login": "bot"})]
+    )
+    with pytest.raises(ForgeUnavailable):
+        await forge.probe()  # not retried, not slept: health reports what it sees now
+    assert route.call_count == 1 and fake_time.sleeps == []
+    assert await forge.probe() == "bot"
+    assert route.call_count == 2
+    assert await forge.bot_login() == "bot" and route.call_count == 2  # configured: no call
+    assert forge.url == API

@@ -25,8 +25,14 @@ class Forge(Protocol):
     """
 
     name: str  # "github" or "gitea"
+    url: str  # the API base URL, for messages that say where the forge was not reached
 
     async def bot_login(self) -> str: ...
+
+    async def probe(self) -> str:
+        """The bot's login read from the forge now: one request, no retry, no cache, even
+        when ``bot_login`` is configured (readiness asks whether the forge answers)."""
+        ...
 
     async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot: ...
 

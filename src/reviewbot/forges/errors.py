@@ -68,7 +68,7 @@ class ForgeUnavailable(ForgeError):
 
 # Operations that only present the bot's credentials: a 403 there is about the credentials,
 # not about a permission on one repository.
-_CREDENTIAL_OPERATIONS = frozenset({"bot_login", "app_installation", "app_token"})
+_CREDENTIAL_OPERATIONS = frozenset({"bot_login", "probe", "app_installation", "app_token"})
 
 
 def reason_for(exc: ForgeError) -> ReasonCode:
@@ -80,7 +80,7 @@ def reason_for(exc: ForgeError) -> ReasonCode:
             return ReasonCode.APP_NOT_INSTALLED
         if exc.operation == "check_results":  # read by SHA after the PR was found
             return ReasonCode.HEAD_UNKNOWN
-        if exc.operation == "bot_login":  # /user exists on every forge API
+        if exc.operation in ("bot_login", "probe"):  # /user exists on every forge API
             return ReasonCode.FORGE_URL_WRONG
         return ReasonCode.PR_NOT_FOUND
     if isinstance(exc, AuthenticationFailed):

@@ -31,6 +31,7 @@ def make_forge(
     Raises :class:`ConfigError` (one line naming the setting) when the forge is not
     configured or its credentials cannot be read. ``on_wait`` hears every retry wait.
     """
+    policy = policy or RetryPolicy(timeout_s=settings.forge_timeout_s)
     if forge_name == "github":
         gh = settings.github
         if gh.app_id is not None and gh.private_key_path is not None:

@@ -100,6 +100,7 @@ class GiteaForge(HttpAdapter):
         if not token:
             raise ValueError("GiteaForge needs a token")
         self._api = url.rstrip("/") + "/api/v1"
+        self.url = self._api
         self._headers = {
             "Authorization": f"token {token}",
             "Accept": "application/json",
@@ -109,6 +110,11 @@ class GiteaForge(HttpAdapter):
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------
+
+    async def probe(self) -> str:
+        result = await self._send("probe", "GET", "/user", once=True)
+        with response_shape("probe"):
+            return str(as_dict(decode_json(result, operation="probe"), "probe")["login"])
 
     async def bot_login(self) -> str:
         if self._bot_login is None:
@@ -314,6 +320,7 @@ class GiteaForge(HttpAdapter):
         *,
         params: Mapping[str, Any] | None = None,
         errors: ErrorMap | None = None,
+        once: bool = False,
     ) -> HttpResult:
         url = self._api + path
         if params:
@@ -324,7 +331,7 @@ class GiteaForge(HttpAdapter):
             headers["Content-Type"] = "application/json"
             body = json.dumps(payload).encode()
         return await self._http.send(
-            operation, method, url, headers=headers, body=body, errors=errors
+            operation, method, url, headers=headers, body=body, errors=errors, once=once
         )
 
 

@@ -94,6 +94,7 @@ MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
 class _Call:
     operation: str
     errors: ErrorMap | None = None
+    once: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,13 @@ class _Client(gidgethub.httpx.GitHubAPI):
     ) -> tuple[int, Mapping[str, str], bytes]:
         call = _CALL.get(_Call("unnamed"))
         result = await self._http.send(
-            call.operation, method, url, headers=headers, body=body, errors=call.errors
+            call.operation,
+            method,
+            url,
+            headers=headers,
+            body=body,
+            errors=call.errors,
+            once=call.once,
         )
         return result.status, result.headers, result.body
 
@@ -150,7 +157,8 @@ class GitHubForge(HttpAdapter):
         self._token = token
         self._app = app_auth
         self._open_http(client, policy, sleep, clock, on_wait)
-        self._gh = _Client(self._http, api_url.rstrip("/"))
+        self.url = api_url.rstrip("/")
+        self._gh = _Client(self._http, self.url)
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------
@@ -166,6 +174,22 @@ class GitHubForge(HttpAdapter):
                 with response_shape("bot_login"):
                     self._bot_login = str(as_dict(user, "bot_login")["login"])
         return self._bot_login
+
+    async def probe(self) -> str:
+        async def send(a: _Auth) -> Any:
+            return await self._gh.getitem(
+                "/app" if a.jwt else "/user",
+                {},
+                accept=ACCEPT,
+                oauth_token=a.oauth_token,
+                jwt=a.jwt,
+            )
+
+        auth = _Auth(jwt=self._app.app_jwt()) if self._app is not None else self._token_auth()
+        data = await self._authed(_Call("probe", once=True), send, repo=None, auth=auth)
+        with response_shape("probe"):
+            found = as_dict(data, "probe")
+            return f"{found['slug']}[bot]" if auth.jwt else str(found["login"])
 
     async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
         owner, name = split_repo(repo)

@@ -134,17 +134,19 @@ class ForgeHttp:
         headers: Mapping[str, str],
         body: bytes = b"",
         errors: ErrorMap | None = None,
+        once: bool = False,
     ) -> HttpResult:
         """Send one logical request; returns a 2xx result or raises a typed forge error.
 
         ``errors`` maps statuses the operation gives a meaning of its own (a merge's
-        409) to the error type to raise.
+        409) to the error type to raise. ``once``: a single exchange, never retried nor
+        waited for (a health probe reports what it sees at once).
         """
         method = method.upper()
         if method in IDEMPOTENT_METHODS:
-            return await self._send(operation, method, url, headers, body, errors)
+            return await self._send(operation, method, url, headers, body, errors, once)
         async with self._write_lock:
-            return await self._send(operation, method, url, headers, body, errors)
+            return await self._send(operation, method, url, headers, body, errors, once)
 
     async def _send(
         self,
@@ -154,8 +156,9 @@ class ForgeHttp:
         headers: Mapping[str, str],
         body: bytes,
         errors: ErrorMap | None,
+        once: bool = False,
     ) -> HttpResult:
-        idempotent = method in IDEMPOTENT_METHODS
+        idempotent = method in IDEMPOTENT_METHODS and not once
         request_headers = dict(headers)
         cache_key = (url, _auth_scope(request_headers)) if method == "GET" else None
         cached = self._cache.get(cache_key) if cache_key else None
@@ -205,8 +208,10 @@ class ForgeHttp:
             if is_rate_limited(status, resp_headers, content):
                 limited += 1
                 wait = self.rate_limit_wait(resp_headers, limited)
-                if limited >= self.policy.rate_limit_attempts or (
-                    wait > self.policy.max_rate_limit_wait_s
+                if (
+                    once
+                    or limited >= self.policy.rate_limit_attempts
+                    or wait > self.policy.max_rate_limit_wait_s
                 ):
                     raise RateLimited(
                         _message(content) or "rate limited",

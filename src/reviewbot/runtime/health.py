@@ -2,7 +2,8 @@
 
 ``store_writable`` (a real write commits), ``workers_alive`` (the pool is at full size),
 ``queue_age`` (the oldest delivery waiting to be gated is younger than
-``ready_max_queue_age_s``) and ``forge_<name>`` (the forge answers within its rate limits).
+``ready_max_queue_age_s``) and ``forge_<name>`` (one live request is answered within its rate
+limits; ``unreachable: URL`` when no answer came).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 
 from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.store import journal
 from reviewbot.store.database import Database
@@ -85,11 +88,19 @@ async def _queue_age(settings: Settings, db: Database | None, clock: Clock) -> C
 
 
 async def _forge(name: str, forge: Forge) -> Check:
+    """One live request to the forge, even when ``bot_login`` is configured."""
     check = f"forge_{name}"
     try:
-        login = await asyncio.wait_for(forge.bot_login(), FORGE_TIMEOUT_S)
+        login = await asyncio.wait_for(forge.probe(), FORGE_TIMEOUT_S)
     except TimeoutError:
-        return Check(check, False, f"no answer within {FORGE_TIMEOUT_S:.0f} s")
-    except Exception as exc:  # rate limited, refused, unreachable: the forge says why
-        return Check(check, False, f"{type(exc).__name__}: {exc}")
-    return Check(check, True, f"answers as {login}")
+        return Check(
+            check, False, f"unreachable: {forge.url} (no answer within {FORGE_TIMEOUT_S:g} s)"
+        )
+    except ForgeError as exc:  # rate limited, refused, unreachable: the forge says why
+        reason = reason_for(exc)
+        if reason is ReasonCode.FORGE_UNREACHABLE:
+            return Check(check, False, f"unreachable: {forge.url} ({exc})")
+        return Check(check, False, f"{reason.value}: {exc} ({forge.url})")
+    except Exception as exc:
+        return Check(check, False, f"{type(exc).__name__}: {exc} ({forge.url})")
+    return Check(check, True, f"answers as {login} ({forge.url})")

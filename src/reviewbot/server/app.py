@@ -21,6 +21,7 @@ from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
 from reviewbot.server.ui import pages as ui_pages
 from reviewbot.service import Service
+from reviewbot.workflowdb.query import cancel_submitted
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,15 @@ def create_app(service: Service) -> web.Application:
     ui_pages.add_routes(app)  # the status page: GET /, /pr/..., /login
     add_mcp_route(app, service)
     app.on_startup.append(_startup)
+    app.on_shutdown.append(_stop_queries)
     app.on_cleanup.append(_cleanup)
     return app
+
+
+async def _stop_queries(app: web.Application) -> None:
+    # Before aiohttp waits for requests in flight: runaway tool statements end now, so the
+    # shutdown is bounded by the grace period, not by their time limit.
+    cancel_submitted()
 
 
 async def _tools(request: web.Request) -> web.Response:

@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from reviewbot.core.errors import Refused, ReviewbotError
+from reviewbot.store.database import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,17 @@ def errors_middleware(on_error: OnError | None = None) -> Any:
             return web.json_response({"error": code, "detail": exc.reason}, status=exc.status)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
-        except Exception:
+        except Exception as exc:
+            if is_transient(exc):
+                # Disk full, I/O error, busy: nothing was stored, and it may clear; the
+                # sender is told to come back (a forge redelivers a 5xx).
+                log.warning("store error on %s %s: %s", request.method, request.path, exc)
+                busy = ReviewbotError(
+                    f"the store failed ({exc}); try again", code="store_unavailable"
+                )
+                if on_error is not None:
+                    on_error(request, busy)
+                return error_response(busy, request.path)
             log.exception("unhandled error on %s %s", request.method, request.path)
             failed = ReviewbotError("the server failed; see its log", code="internal_error")
             return error_response(failed)

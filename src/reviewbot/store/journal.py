@@ -342,13 +342,17 @@ def resume_unfinished(db: Database) -> list[str]:
     return [r["delivery_id"] for r in rows]
 
 
-def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
-    """``queued -> processing``; ``None`` when another worker has it or it is finished."""
+def claim(db: Database, delivery_id: str, *, charge: bool = True) -> StoredDelivery | None:
+    """``queued -> processing``; ``None`` when another worker has it or it is finished.
+
+    ``charge=False`` takes it up again without counting an attempt: a delivery re-gated
+    alone after its batch failed was already charged when the batch was claimed.
+    """
     with db.write() as tx:
         cur = tx.execute(
-            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
+            "UPDATE deliveries SET status = 'processing', attempts = attempts + ? "
             "WHERE delivery_id = ? AND status = 'queued'",
-            (delivery_id,),
+            (1 if charge else 0, delivery_id),
         )
         if cur.rowcount != 1:
             return None

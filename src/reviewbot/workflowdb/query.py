@@ -17,7 +17,9 @@ health checks, ingress and the lease API need.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -97,25 +99,62 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class _Cancels:
+    """Which statements a stopping server has given up on: those submitted to the pool
+    before the last :func:`cancel_submitted` (their epoch is older)."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.lock = threading.Lock()
+        self.local = threading.local()  # the epoch of the call running on this thread
+
+    def running_is_cancelled(self) -> bool:
+        epoch: int | None = getattr(self.local, "epoch", None)
+        return epoch is not None and epoch != self.epoch
+
+
+_CANCELS = _Cancels()
+
+
 async def run_bounded(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run ``fn`` on the process's pool for tool and CLI statements: at most
     ``QUERY_WORKERS`` at once, the rest wait their turn there."""
-    return await _QUERY_POOL.run(fn, *args, **kwargs)
+    call = functools.partial(fn, *args, **kwargs)
+    return await _QUERY_POOL.run(_in_epoch, _CANCELS.epoch, call)
+
+
+def _in_epoch(epoch: int, call: Callable[[], R]) -> R:
+    _CANCELS.local.epoch = epoch
+    try:
+        return call()
+    finally:
+        _CANCELS.local.epoch = None
+
+
+def cancel_submitted() -> None:
+    """Interrupt every statement running or waiting on the pool now (a server stopping:
+    its shutdown must not wait for runaway statements). Later ones run as usual."""
+    with _CANCELS.lock:
+        _CANCELS.epoch += 1
 
 
 @contextmanager
 def _bounded(conn: sqlite3.Connection, route: str, limits: QueryLimits) -> Iterator[list[bool]]:
     """Interrupt the statement at its deadline; cap every string or blob it builds.
 
-    Yields a one-item list that says whether the deadline interrupted it.
+    Yields a two-item list: whether the deadline interrupted it, and whether a stopping
+    server did (:func:`cancel_submitted`).
     """
     deadline = limits.clock() + limits.timeout_s
-    timed_out = [False]
+    timed_out = [False, False]
 
     def progress() -> int:
         if limits.clock() >= deadline:
             timed_out[0] = True
             return 1  # non-zero: SQLite abandons the statement ("interrupted")
+        if _CANCELS.running_is_cancelled():
+            timed_out[1] = True
+            return 1
         return 0
 
     old_length = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
@@ -263,6 +302,8 @@ def _failed(
 ) -> Exception:
     if guard.refused is not None:
         return guard.refused
+    if timed_out[1]:
+        return QueryFailed(f"{route}: the server is stopping; the statement was cancelled")
     if timed_out[0]:
         return QueryTimeout(
             f"{route}: the statement ran longer than {limits.timeout_s:g} s and was cancelled "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -267,7 +268,10 @@ class WorkerPool:
                     await self._run_alone(delivery.delivery_id)
 
     async def _run_alone(self, delivery_id: str) -> None:
-        again = await self._retrying(journal.claim, self.db, delivery_id)
+        # Not charged again: only the delivery that fails on its own is charged (below).
+        again = await self._retrying(
+            functools.partial(journal.claim, charge=False), self.db, delivery_id
+        )
         if again is None:
             return
         try:

@@ -1,0 +1,301 @@
+"""The fault campaign's world: a forge simulator in the test process, ``reviewbot serve`` as a
+real subprocess against it, and the real SQLite file both sides can read.
+
+Every fault is injected at an edge a real deployment has: a signal to the process, the
+simulator's fault rules (5xx, held answers), a socket that never finishes its body, and the
+operating system's file-size limit of the server process (``prlimit``), which makes SQLite's
+writes fail exactly as they fail on a full or failing disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import resource
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from reviewbot.sim.server import SimServer
+from reviewbot.sim.simulator import Simulator
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.tokens import create_token
+from tests.integration.process_support import clean_env
+
+REPO = "acme/api"
+SECRET = "s3cret"
+BOT = "reviewbot"
+FORGES = ("github", "gitea")
+APPROVED = "APPROVED"
+FINISHED = ("done", "failed", "dead")
+LIMIT_S = 40.0  # a bound for waits that normally end within a second or two
+
+
+def prepare(sim: Simulator) -> dict[str, str]:
+    """``acme/api`` on both forges, requiring ``ci/test``; the bot's token per forge."""
+    tokens = {}
+    for forge in FORGES:
+        tokens[forge] = sim.add_user(forge, BOT, bot=True)
+        sim.add_user(forge, "alice")
+        sim.create_repo(forge, REPO)
+        sim.require_checks(forge, REPO, "main", ["ci/test"])
+        sim.set_permission(forge, REPO, "alice", "write")
+    return tokens
+
+
+@dataclass
+class Bot:
+    """One ``reviewbot serve`` process."""
+
+    proc: asyncio.subprocess.Process
+    base: str
+    output: list[str] = field(default_factory=list)
+
+    def limit_file_size(self, limit: int | None) -> None:
+        """The process may not write past ``limit`` bytes of any file (``None``: no limit).
+
+        SQLite's write then fails with an I/O error, as on a failing disk; raising the
+        limit again is the disk coming back. Only the soft limit changes, so no privilege is
+        needed."""
+        soft = resource.RLIM_INFINITY if limit is None else limit
+        _, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
+
+
+@dataclass
+class World:
+    tmp: Path
+    sim: Simulator
+    sim_server: SimServer
+    env: dict[str, str]
+    http: aiohttp.ClientSession
+
+    @property
+    def db_path(self) -> Path:
+        return self.tmp / "data" / "db" / "db.sqlite"
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        db = SQLiteDatabase(self.db_path)
+        try:
+            with db.read() as tx:
+                return [dict(r) for r in tx.all(sql, params)]
+        finally:
+            db.close()
+
+    def token(self, scopes: str) -> str:
+        db = SQLiteDatabase(self.db_path)
+        try:
+            plain, _ = create_token(
+                db,
+                name=f"t-{time.monotonic_ns()}",
+                scopes=scopes,
+                repo=None,
+                now=time.time(),
+            )
+        finally:
+            db.close()
+        return plain
+
+    def bot_reviews(self, forge: str, number: int) -> list[Any]:
+        return [r for r in self.sim.pull(forge, REPO, number).reviews if r.user == BOT]
+
+    def point_webhooks(self, bot: Bot) -> None:
+        for forge in FORGES:
+            self.sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
+
+    @asynccontextmanager
+    async def serving(
+        self, *args: str, env: Mapping[str, str] | None = None, kill: bool = True
+    ) -> AsyncIterator[Bot]:
+        """A ``reviewbot serve`` until the block ends (then SIGTERM, SIGKILL if it hangs)."""
+        bot = await start(self.env | dict(env or {}), *args)
+        self.point_webhooks(bot)
+        try:
+            yield bot
+        finally:
+            await stop(bot)
+
+    async def get(self, bot: Bot, path: str, token: str | None = None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.http.get(bot.base + path, headers=headers) as resp:
+            return resp.status, await resp.json()
+
+    async def post(
+        self, bot: Bot, path: str, body: Any, token: str | None = None
+    ) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.http.post(bot.base + path, json=body, headers=headers) as resp:
+            return resp.status, await resp.json()
+
+    def run_cli(self, *args: str) -> tuple[int, str]:
+        import subprocess  # only the CLI checks of a campaign start one-shot processes
+
+        done = subprocess.run(
+            [sys.executable, "-m", "reviewbot", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return done.returncode, done.stdout + done.stderr
+
+
+@asynccontextmanager
+async def world(
+    tmp: Path, *, rules: str = "", settings: Mapping[str, str] | None = None
+) -> AsyncIterator[World]:
+    """``rules``: TOML lines for both repositories' sections."""
+    sim = Simulator()
+    async with SimServer(sim) as sim_server, aiohttp.ClientSession() as http:
+        tokens = prepare(sim)
+        toml = tmp / "reviewbot.toml"
+        toml.write_text(f'[repos."github:{REPO}"]\n{rules}\n[repos."gitea:{REPO}"]\n{rules}\n')
+        env = clean_env(
+            {
+                "REVIEWBOT_CONFIG": str(toml),
+                "REVIEWBOT_DATA_DIR": str(tmp / "data"),
+                "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
+                "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
+                "REVIEWBOT_GITHUB__WEBHOOK_SECRET": SECRET,
+                "REVIEWBOT_GITHUB__BOT_LOGIN": BOT,
+                "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
+                "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
+                "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
+                "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
+                "REVIEWBOT_WORKERS": "2",
+                "REVIEWBOT_DELIVERY_RETRY_BASE_S": "0.05",
+                "REVIEWBOT_FORGE_TIMEOUT_S": "1",
+                # Short claim terms: work a killed process held is taken up within seconds.
+                "REVIEWBOT_LEASES__LEASE_S": "2",
+                "REVIEWBOT_LEASES__RENEW_S": "1.5",
+                "REVIEWBOT_LEASES__RETRY_S": "1",
+                **(settings or {}),
+            }
+        )
+        yield World(tmp, sim, sim_server, env, http)
+
+
+async def start(env: Mapping[str, str], *args: str) -> Bot:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "reviewbot",
+        "serve",
+        "--port",
+        "0",
+        *args,
+        env=dict(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    seen: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        if not line:
+            raise AssertionError("the server exited before listening:\n" + "".join(seen))
+        seen.append(line)
+        m = re.search(r"listening on (http://\S+)", line)
+        if m:
+            bot = Bot(proc, m.group(1), seen)
+            # Keep reading its output, or a full pipe would stall the server.
+            asyncio.get_running_loop().create_task(_drain(bot))
+            return bot
+
+
+async def _drain(bot: Bot) -> None:
+    assert bot.proc.stdout is not None
+    while line := await bot.proc.stdout.readline():
+        bot.output.append(line.decode(errors="replace"))
+
+
+async def stop(bot: Bot, timeout_s: float = 15.0) -> int:
+    if bot.proc.returncode is None:
+        bot.proc.terminate()
+        try:
+            await asyncio.wait_for(bot.proc.wait(), timeout_s)
+        except TimeoutError:
+            bot.proc.kill()
+            await bot.proc.wait()
+    assert bot.proc.returncode is not None
+    return bot.proc.returncode
+
+
+async def wait_for(predicate: Callable[[], bool], what: str, limit_s: float = LIMIT_S) -> None:
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def wait_ready(w: World, bot: Bot, limit_s: float = LIMIT_S) -> dict[str, Any]:
+    """Until ``/readyz`` answers 200; its last answer."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        status, body = await w.get(bot, "/readyz")
+        if status == 200:
+            return dict(body)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never ready: {body}")
+        await asyncio.sleep(0.1)
+
+
+def acked_ids(deliveries: list[Any]) -> list[str]:
+    """The simulator's deliveries the bot acknowledged (2xx)."""
+    return [d.id for d in deliveries if d.status is not None and 200 <= d.status < 300]
+
+
+def assert_every_acked_delivery_finished(w: World, ids: list[str]) -> None:
+    """Nothing acknowledged lost nor processed twice: each id is in the journal, finished,
+    and has one decision
+    (``failed``: gated to an error decision such as ``forge_error``; ``dead``: its
+    ``delivery_failed``)."""
+    marks = ",".join("?" * len(ids))
+    rows = w.rows(
+        f"SELECT d.delivery_id, d.status, (SELECT count(*) FROM pr_gate_decisions c "
+        f"WHERE c.delivery_id = d.delivery_id) AS n FROM deliveries d "
+        f"WHERE d.delivery_id IN ({marks})",
+        tuple(ids),
+    )
+    by_id = {r["delivery_id"]: r for r in rows}
+    missing = sorted(set(ids) - set(by_id))
+    assert not missing, f"acknowledged and lost: {missing}"
+    unfinished = {i: r["status"] for i, r in by_id.items() if r["status"] not in FINISHED}
+    assert not unfinished, unfinished
+    undecided = [i for i, r in by_id.items() if r["n"] == 0]
+    assert not undecided, f"finished without a decision: {undecided}"
+    # Decisions and the finish commit together: a delivery gated twice would have two.
+    twice = {i: r["n"] for i, r in by_id.items() if r["n"] > 1}
+    assert not twice, f"processed more than once: {twice}"
+
+
+def all_finished(w: World, ids: list[str]) -> bool:
+    marks = ",".join("?" * len(ids))
+    rows = w.rows(
+        f"SELECT status FROM deliveries WHERE delivery_id IN ({marks})",
+        tuple(ids),
+    )
+    return len(rows) == len(ids) and all(r["status"] in FINISHED for r in rows)
+
+
+def review_jobs_settled(w: World) -> bool:
+    jobs = w.rows("SELECT status FROM review_jobs")
+    outbox = w.rows("SELECT status FROM review_outbox")
+    return all(j["status"] == "done" for j in jobs) and all(
+        o["status"] != "pending" for o in outbox
+    )
+
+
+def assert_one_review_per_head(w: World, pulls: list[tuple[str, Any]]) -> None:
+    """No review posted twice, and none missing: exactly one bot review per (PR, head)."""
+    for forge, pr in pulls:
+        heads = [r.commit_id for r in w.bot_reviews(forge, pr.number)]
+        assert heads == [pr.head_sha], (forge, pr.number, heads)
