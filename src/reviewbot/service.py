@@ -25,6 +25,7 @@ from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
+from reviewbot.observe import Telemetry
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
@@ -104,6 +105,7 @@ class Service:
     client: str
     sessions: SessionManager
     external: ExternalReviewers
+    telemetry: Telemetry  # this service's metrics registry and event log
     on_eligible: EligibleHook | None = None
     worker: str | None = None  # a reviewer identity the caller registered (the command line)
     shutdown_grace_s: float = 10.0
@@ -132,7 +134,7 @@ class Service:
             self.owns_db = True
         db = self.db
         if self.owns_forges:
-            self.forges = configured_forges(self.settings)
+            self.forges = configured_forges(self.settings, self.telemetry)
         self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
         self.api_tokens = api_token_callers(self.settings, lambda: db)
         if Parts.JOURNAL in self.parts:
@@ -144,7 +146,9 @@ class Service:
                 on_commit=self._committed,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
-            self.leases = LeaseStore(db, self.settings.leases, clock=self.clock)
+            self.leases = LeaseStore(
+                db, self.settings.leases, clock=self.clock, telemetry=self.telemetry
+            )
         base = await self._review_base(db) if Parts.REVIEW in self.parts else None
         comments = base.comments if base is not None else None
         if self.journal is not None and Parts.MERGE in self.parts:
@@ -206,7 +210,7 @@ class Service:
         assert self.leases is not None
         worker = self.worker or await self._register(REVIEWER_NAME, "reviewer")
         reviewer = StoreReviewerLeases(self.leases, worker)
-        store = ReviewStore(db, self.clock)
+        store = ReviewStore(db, self.clock, telemetry=self.telemetry)
         locks = PullLocks()
         comments = StateComments(self.settings, store, self.forges, reviewer, locks)
         return _ReviewBase(worker, reviewer, store, locks, comments)
@@ -229,6 +233,7 @@ class Service:
             locks=locks,
             on_finished=automerge.on_outbox_finished if automerge is not None else None,
             after_drain=comments.sync,
+            telemetry=self.telemetry,
         )
         pipeline = ReviewPipeline(
             self.settings,
@@ -239,6 +244,7 @@ class Service:
             clock=self.clock,
             comments=comments,
             external=self.external,
+            telemetry=self.telemetry,
         )
         assert self.db is not None
         jobs = ReviewJobs(
@@ -259,6 +265,7 @@ class Service:
             clock=self.clock,
             state_comment=comments.sync if comments is not None else None,
             re_review=re_review,
+            telemetry=self.telemetry,
         )
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases)
@@ -275,6 +282,7 @@ class Service:
             clock=self.clock,
             on_eligible=self._eligible_hook(),
             job_claim=jobs.claim if jobs is not None else None,
+            telemetry=self.telemetry,
         )
         self.pool = WorkerPool(
             db,
@@ -349,13 +357,13 @@ class Service:
         await self.aclose()
 
 
-def configured_forges(settings: Settings) -> dict[str, Forge]:
-    """The forges the settings configure, by name."""
+def configured_forges(settings: Settings, telemetry: Telemetry | None = None) -> dict[str, Forge]:
+    """The forges the settings configure, by name (their calls reported to ``telemetry``)."""
     found: dict[str, Forge] = {}
-    if settings.github.configured:
-        found["github"] = make_forge(settings, "github")
-    if settings.gitea.configured:
-        found["gitea"] = make_forge(settings, "gitea")
+    for name in ("github", "gitea"):
+        if getattr(settings, name).configured:
+            watch = telemetry.forge_watch(name) if telemetry is not None else None
+            found[name] = make_forge(settings, name, watch=watch)
     return found
 
 
@@ -372,6 +380,7 @@ def build_service(
     sessions: SessionManager | None = None,
     shutdown_grace_s: float = 10.0,
     backoff_base_s: float = 2.0,
+    telemetry: Telemetry | None = None,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -379,6 +388,7 @@ def build_service(
     end); given ones stay the caller's. ``on_eligible`` replaces the review pipeline as the
     gate's hook (tests of the gate alone). ``worker`` is a reviewer identity the caller
     registered itself (``reviewbot merge`` reviews a moved head under its own worker).
+    ``telemetry`` defaults to a new one with its own metrics registry.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -390,6 +400,7 @@ def build_service(
         # External reviewers run as sessions of the manager the tools route answers for,
         # inside the sandbox these settings ask for (probed once per process).
         external=ExternalReviewers(manager, sandbox=Sandbox.from_settings(settings)),
+        telemetry=telemetry if telemetry is not None else Telemetry(),
         on_eligible=on_eligible,
         worker=worker,
         shutdown_grace_s=shutdown_grace_s,

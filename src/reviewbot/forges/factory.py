@@ -13,7 +13,7 @@ from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
-from reviewbot.forges.http import RetryPolicy, Sleep
+from reviewbot.forges.http import ForgeWatcher, RetryPolicy, Sleep
 
 
 def make_forge(
@@ -24,8 +24,10 @@ def make_forge(
     policy: RetryPolicy | None = None,
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.time,
+    watch: ForgeWatcher | None = None,
 ) -> Forge:
-    """The adapter for ``forge_name`` (``github`` or ``gitea``).
+    """The adapter for ``forge_name`` (``github`` or ``gitea``); ``watch`` hears of every
+    HTTP exchange (the service's metrics and logs).
 
     Raises :class:`ConfigError` (one line naming the setting) when the forge is not
     configured or its credentials cannot be read.
@@ -42,6 +44,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                watch=watch,
             )
         if gh.token is not None:
             return GitHubForge(
@@ -52,6 +55,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                watch=watch,
             )
         raise ConfigError(
             "github: not configured (set REVIEWBOT_GITHUB__TOKEN, or REVIEWBOT_GITHUB__APP_ID "
@@ -76,5 +80,6 @@ def make_forge(
             policy=policy,
             sleep=sleep,
             clock=clock,
+            watch=watch,
         )
     raise ConfigError(f"unknown forge {forge_name!r}: expected github or gitea")

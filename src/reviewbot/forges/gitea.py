@@ -40,6 +40,7 @@ from reviewbot.forges.errors import (
 )
 from reviewbot.forges.http import (
     ErrorMap,
+    ForgeWatcher,
     HttpAdapter,
     HttpResult,
     RetryPolicy,
@@ -94,6 +95,7 @@ class GiteaForge(HttpAdapter):
         policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
+        watch: ForgeWatcher | None = None,
     ) -> None:
         if not token:
             raise ValueError("GiteaForge needs a token")
@@ -103,7 +105,7 @@ class GiteaForge(HttpAdapter):
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         }
-        self._open_http(client, policy, sleep, clock)
+        self._open_http(client, policy, sleep, clock, watch)
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------

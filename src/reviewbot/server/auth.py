@@ -20,8 +20,9 @@ def bearer(request: web.Request) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-async def authenticate(request: web.Request, scope: str) -> TokenInfo:
-    """The calling token, which must be active and hold ``scope``."""
+async def authenticate(request: web.Request, scope: str, *alternatives: str) -> TokenInfo:
+    """The calling token, which must be active and hold ``scope`` (or one of
+    ``alternatives``)."""
     token = bearer(request)
     if token is None:
         raise Refused("send Authorization: Bearer <token>", code="unauthorized")
@@ -32,9 +33,10 @@ async def authenticate(request: web.Request, scope: str) -> TokenInfo:
         raise Refused("unknown token", code="unauthorized")
     if not info.active:
         raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
-    if scope not in info.scopes:
+    if not {scope, *alternatives} & set(info.scopes):
+        wanted = " or ".join(repr(s) for s in (scope, *alternatives))
         raise Refused(
-            f"this call needs scope {scope!r}; token {info.name!r} has "
+            f"this call needs scope {wanted}; token {info.name!r} has "
             f"{', '.join(info.scopes) or 'none'}",
             code="missing_scope",
             scope=scope,

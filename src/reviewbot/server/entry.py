@@ -3,6 +3,7 @@ problem, then journaled and gated by a worker like any delivery."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from aiohttp import web
@@ -22,6 +23,7 @@ from reviewbot.store.journal import NewDelivery, StoredDelivery
 
 
 async def crew_webhook(request: web.Request) -> web.Response:
+    started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
     body = await read_body(request, service.settings.max_body_bytes)
@@ -43,11 +45,12 @@ async def crew_webhook(request: web.Request) -> web.Response:
             f"readable repository: {problem.detail if problem else ''}",
             code="repo_not_allowed",
         )
-    return await _journal_and_answer(request, delivery, problem)
+    return await _journal_and_answer(request, delivery, problem, started)
 
 
 async def api_reviews(request: web.Request) -> web.Response:
     """A review requested by an agent or a script: validated now, gated by a worker."""
+    started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
     body = await read_body(request, service.settings.max_body_bytes)
@@ -71,21 +74,20 @@ async def api_reviews(request: web.Request) -> web.Response:
         event=trigger.event,
         headers={"X-Reviewbot-Token": info.name},
     )
-    return await _journal_and_answer(request, delivery, None)
+    return await _journal_and_answer(request, delivery, None, started)
 
 
 async def _journal_and_answer(
-    request: web.Request, delivery: NewDelivery, problem: TriggerError | None
+    request: web.Request, delivery: NewDelivery, problem: TriggerError | None, started: float
 ) -> web.Response:
     journal, metrics = request.app[SERVICE].journal, request.app[STATE].metrics
     assert journal is not None
     new = await journal.append(delivery)
+    metrics.acknowledged(delivery.delivery_id, delivery.source, delivery.event, started, new=new)
     if not new:
-        metrics.duplicates.labels(delivery.source).inc()
         return web.json_response(
             {"delivery_id": delivery.delivery_id, "status": "duplicate"}, status=200
         )
-    metrics.accepted.labels(delivery.source).inc()
     if problem is not None:
         raise Refused(problem.detail, code="delivery_unresolved", delivery_id=delivery.delivery_id)
     return web.json_response({"delivery_id": delivery.delivery_id, "status": "queued"}, status=202)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.core import errors
 from reviewbot.core import leases as core
@@ -50,6 +50,7 @@ from reviewbot.core.leases import (
     LeaseClaim,
     LeaseTarget,
     LeaseTiming,
+    Phase,
     Refused,
     Role,
     WorkerOwner,
@@ -70,6 +71,9 @@ from reviewbot.store.database import (
     ThreadConnections,
     Tx,
 )
+
+if TYPE_CHECKING:
+    from reviewbot.observe import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +231,11 @@ class LeaseStore:
         clock: Clock = time.time,
         random_bytes: Callable[[int], bytes] = os.urandom,
         ledger_path: Path | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """``telemetry`` hears of every grant, takeover, expiry, release and refusal."""
         self.db = db
+        self.telemetry = telemetry
         self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
@@ -354,6 +361,7 @@ class LeaseStore:
             )
             result = core.acquire(current, high_water, request, now, self.timing)
             if isinstance(result, Refused):
+                self._refused(target, worker, result)
                 raise LeaseRefused(result)
             lease = result.lease
             if result.kind is not GrantKind.RENEWED:
@@ -367,14 +375,28 @@ class LeaseStore:
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
             tx.execute("UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, worker))
+        if self.telemetry is not None:
+            lapsed = current is not None and current.phase_at(now) is Phase.EXPIRED
+            if lapsed and result.kind is not GrantKind.RENEWED:
+                assert current is not None
+                self.telemetry.lease_expired(current)
+            previous = current.holder if current is not None else None
+            self.telemetry.lease_granted(lease, str(result.kind), previous=previous)
         return lease
+
+    def _refused(self, target: LeaseTarget, worker: str, refusal: Refused) -> None:
+        if self.telemetry is not None:
+            self.telemetry.lease_refused(target, worker, str(refusal.code), refusal.detail)
 
     def heartbeat(self, claim: LeaseClaim) -> Lease:
         """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held)."""
         return self._transition(claim, core.heartbeat)
 
     def release(self, claim: LeaseClaim) -> Lease:
-        return self._transition(claim, core.release)
+        lease = self._transition(claim, core.release)
+        if self.telemetry is not None:
+            self.telemetry.lease_released(lease)
+        return lease
 
     def supersede_head(self, forge: str, repo: str, number: int, new_head: str) -> list[Lease]:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
@@ -501,6 +523,7 @@ class LeaseStore:
             now = self.clock()
             result = step(self.lease_in(tx, claim.target), claim, now)
             if isinstance(result, Refused):
+                self._refused(claim.target, claim.worker, result)
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
             self._store(tx, result.lease)
