@@ -14,6 +14,7 @@ what a command needs, and the tests and the demo build through here too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -21,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
 
-from reviewbot.config import Settings
+from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
-from reviewbot.observe import Telemetry
+from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
@@ -365,6 +366,43 @@ def configured_forges(settings: Settings, telemetry: Telemetry | None = None) ->
             watch = telemetry.forge_watch(name) if telemetry is not None else None
             found[name] = make_forge(settings, name, watch=watch)
     return found
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret these settings hold, as text: what a log line must never show."""
+    found = [
+        secret.get_secret_value()
+        for secret in (
+            settings.github.token,
+            settings.github.webhook_secret,
+            settings.gitea.token,
+            settings.gitea.webhook_secret,
+        )
+        if secret is not None
+    ]
+    if settings.github.private_key_path is not None:
+        # An unreadable key is reported where it is used, and cannot be logged either.
+        with contextlib.suppress(ConfigError, UnicodeDecodeError):
+            found.append(read_private_key(settings.github.private_key_path).decode("ascii"))
+    return found
+
+
+def configure_logging(
+    settings: Settings,
+    *,
+    log_format: logs.LogFormat | None = None,
+    level: str | None = None,
+    stream: object = None,
+) -> None:
+    """Once per process, by each command that runs the service (``serve`` after its
+    settings are final): structured lines on standard error, the settings' secrets
+    redacted. ``log_format`` and ``level`` (command-line flags) win over the settings."""
+    logs.configure(
+        log_format or settings.log_format,
+        level or settings.log_level,
+        secrets=secret_values(settings),
+        stream=stream,
+    )
 
 
 def build_service(

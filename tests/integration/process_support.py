@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.integration.server_support import WAIT_S
@@ -40,6 +40,19 @@ def run_reviewbot(
 class ServeProcess:
     base: str
     proc: asyncio.subprocess.Process
+    # Every line the server wrote on stderr so far (its log), read as it comes so that a
+    # chatty log never fills the pipe and blocks the server.
+    log: list[str] = field(default_factory=list)
+    reader: asyncio.Task[None] | None = None
+
+    async def stop(self) -> str:
+        """Stop the server as SIGTERM does and return its whole log."""
+        if self.proc.returncode is None:
+            self.proc.terminate()
+        await asyncio.wait_for(self.proc.wait(), WAIT_S)
+        if self.reader is not None:
+            await asyncio.wait_for(self.reader, WAIT_S)
+        return "".join(self.log)
 
 
 @asynccontextmanager
@@ -60,6 +73,9 @@ async def serve_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    log: list[str] = []
+    assert proc.stderr is not None
+    reader = asyncio.create_task(_collect(proc.stderr, log))
     try:
         assert proc.stdout is not None
         base = ""
@@ -67,13 +83,18 @@ async def serve_process(
             while not base:
                 line = (await proc.stdout.readline()).decode()
                 if not line:
-                    assert proc.stderr is not None
-                    err = (await proc.stderr.read()).decode()
-                    raise AssertionError(f"serve exited before listening: {err}")
+                    await asyncio.wait_for(reader, WAIT_S)
+                    raise AssertionError(f"serve exited before listening: {''.join(log)}")
                 if "listening on " in line:
                     base = line.split("listening on ", 1)[1].split()[0]
-        yield ServeProcess(base, proc)
+        yield ServeProcess(base, proc, log, reader)
     finally:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+        await asyncio.wait_for(reader, WAIT_S)
+
+
+async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
+    while line := await stream.readline():
+        into.append(line.decode("utf-8", "replace"))
