@@ -88,6 +88,14 @@ _SHARED: list[Any] = [
 ]
 
 
+def _leading_keys(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """When, how bad and what first: a person reading JSON lines scans these."""
+    first = {k: event_dict[k] for k in ("ts", "level", "msg") if k in event_dict}
+    return first | {k: v for k, v in event_dict.items() if k not in first}
+
+
 def _route_structlog_into_logging() -> None:
     # structlog's own default prints to stdout; the bot's events go where logging goes (and
     # obey its level), whether or not configure() has run in this process (tests, library use).
@@ -150,6 +158,7 @@ def configure(
             structlog.processors.format_exc_info,
             structlog.processors.EventRenamer("msg", "_event"),
             Redactor(secrets),
+            _leading_keys,
             renderer,
         ],
     )
@@ -161,8 +170,10 @@ def configure(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    # Each request is already one line of ours (or none); aiohttp's access log would double it.
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Each request is already one line of ours (or none), and every forge call is counted
+    # (a failed one is logged): the access log and httpx's per-request lines would be noise.
+    for chatty in ("aiohttp.access", "httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 _HANDLER_NAME = "reviewbot"

@@ -32,6 +32,12 @@ _CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _RUN_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 
+# Refusals of who the caller is or what it may do.
+_AUTH_CODES = frozenset(
+    {"unauthorized", "missing_scope", "repo_not_allowed", "signature_invalid", "not_worker_owner"}
+)
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 1)
 
@@ -196,8 +202,11 @@ class Telemetry:
 
     @staticmethod
     def request_refused(source: str | None, path: str, code: str, detail: str, **keys: Any) -> None:
-        """A delivery (``source`` set) or another call was refused: why, never the body."""
-        log.warning(
+        """A delivery (``source`` set) or another call was refused: why, never the body.
+        Refused deliveries and credentials are warnings; an ordinary answer (a lease held,
+        a bad request) is information."""
+        serious = source is not None or code in _AUTH_CODES
+        (log.warning if serious else log.info)(
             "delivery refused" if source else "request refused",
             source=source,
             path=path,
