@@ -44,6 +44,7 @@ class ServeProcess:
     # chatty log never fills the pipe and blocks the server.
     log: list[str] = field(default_factory=list)
     reader: asyncio.Task[None] | None = None
+    said: list[str] = field(default_factory=list)  # what it printed on stdout up to listening
 
     async def stop(self) -> str:
         """Stop the server as SIGTERM does and return its whole log."""
@@ -79,15 +80,17 @@ async def serve_process(
     try:
         assert proc.stdout is not None
         base = ""
+        said: list[str] = []
         async with asyncio.timeout(WAIT_S):
             while not base:
                 line = (await proc.stdout.readline()).decode()
+                said.append(line)
                 if not line:
                     await asyncio.wait_for(reader, WAIT_S)
                     raise AssertionError(f"serve exited before listening: {''.join(log)}")
                 if "listening on " in line:
                     base = line.split("listening on ", 1)[1].split()[0]
-        yield ServeProcess(base, proc, log, reader)
+        yield ServeProcess(base, proc, log, reader, said)
     finally:
         if proc.returncode is None:
             proc.kill()
