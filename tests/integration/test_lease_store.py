@@ -412,10 +412,13 @@ def test_grants_refusals_expiries_and_takeovers_are_counted_and_logged(
     assert count("reviewbot_lease_expiries_total", role="merger") == 1
     assert count("reviewbot_lease_releases_total", role="merger") == 1
     assert count("reviewbot_lease_refusals_total", role="merger", reason="lease_held") == 1
-    assert sum(
-        count("reviewbot_lease_refusals_total", role="merger", reason=r)
-        for r in ("superseded", "lease_not_held")
-    ) == 1
+    assert (
+        sum(
+            count("reviewbot_lease_refusals_total", role="merger", reason=r)
+            for r in ("superseded", "lease_not_held")
+        )
+        == 1
+    )
     events = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
     said = [e["event"] for e in events]
     assert said == [
