@@ -52,31 +52,34 @@ class Redactor:
                     for line in secret.splitlines()
                     if len(line.strip()) >= 16 and not line.startswith("-----")
                 )
-        self._secrets = sorted(values, key=len, reverse=True)
+        # One pass per string: the configured values (longest first) or a shaped secret.
+        known = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
+        self._pattern = re.compile(
+            f"{known}|{_SHAPED.pattern}" if known else _SHAPED.pattern, re.DOTALL
+        )
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return _SHAPED.sub(REDACTED, value)
+        return self._pattern.sub(REDACTED, value)
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
+        if isinstance(value, int | float | bool) or value is None:
+            return value
         if isinstance(value, bytes):
             return self.text(value.decode("utf-8", "replace"))
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
-        if isinstance(value, int | float | bool) or value is None:
-            return value
         return self.text(str(value))
 
     def __call__(
         self, _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
-        return {key: self.value(value) for key, value in event_dict.items()}
+        for key, value in event_dict.items():
+            event_dict[key] = self.value(value)
+        return event_dict
 
 
 # What every line carries, from structlog and from the standard library alike.
