@@ -123,3 +123,11 @@ def test_configuring_again_replaces_the_handler() -> None:
 def test_an_unknown_level_is_refused() -> None:
     with pytest.raises(ValueError, match="log level must be one of"):
         logs.configure("json", "loud")
+
+
+def test_lines_follow_stderr_when_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    logs.configure("json", "info")  # no stream: standard error, whatever it is then
+    later = io.StringIO()
+    monkeypatch.setattr("sys.stderr", later)
+    logging.getLogger("reviewbot.x").warning("after the swap")
+    assert lines(later)[0]["msg"] == "after the swap"

@@ -73,11 +73,9 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
     from reviewbot.runtime.merge.merger import MergeError, MergeRequest
     from reviewbot.service import Parts, build_service, configure_logging
 
-    # The result is printed on stdout; the log (stderr) says only what went wrong, unless
-    # a level is configured.
-    configure_logging(
-        settings, level=None if "log_level" in settings.model_fields_set else "warning"
-    )
+    # The result (or the one-line refusal) is printed already: the log (stderr) shows only
+    # unexpected errors, unless a level is configured.
+    configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     try:
         forge = make_forge(settings, ref.forge)
     except Exception as exc:

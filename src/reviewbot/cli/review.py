@@ -67,11 +67,9 @@ async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
     from reviewbot.forges.factory import make_forge
     from reviewbot.service import Parts, build_service, configure_logging
 
-    # The result is printed on stdout; the log (stderr) says only what went wrong, unless
-    # a level is configured.
-    configure_logging(
-        settings, level=None if "log_level" in settings.model_fields_set else "warning"
-    )
+    # The result (or the one-line refusal) is printed already: the log (stderr) shows only
+    # unexpected errors, unless a level is configured.
+    configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     forge = make_forge(settings, ref.forge)
     service = build_service(
         settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"

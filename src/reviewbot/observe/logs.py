@@ -147,7 +147,6 @@ def configure(
     """
     if level.lower() not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, not {level!r}")
-    stream = stream if stream is not None else sys.stderr
     chosen = resolve_format(fmt, stream)
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -165,7 +164,7 @@ def configure(
             renderer,
         ],
     )
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler.setFormatter(formatter)
     handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
@@ -180,3 +179,16 @@ def configure(
 
 
 _HANDLER_NAME = "reviewbot"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is written (a test harness or a
+    daemon may replace it after logging was configured)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
