@@ -40,11 +40,11 @@ def run_reviewbot(
 class ServeProcess:
     base: str
     proc: asyncio.subprocess.Process
+    printed: list[str] = field(default_factory=list)  # stdout up to the listening line
     # Every line the server wrote on stderr so far (its log), read as it comes so that a
     # chatty log never fills the pipe and blocks the server.
     log: list[str] = field(default_factory=list)
     reader: asyncio.Task[None] | None = None
-    said: list[str] = field(default_factory=list)  # what it printed on stdout up to listening
 
     async def stop(self) -> str:
         """Stop the server as SIGTERM does and return its whole log."""
@@ -80,17 +80,17 @@ async def serve_process(
     try:
         assert proc.stdout is not None
         base = ""
-        said: list[str] = []
+        printed: list[str] = []
         async with asyncio.timeout(WAIT_S):
             while not base:
                 line = (await proc.stdout.readline()).decode()
-                said.append(line)
+                printed.append(line.rstrip("\n"))
                 if not line:
                     await asyncio.wait_for(reader, WAIT_S)
                     raise AssertionError(f"serve exited before listening: {''.join(log)}")
                 if "listening on " in line:
                     base = line.split("listening on ", 1)[1].split()[0]
-        yield ServeProcess(base, proc, log, reader, said)
+        yield ServeProcess(base, proc, printed, log, reader)
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -80,7 +80,7 @@ def db(tmp_path: Path) -> SQLiteDatabase:
 
 
 def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: SQLiteDatabase) -> None:
-    seen = "2026-01-01T00:00:00.000Z"
+    seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     key = repositories.observe(
         db,
         forge="github",
@@ -154,7 +154,7 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: SQLiteDatabas
 
 
 def test_only_a_signed_webhook_adds_a_repository_or_its_spelling(db: SQLiteDatabase) -> None:
-    seen = "2026-01-01T00:00:00.000Z"
+    seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     common = {"forge": "gitea", "repo": "acme/api", "seen_at": seen}
     repositories.observe(db, display_name="ACME/API", forge_id=None, signed=False, **common)
     assert repositories.known(db) == []

@@ -17,6 +17,7 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.clock import iso
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, journal, repositories
 from reviewbot.store.database import Database
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             head = (
                 f"Delivery {stored.delivery_id} ({stored.source}"
-                f"{' ' + stored.event if stored.event else ''}), received {stored.received_at}, "
+                f"{' ' + stored.event if stored.event else ''}), "
+                f"received {_when(stored.received_at)}, "
                 f"{stored.status}."
             )
             print(head)
@@ -183,7 +185,9 @@ def explain_pull(
 
 def explain_review(row: ReviewDecision, *, indent: str = "") -> str:
     via = f" (delivery {row.delivery_id})" if row.delivery_id else ""
-    lines = [f"{indent}{row.decided_at}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"]
+    lines = [
+        f"{indent}{_when(row.decided_at)}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"
+    ]
     plain = PLAIN_WORDS.get(row.reason_code, row.reason_code.replace("_", " "))
     detail = f": {row.detail}" if row.detail else ""
     lines.append(f"{indent}  - {plain} [{row.reason_code}]{detail}")
@@ -195,9 +199,14 @@ def explain_decision(row: DecisionRecord, *, indent: str = "", with_delivery: bo
     at = f" at {row.head_sha[:12]}" if row.head_sha else ""
     event = f"{row.event}{'/' + row.action if row.action else ''}" if row.event else ""
     via = f" (delivery {row.delivery_id}, {event})" if with_delivery else ""
-    lines = [f"{indent}{row.decided_at}  {what}{at}: {row.decision.upper()}{via}"]
+    lines = [f"{indent}{_when(row.decided_at)}  {what}{at}: {row.decision.upper()}{via}"]
     for reason in row.reasons:
         plain = PLAIN_WORDS.get(reason.code, reason.code.replace("_", " "))
         detail = f": {reason.detail}" if reason.detail else ""
         lines.append(f"{indent}  - {plain} [{reason.code}]{detail}")
     return "\n".join(lines)
+
+
+def _when(ts: float) -> str:
+    """A record's moment as the explain lines always showed it."""
+    return iso(ts, timespec="microseconds")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.clock import iso
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
@@ -65,10 +66,6 @@ def register(sub: Any) -> None:
     revoke.set_defaults(func=_revoke)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _open(need: DBAccess) -> Any:
     settings = load_settings()
     require(effective_access(settings.db_access), need)
@@ -81,7 +78,7 @@ def _create(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
         plain, info = create_token(
-            db, name=args.name, scopes=args.scopes, repo=args.repo, now=_now()
+            db, name=args.name, scopes=args.scopes, repo=args.repo, now=time.time()
         )
     except TokenError as exc:
         raise CommandError(str(exc)) from None
@@ -109,7 +106,9 @@ def _list(args: argparse.Namespace) -> int:
     if not tokens:
         print("no tokens; create one with: reviewbot token create --name N --scopes read")
     for t in tokens:
-        state = f"revoked {t.revoked_at}" if t.revoked_at else "active"
+        state = (
+            "active" if t.revoked_at is None else f"revoked {iso(t.revoked_at, timespec='seconds')}"
+        )
         print(
             f"{t.id:>4}  {t.name:<20} {t.prefix}...  {','.join(t.scopes):<24} "
             f"{t.repo or 'all repositories':<28} {state}"
@@ -120,7 +119,7 @@ def _list(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
-        revoked = revoke_token(db, args.token, now=_now())
+        revoked = revoke_token(db, args.token, now=time.time())
     except TokenError as exc:
         raise CommandError(str(exc)) from None
     finally:

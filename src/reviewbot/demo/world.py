@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from reviewbot.config import Settings
-from reviewbot.core.clock import iso
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import Outcome
 from reviewbot.server.app import create_app
 from reviewbot.service import Service, build_service
@@ -100,7 +100,7 @@ def prepare_forges(sim: Simulator) -> dict[str, str]:
     return tokens
 
 
-class Timeout(Exception):
+class Timeout(ReviewbotError):
     """A wait ran out; the message says what it waited for."""
 
 
@@ -210,7 +210,7 @@ class DemoWorld:
             name=f"demo-scrape-{secrets.token_hex(4)}",
             scopes="metrics",
             repo=None,
-            now=iso(time.time()),
+            now=time.time(),
         )
         headers = {"Authorization": f"Bearer {plain}"}
         async with self.http.get(self.base_url + "/metrics", headers=headers) as response:

@@ -13,7 +13,7 @@ from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
-from reviewbot.forges.http import ForgeWatcher, RetryPolicy, Sleep
+from reviewbot.forges.http import ForgeWatcher, OnWait, RetryPolicy, Sleep
 
 
 def make_forge(
@@ -24,13 +24,14 @@ def make_forge(
     policy: RetryPolicy | None = None,
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.time,
+    on_wait: OnWait | None = None,
     watch: ForgeWatcher | None = None,
 ) -> Forge:
     """The adapter for ``forge_name`` (``github`` or ``gitea``); ``watch`` hears of every
     HTTP exchange (the service's metrics and logs).
 
     Raises :class:`ConfigError` (one line naming the setting) when the forge is not
-    configured or its credentials cannot be read.
+    configured or its credentials cannot be read. ``on_wait`` hears every retry wait.
     """
     if forge_name == "github":
         gh = settings.github
@@ -44,6 +45,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                on_wait=on_wait,
                 watch=watch,
             )
         if gh.token is not None:
@@ -55,6 +57,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                on_wait=on_wait,
                 watch=watch,
             )
         raise ConfigError(
@@ -80,6 +83,7 @@ def make_forge(
             policy=policy,
             sleep=sleep,
             clock=clock,
+            on_wait=on_wait,
             watch=watch,
         )
     raise ConfigError(f"unknown forge {forge_name!r}: expected github or gitea")

@@ -43,6 +43,7 @@ from reviewbot.forges.http import (
     ForgeWatcher,
     HttpAdapter,
     HttpResult,
+    OnWait,
     RetryPolicy,
     Sleep,
     decode_json,
@@ -95,6 +96,7 @@ class GiteaForge(HttpAdapter):
         policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
+        on_wait: OnWait | None = None,
         watch: ForgeWatcher | None = None,
     ) -> None:
         if not token:
@@ -105,7 +107,7 @@ class GiteaForge(HttpAdapter):
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         }
-        self._open_http(client, policy, sleep, clock, watch)
+        self._open_http(client, policy, sleep, clock, on_wait, watch)
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------

@@ -52,7 +52,7 @@ def observe(
     display_name: str,
     forge_id: int | None,
     signed: bool,
-    seen_at: str,
+    seen_at: float,
 ) -> str:
     """Record that ``forge:repo`` was named; returns the key to use from now on.
 
@@ -141,7 +141,7 @@ def _resolve(tx: Tx, forge: str, repo: str) -> str:
     return str(row["repo"]) if row is not None else repo
 
 
-def _rename(tx: Tx, forge: str, old: str, new: str, at: str) -> None:
+def _rename(tx: Tx, forge: str, old: str, new: str, at: float) -> None:
     for table in KEYED_TABLES:
         tx.execute(
             f"UPDATE OR IGNORE {table} SET repo = ? WHERE forge = ? AND repo = ?",

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.core.clock import iso
+from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment, repo_key
-from reviewbot.store.database import Database, P, Row, T, Tx
+from reviewbot.store.database import Database, P, Row, T, Tx, opt_float
 
 if TYPE_CHECKING:
     from reviewbot.observe import Telemetry
@@ -83,7 +83,7 @@ class ReviewDecision:
     worker: str | None
     epoch: int | None
     outbox_id: int | None
-    decided_at: str
+    decided_at: float
 
     @classmethod
     def from_row(cls, row: Row) -> ReviewDecision:
@@ -105,7 +105,7 @@ class ReviewDecision:
             worker=row["worker"],
             epoch=row["epoch"],
             outbox_id=row["outbox_id"],
-            decided_at=row["decided_at"],
+            decided_at=float(row["decided_at"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -127,7 +127,7 @@ class ReviewDecision:
             "worker": self.worker,
             "epoch": self.epoch,
             "outbox_id": self.outbox_id,
-            "decided_at": self.decided_at,
+            "decided_at": iso(self.decided_at, timespec="microseconds"),
         }
 
 
@@ -159,9 +159,9 @@ class OutboxRow:
     decision_id: int | None
     worker: str | None
     epoch: int | None
-    created_at: str
-    created_ts: float
-    finished_at: str | None
+    created_at: float
+    created_ts: float  # the same moment (kept from when created_at was text)
+    finished_at: float | None
 
     @property
     def marker(self) -> str:
@@ -192,9 +192,9 @@ class OutboxRow:
             decision_id=row["decision_id"],
             worker=row["worker"],
             epoch=row["epoch"],
-            created_at=row["created_at"],
+            created_at=float(row["created_at"]),
             created_ts=float(row["created_ts"]),
-            finished_at=row["finished_at"],
+            finished_at=opt_float(row["finished_at"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -211,8 +211,8 @@ class OutboxRow:
             "attempts": self.attempts,
             "last_error": self.last_error,
             "forge_review_id": self.forge_review_id,
-            "created_at": self.created_at,
-            "finished_at": self.finished_at,
+            "created_at": iso(self.created_at, timespec="microseconds"),
+            "finished_at": iso_or_none(self.finished_at, timespec="microseconds"),
         }
 
 
@@ -280,7 +280,7 @@ class ReviewStore:
                         decision_id,
                         decision.worker,
                         decision.epoch,
-                        iso(now, timespec="microseconds"),
+                        now,
                         now,
                     ),
                 )
@@ -433,7 +433,7 @@ class ReviewStore:
                 "UPDATE review_outbox SET status = ?, forge_review_id = COALESCE(?, "
                 "forge_review_id), last_error = COALESCE(?, last_error), finished_at = ? "
                 "WHERE id = ? AND status = 'pending'",
-                (status, forge_review_id, error, iso(now, timespec="microseconds"), outbox_id),
+                (status, forge_review_id, error, now, outbox_id),
             )
             if cur.rowcount != 1:
                 return False
@@ -470,7 +470,7 @@ class ReviewStore:
                 tx.execute(
                     "UPDATE review_outbox SET status = 'dropped', last_error = ?, "
                     "finished_at = ? WHERE id = ?",
-                    (f"superseded by head {head_sha}", iso(now, timespec="microseconds"), oid),
+                    (f"superseded by head {head_sha}", now, oid),
                 )
         return ids
 
@@ -528,7 +528,7 @@ class ReviewStore:
                     rnd,
                     run_id,
                     data,
-                    iso(self.clock(), timespec="microseconds"),
+                    self.clock(),
                 ),
             )
             row = tx.one(
@@ -632,7 +632,7 @@ class ReviewStore:
                     number,
                     comment_id,
                     body_sha256(body),
-                    iso(self.clock(), timespec="microseconds"),
+                    self.clock(),
                 ),
             )
 
@@ -682,7 +682,7 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
             d.worker,
             d.epoch,
             outbox_id,
-            iso(now, timespec="microseconds"),
+            now,
         ),
     )
     return int(cur.lastrowid or 0)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewbot.core.clock import parse_iso
 from reviewbot.store.database import Database
 
 
 @dataclass(frozen=True)
 class QueueStats:
     queued: int  # deliveries waiting to be gated (queued or being gated)
-    oldest_received_at: str | None  # when the oldest of them arrived (ISO)
+    oldest_received_at: float | None  # when the oldest of them arrived (epoch seconds)
     dead: int  # deliveries parked after their last attempt
     review_jobs_pending: int  # eligible heads whose review has not finished
     outbox_pending: int  # reviews decided but not yet on the forge
@@ -21,7 +20,7 @@ class QueueStats:
         """Seconds the oldest waiting delivery has waited (0 with none waiting)."""
         if self.oldest_received_at is None:
             return 0.0
-        return max(0.0, now - parse_iso(self.oldest_received_at))
+        return max(0.0, now - self.oldest_received_at)
 
 
 def queue_stats(db: Database) -> QueueStats:
@@ -36,7 +35,7 @@ def queue_stats(db: Database) -> QueueStats:
     assert deliveries is not None and jobs is not None and outbox is not None
     return QueueStats(
         queued=int(deliveries["queued"] or 0),
-        oldest_received_at=deliveries["oldest"],
+        oldest_received_at=None if deliveries["oldest"] is None else float(deliveries["oldest"]),
         dead=int(deliveries["dead"] or 0),
         review_jobs_pending=int(jobs["n"]),
         outbox_pending=int(outbox["n"]),

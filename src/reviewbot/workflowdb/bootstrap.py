@@ -27,6 +27,7 @@ from reviewbot.workflowdb.migrations import (
     MigrationError,
     MigrationResult,
     apply_workflow_db_migration,
+    has_tables,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
@@ -71,9 +72,15 @@ def install_migration(paths: WorkflowPaths, name: str, data: bytes) -> Path:
 def apply_packaged_migrations(
     paths: WorkflowPaths, db: SQLiteDatabase, *, applied_by: str = APPLIED_BY
 ) -> list[MigrationResult]:
-    """Install and apply every packaged migration not yet in the ledger (same hash)."""
+    """Install and apply every packaged migration not yet in the ledger (same hash).
+
+    A migration that changes existing data is applied after a pre-migration snapshot, as
+    every destructive migration is, except on a store this call creates: it holds nothing.
+    """
     results = []
     with migrations_lock(paths):
+        with db.read() as tx:
+            new_store = not has_tables(tx)
         for name, data in packaged_migrations():
             install_migration(paths, name, data)
             results.append(
@@ -85,6 +92,7 @@ def apply_packaged_migrations(
                     db=db,
                     skip_if_applied=True,
                     packaged=True,
+                    backup=not new_store,
                 )
             )
     return results

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from reviewbot.core.attempts import RetryPolicy
-from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.core.clock import Clock
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
 from reviewbot.store.journal import StoredDelivery
@@ -179,7 +179,7 @@ class WorkerPool:
         due = await self._store(journal.next_attempt_at, self.db)
         if due is None:
             return
-        delay = max(0.0, parse_iso(due) - self.clock()) + 0.01
+        delay = max(0.0, due - self.clock()) + 0.01
         loop = asyncio.get_running_loop()
         if self._retry_timer is not None:
             if self._retry_timer.when() <= loop.time() + delay:
@@ -227,7 +227,7 @@ class WorkerPool:
 
     async def _claim(self) -> list[StoredDelivery]:
         size = await self._defer_to_ingress()
-        now = iso(self.clock(), timespec="microseconds")
+        now = self.clock()
         claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size, now))
         self._claims.add(claim)
         claim.add_done_callback(self._claim_done)
