@@ -230,6 +230,7 @@ async def test_a_served_story_is_logged_line_by_line_and_counted(tmp_path: Path)
     events = log_lines(log)
     refused = find(events, "delivery refused", source="github", path="/webhooks/github")
     assert refused["reason_codes"] == ["signature_invalid"] and refused["level"] == "warning"
+    assert refused["delivery_id"] == "wrong-secret-1"
     received = find(events, "delivery received", forge="github", event="pull_request")
     assert received["delivery_id"] and received["duration_ms"] >= 0
     gated = find(events, "gated", decision="eligible", pr=pr.number, repo=REPO)

@@ -94,7 +94,10 @@ class Metrics:
         if source is not None and (exc.code == "body_too_large" or source in ("crew", "api")):
             reason = "too_large" if exc.code == "body_too_large" else exc.code
             self.refused.labels(source, reason).inc()
-        self.telemetry.request_refused(source, request.path, exc.code, exc.detail)
+        # The forge's own delivery id, so the refusal can be matched to its delivery log.
+        named = request.headers.get("X-GitHub-Delivery") or request.headers.get("X-Gitea-Delivery")
+        keys = {"delivery_id": named[:100]} if source is not None and named else {}
+        self.telemetry.request_refused(source, request.path, exc.code, exc.detail, **keys)
 
     async def refresh(self, service: Service) -> None:
         """Read the queue gauges from the store (on its executor)."""
