@@ -236,6 +236,14 @@ class Settings(BaseSettings):
     # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
     sandbox: Literal["on", "off"] = "on"
     bwrap: str = "bwrap"  # the bubblewrap binary: a name looked up on PATH, or a path
+    # Logs on standard error: "auto" is console lines on a terminal, JSON lines otherwise.
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # /metrics needs a token with scope metrics or read ("token"), or nobody's ("open").
+    metrics_auth: Literal["token", "open"] = "token"
+    # A listener of its own serving /metrics without a token (None: none), on metrics_host.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
     reviewers: dict[str, ReviewerSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")

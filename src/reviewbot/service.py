@@ -14,6 +14,7 @@ what a command needs, and the tests and the demo build through here too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -21,10 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
 
-from reviewbot.config import Settings
+from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
+from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
@@ -105,6 +107,7 @@ class Service:
     client: str
     sessions: SessionManager
     external: ExternalReviewers
+    telemetry: Telemetry  # this service's metrics registry and event log
     on_eligible: EligibleHook | None = None
     worker: str | None = None  # a reviewer identity the caller registered (the command line)
     shutdown_grace_s: float = 10.0
@@ -134,7 +137,7 @@ class Service:
             self.owns_db = True
         db = self.db
         if self.owns_forges:
-            self.forges = configured_forges(self.settings)
+            self.forges = configured_forges(self.settings, self.telemetry)
         self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
         self.api_tokens = api_token_callers(self.settings, lambda: db)
         if Parts.JOURNAL in self.parts:
@@ -146,7 +149,9 @@ class Service:
                 on_commit=self._committed,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
-            self.leases = LeaseStore(db, self.settings.leases, clock=self.clock)
+            self.leases = LeaseStore(
+                db, self.settings.leases, clock=self.clock, telemetry=self.telemetry
+            )
         base = await self._review_base(db) if Parts.REVIEW in self.parts else None
         comments = base.comments if base is not None else None
         if self.journal is not None and Parts.MERGE in self.parts:
@@ -208,7 +213,7 @@ class Service:
         assert self.leases is not None
         worker = self.worker or await self._register(REVIEWER_NAME, "reviewer")
         reviewer = StoreReviewerLeases(self.leases, worker)
-        store = ReviewStore(db, self.clock)
+        store = ReviewStore(db, self.clock, telemetry=self.telemetry)
         locks = PullLocks()
         comments = StateComments(self.settings, store, self.forges, reviewer, locks)
         return _ReviewBase(worker, reviewer, store, locks, comments)
@@ -231,6 +236,7 @@ class Service:
             locks=locks,
             on_finished=automerge.on_outbox_finished if automerge is not None else None,
             after_drain=comments.sync,
+            telemetry=self.telemetry,
         )
         pipeline = ReviewPipeline(
             self.settings,
@@ -241,6 +247,7 @@ class Service:
             clock=self.clock,
             comments=comments,
             external=self.external,
+            telemetry=self.telemetry,
         )
         assert self.db is not None
         jobs = ReviewJobs(
@@ -261,6 +268,7 @@ class Service:
             clock=self.clock,
             state_comment=comments.sync if comments is not None else None,
             re_review=re_review,
+            telemetry=self.telemetry,
         )
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases)
@@ -277,6 +285,7 @@ class Service:
             clock=self.clock,
             on_eligible=self._eligible_hook(),
             job_claim=jobs.claim if jobs is not None else None,
+            telemetry=self.telemetry,
         )
         self.pool = WorkerPool(
             db,
@@ -351,14 +360,51 @@ class Service:
         await self.aclose()
 
 
-def configured_forges(settings: Settings) -> dict[str, Forge]:
-    """The forges the settings configure, by name."""
+def configured_forges(settings: Settings, telemetry: Telemetry | None = None) -> dict[str, Forge]:
+    """The forges the settings configure, by name (their calls reported to ``telemetry``)."""
     found: dict[str, Forge] = {}
-    if settings.github.configured:
-        found["github"] = make_forge(settings, "github")
-    if settings.gitea.configured:
-        found["gitea"] = make_forge(settings, "gitea")
+    for name in ("github", "gitea"):
+        if getattr(settings, name).configured:
+            watch = telemetry.forge_watch(name) if telemetry is not None else None
+            found[name] = make_forge(settings, name, watch=watch)
     return found
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret these settings hold, as text: what a log line must never show."""
+    found = [
+        secret.get_secret_value()
+        for secret in (
+            settings.github.token,
+            settings.github.webhook_secret,
+            settings.gitea.token,
+            settings.gitea.webhook_secret,
+        )
+        if secret is not None
+    ]
+    if settings.github.private_key_path is not None:
+        # An unreadable key is reported where it is used, and cannot be logged either.
+        with contextlib.suppress(ConfigError, UnicodeDecodeError):
+            found.append(read_private_key(settings.github.private_key_path).decode("ascii"))
+    return found
+
+
+def configure_logging(
+    settings: Settings,
+    *,
+    log_format: logs.LogFormat | None = None,
+    level: str | None = None,
+    stream: object = None,
+) -> None:
+    """Once per process, by each command that runs the service (``serve`` after its
+    settings are final): structured lines on standard error, the settings' secrets
+    redacted. ``log_format`` and ``level`` (command-line flags) win over the settings."""
+    logs.configure(
+        log_format or settings.log_format,
+        level or settings.log_level,
+        secrets=secret_values(settings),
+        stream=stream,
+    )
 
 
 def build_service(
@@ -375,6 +421,7 @@ def build_service(
     shutdown_grace_s: float = 10.0,
     backoff_base_s: float = 2.0,
     reload_settings: Callable[[], Settings] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -384,6 +431,7 @@ def build_service(
     registered itself (``reviewbot merge`` reviews a moved head under its own worker).
     ``reload_settings`` reads the settings again the way they were read (``serve`` passes
     it), so the runtime view can tell when the configuration on disk changed.
+    ``telemetry`` defaults to a new one with its own metrics registry.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -395,6 +443,7 @@ def build_service(
         # External reviewers run as sessions of the manager the tools route answers for,
         # inside the sandbox these settings ask for (probed once per process).
         external=ExternalReviewers(manager, sandbox=Sandbox.from_settings(settings)),
+        telemetry=telemetry if telemetry is not None else Telemetry(),
         on_eligible=on_eligible,
         worker=worker,
         shutdown_grace_s=shutdown_grace_s,

@@ -41,6 +41,19 @@ class ServeProcess:
     base: str
     proc: asyncio.subprocess.Process
     printed: list[str] = field(default_factory=list)  # stdout up to the listening line
+    # Every line the server wrote on stderr so far (its log), read as it comes so that a
+    # chatty log never fills the pipe and blocks the server.
+    log: list[str] = field(default_factory=list)
+    reader: asyncio.Task[None] | None = None
+
+    async def stop(self) -> str:
+        """Stop the server as SIGTERM does and return its whole log."""
+        if self.proc.returncode is None:
+            self.proc.terminate()
+        await asyncio.wait_for(self.proc.wait(), WAIT_S)
+        if self.reader is not None:
+            await asyncio.wait_for(self.reader, WAIT_S)
+        return "".join(self.log)
 
 
 @asynccontextmanager
@@ -61,6 +74,9 @@ async def serve_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    log: list[str] = []
+    assert proc.stderr is not None
+    reader = asyncio.create_task(_collect(proc.stderr, log))
     try:
         assert proc.stdout is not None
         base = ""
@@ -70,13 +86,18 @@ async def serve_process(
                 line = (await proc.stdout.readline()).decode()
                 printed.append(line.rstrip("\n"))
                 if not line:
-                    assert proc.stderr is not None
-                    err = (await proc.stderr.read()).decode()
-                    raise AssertionError(f"serve exited before listening: {err}")
+                    await asyncio.wait_for(reader, WAIT_S)
+                    raise AssertionError(f"serve exited before listening: {''.join(log)}")
                 if "listening on " in line:
                     base = line.split("listening on ", 1)[1].split()[0]
-        yield ServeProcess(base, proc, printed)
+        yield ServeProcess(base, proc, printed, log, reader)
     finally:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+        await asyncio.wait_for(reader, WAIT_S)
+
+
+async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
+    while line := await stream.readline():
+        into.append(line.decode("utf-8", "replace"))

@@ -85,6 +85,13 @@ class Running:
         async with self.http.get(self.base + path, headers=headers) as resp:
             return resp.status, await resp.json()
 
+    async def scrape(self) -> str:
+        """The ``/metrics`` page, as a scraper holding a ``metrics`` token reads it."""
+        headers = {"Authorization": f"Bearer {self.token('metrics')}"}
+        async with self.http.get(self.base + "/metrics", headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+            return await resp.text()
+
     async def github(
         self,
         event: str,

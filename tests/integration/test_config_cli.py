@@ -6,7 +6,6 @@ traceback) and exit code 2 (fix the configuration).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
@@ -270,9 +269,7 @@ def test_url_without_scheme_is_refused_at_load(tmp_path: Path) -> None:
 async def test_serve_warns_only_about_the_secret_of_a_configured_forge(tmp_path: Path) -> None:
     env = {"REVIEWBOT_GITEA__URL": "http://127.0.0.1:9", "REVIEWBOT_GITEA__TOKEN": "t"}
     async with serve_process(cwd=tmp_path, env=env) as server:
-        server.proc.terminate()
-        assert server.proc.stderr is not None
-        stderr = (await asyncio.wait_for(server.proc.stderr.read(), 20)).decode()
+        stderr = await server.stop()
     assert "no webhook secret for gitea" in stderr
     assert "github" not in stderr
 

@@ -186,6 +186,4 @@ async def test_webhook_at_the_other_forges_endpoint_is_wrong_endpoint(
             f"point it at /webhooks/{sender}"
         )
         assert running.stored_ids() == []  # refused before anything was journalled
-        async with running.http.get(running.base + "/metrics") as resp:
-            metrics = await resp.text()
-        assert 'reason="wrong_endpoint"' in metrics
+        assert 'reason="wrong_endpoint"' in await running.scrape()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ import pytest
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Phase, Role, WorkerStatus
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.observe import Telemetry
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import (
     GuardedWriteError,
@@ -373,3 +375,60 @@ def test_store_reopens_with_migrations_already_applied(paths: WorkflowPaths) -> 
         n = tx.one("SELECT count(*) FROM schema_migration_log WHERE file_name LIKE '0003_%'")
     assert n is not None and n[0] == 1
     db.close()
+
+
+# --- what an operator sees ------------------------------------------------------------------
+
+
+def test_grants_refusals_expiries_and_takeovers_are_counted_and_logged(
+    paths: WorkflowPaths, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="reviewbot")
+    telemetry = Telemetry()
+    db = open_store(paths)
+    leases = LeaseStore(db, LeaseSettings(), clock=clock, telemetry=telemetry)
+    try:
+        a, b = register(leases, "a"), register(leases, "b")
+        held = leases.acquire(MERGER, a, HEAD)
+        leases.acquire(MERGER, a, HEAD)  # a renewal: counted, not logged
+        with pytest.raises(LeaseRefused):
+            leases.acquire(MERGER, b, HEAD)
+        clock.advance(LeaseSettings().lease_s + 1)
+        taken = leases.acquire(MERGER, b, HEAD)
+        leases.release(LeaseClaim(MERGER, b, taken.epoch))
+        with pytest.raises(LeaseRefused):
+            leases.release(LeaseClaim(MERGER, a, held.epoch))  # superseded long ago
+    finally:
+        leases.close()
+        db.close()
+
+    def count(name: str, **labels: str) -> float:
+        return telemetry.registry.get_sample_value(name, labels) or 0.0
+
+    assert count("reviewbot_lease_grants_total", role="merger", kind="granted") == 1
+    assert count("reviewbot_lease_grants_total", role="merger", kind="renewed") == 1
+    assert count("reviewbot_lease_grants_total", role="merger", kind="takeover") == 1
+    assert count("reviewbot_lease_takeovers_total", role="merger") == 1
+    assert count("reviewbot_lease_expiries_total", role="merger") == 1
+    assert count("reviewbot_lease_releases_total", role="merger") == 1
+    assert count("reviewbot_lease_refusals_total", role="merger", reason="lease_held") == 1
+    assert (
+        sum(
+            count("reviewbot_lease_refusals_total", role="merger", reason=r)
+            for r in ("superseded", "lease_not_held")
+        )
+        == 1
+    )
+    events = [r.msg for r in caplog.records if isinstance(r.msg, dict)]
+    said = [e["event"] for e in events]
+    assert said == [
+        "lease granted",
+        "lease refused",
+        "lease expired",
+        "lease taken over",
+        "lease released",
+        "lease refused",
+    ]
+    takeover = events[3]
+    assert takeover["previous_holder"] == a and takeover["worker"] == b
+    assert takeover["epoch"] == held.epoch + 1 and "epoch" not in events[1]  # never a holder's

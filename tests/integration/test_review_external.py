@@ -90,6 +90,12 @@ def with_reviewers(command: str, *, network: bool = False) -> dict[str, Any]:
     return {"repos": {f"github:{REPO}": rules, f"gitea:{REPO}": rules}}
 
 
+def reviewer_runs(bot: Bot, outcome: str) -> float:
+    """Reviewer commands run with this outcome, as the service's metrics count them."""
+    registry = bot.service.telemetry.registry
+    return registry.get_sample_value("reviewbot_reviewer_runs_total", {"outcome": outcome}) or 0
+
+
 def comments_of(review: Any) -> list[tuple[str, int | None, str]]:
     return [(c.path, c.line, c.body) for c in review.comments]
 
@@ -157,6 +163,7 @@ async def test_warnings_only_approve_with_the_inline_comments_once_checks_finish
         assert "Approved: all 1 required checks passed." in reviews[0].body
         assert "External reviewers reported 2 warnings" in reviews[0].body
         assert runs_of(runs) == [pr.head_sha]
+        assert reviewer_runs(bot, "ok") == 1 and reviewer_runs(bot, "malformed_output") == 0
 
 
 async def test_malformed_output_is_a_recorded_error_and_no_review(tmp_path: Path) -> None:
@@ -174,6 +181,7 @@ async def test_malformed_output_is_a_recorded_error_and_no_review(tmp_path: Path
         (state,) = bot.bot_comments(forge, pr.number)
         assert "malformed_output" in state.body
         assert runs_of(runs) == [pr.head_sha]
+        assert reviewer_runs(bot, "malformed_output") == 1 and reviewer_runs(bot, "ok") == 0
 
 
 @FORGES

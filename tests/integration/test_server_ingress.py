@@ -266,8 +266,7 @@ async def test_healthz_and_metrics(server: Running) -> None:
     await server.github("ping", PING, secret=None)  # refused: counted
     status, body = await server.get("/healthz")
     assert status == 200 and body["status"] == "ok"
-    async with server.http.get(server.base + "/metrics") as resp:
-        text = await resp.text()
+    text = await server.scrape()
     assert 'reviewbot_deliveries_refused_total{reason="bad_signature",source="github"} 1.0' in text
 
 

@@ -60,8 +60,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Running]:
 
 
 async def metric(srv: Running, name: str) -> float:
-    async with srv.http.get(srv.base + "/metrics") as resp:
-        text = await resp.text()
+    text = await srv.scrape()
     match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.MULTILINE)
     assert match is not None, text
     return float(match.group(1))

@@ -10,6 +10,8 @@
     ingress/   forges/    store/ ◄── workflowdb/ (bootstrap, migrations, query, mutate)
        └─────────┴──────────┴───────────┘
                        ▼
+                   observe/    (logs and metrics: the parts report through it)
+                       ▼
                      core/     (pure; the standard library only)
 
 ``sim/`` and ``demo/`` sit beside it: the tests, ``reviewbot sim`` and ``reviewbot demo`` use
@@ -50,6 +52,18 @@ FORBIDDEN: dict[str, set[str]] = {
     "store": {*SERVING, *ABOVE_RUNTIME, "config", "forges", "ingress", "runtime", "workflowdb"},
     "workflowdb": {*SERVING, *ABOVE_RUNTIME, "forges", "ingress", "runtime"},
     "progress": {*SERVING, *ABOVE_RUNTIME, "runtime"},
+    # Logs and metrics: used by every layer that does work, so it may use only the core.
+    "observe": {
+        *SERVING,
+        *ABOVE_RUNTIME,
+        "config",
+        "forges",
+        "ingress",
+        "progress",
+        "runtime",
+        "store",
+        "workflowdb",
+    },
     "runtime": {*SERVING, *ABOVE_RUNTIME},
     "service": {*SERVING, "cli", "server"},
     "server": {*SERVING, "cli"},

@@ -71,8 +71,11 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
     # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
     from reviewbot.runtime.merge.merger import MergeError, MergeRequest
-    from reviewbot.service import Parts, build_service
+    from reviewbot.service import Parts, build_service, configure_logging
 
+    # The result (or the one-line refusal) is printed already: the log (stderr) shows only
+    # unexpected errors, unless a level is configured.
+    configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     try:
         forge = make_forge(settings, ref.forge)
     except Exception as exc:

@@ -101,8 +101,11 @@ def say_waiting(url: str) -> Callable[[ForgeWait], None]:
 async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any]:
     # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
-    from reviewbot.service import Parts, build_service
+    from reviewbot.service import Parts, build_service, configure_logging
 
+    # The result (or the one-line refusal) is printed already: the log (stderr) shows only
+    # unexpected errors, unless a level is configured.
+    configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     forge = make_forge(settings, ref.forge, on_wait=say_waiting(forge_url(settings, ref.forge)))
     service = build_service(
         settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"

@@ -69,6 +69,17 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="how long work in flight may finish at shutdown before it is re-queued",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        help="log lines on stderr: json (one object a line) or console; default: console on "
+        "a terminal, json otherwise (settings log_format)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="the least important lines logged (default: settings log_level, info)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -88,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                 shutdown_grace_s=args.shutdown_grace,
                 # Read again the same way, so GET /api/v1/runtime sees a changed file.
                 reload_settings=lambda: load_settings(**overrides),
+                log_format=args.log_format,
+                log_level=args.log_level,
             )
         )
     return 0
@@ -104,10 +117,12 @@ async def serve(
     run_workers: bool = True,
     shutdown_grace_s: float = 10.0,
     reload_settings: Callable[[], Settings] | None = None,
+    log_format: Any = None,
+    log_level: str | None = None,
 ) -> None:
     # Start-up cost: every command's module loads with `reviewbot --help`; the server only here.
-    from reviewbot.server.app import create_app
-    from reviewbot.service import Parts, build_service
+    from reviewbot.server.app import create_app, create_metrics_app
+    from reviewbot.service import Parts, build_service, configure_logging
 
     sim_session = None
     if sim:
@@ -117,6 +132,8 @@ async def serve(
     elif not (settings.github.configured or settings.gitea.configured):
         _say(HOW_TO_CONFIGURE)
 
+    # After --sim made its secrets, so that they are redacted too.
+    configure_logging(settings, log_format=log_format, level=log_level)
     # Without workers only the journal and the lease API run: deliveries wait for a start
     # with workers, which gates (and reviews) them.
     parts = Parts.SERVE if run_workers else Parts.JOURNAL | Parts.MERGE
@@ -136,6 +153,22 @@ async def serve(
         raise ConfigError(_listen_problem(settings.host, settings.port, exc)) from None
     host, port = runner.addresses[0][:2]
     base = f"http://{host}:{port}"
+    metrics_runner = None
+    if settings.metrics_port is not None:
+        metrics_runner = web.AppRunner(create_metrics_app(app), access_log=None)
+        await metrics_runner.setup()
+        metrics_site = web.TCPSite(metrics_runner, settings.metrics_host, settings.metrics_port)
+        try:
+            await metrics_site.start()
+        except OSError as exc:
+            await metrics_runner.cleanup()
+            await runner.cleanup()
+            if sim_session is not None:
+                await sim_session.close()
+            where = (settings.metrics_host, settings.metrics_port)
+            raise ConfigError(_listen_problem(*where, exc, how="REVIEWBOT_METRICS_PORT")) from None
+        m_host, m_port = metrics_runner.addresses[0][:2]
+        _say(f"reviewbot: metrics on http://{m_host}:{m_port}/metrics (no token)")
     service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
     if sim_session is not None:
         await sim_session.connect(base)
@@ -153,22 +186,26 @@ async def serve(
     finally:
         _say("reviewbot: stopping (work in flight finishes or goes back to the queue)")
         await runner.cleanup()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         if sim_session is not None:
             await sim_session.close()
     print("reviewbot: stopped", file=sys.stderr, flush=True)
 
 
-def _listen_problem(host: str, port: int, exc: OSError) -> str:
+def _listen_problem(
+    host: str, port: int, exc: OSError, *, how: str = "--port or REVIEWBOT_PORT"
+) -> str:
     where = f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
         return (
             f"cannot listen on {where}: the port is already in use (another reviewbot?); "
-            "choose another with --port or REVIEWBOT_PORT, or stop the other process"
+            f"choose another with {how}, or stop the other process"
         )
     if exc.errno == errno.EACCES:
         return (
             f"cannot listen on {where}: permission denied (ports below 1024 need privileges); "
-            "choose a port above 1023 with --port or REVIEWBOT_PORT"
+            f"choose a port above 1023 with {how}"
         )
     return (
         f"cannot listen on {where}: {exc.strerror or exc}; check host and port "

@@ -34,6 +34,7 @@ from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
+from reviewbot.store.tokens import create_token
 
 BOT = "reviewbot"
 GITHUB_REPO = "acme/api"
@@ -202,8 +203,17 @@ class DemoWorld:
         return journal.get_delivery(self.db, delivery_id) is not None
 
     async def counter(self, name: str, **labels: str) -> float:
-        """A counter of the bot's ``/metrics`` (0 when it has no such sample yet)."""
-        async with self.http.get(self.base_url + "/metrics") as response:
+        """A counter of the bot's ``/metrics`` (0 when it has no such sample yet), read as
+        a scraper does: with a token of scope ``metrics``."""
+        plain, _ = create_token(
+            self.db,
+            name=f"demo-scrape-{secrets.token_hex(4)}",
+            scopes="metrics",
+            repo=None,
+            now=time.time(),
+        )
+        headers = {"Authorization": f"Bearer {plain}"}
+        async with self.http.get(self.base_url + "/metrics", headers=headers) as response:
             text = await response.text()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:

@@ -13,7 +13,7 @@ from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
-from reviewbot.forges.http import OnWait, RetryPolicy, Sleep
+from reviewbot.forges.http import ForgeWatcher, OnWait, RetryPolicy, Sleep
 
 
 def make_forge(
@@ -25,8 +25,10 @@ def make_forge(
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.time,
     on_wait: OnWait | None = None,
+    watch: ForgeWatcher | None = None,
 ) -> Forge:
-    """The adapter for ``forge_name`` (``github`` or ``gitea``).
+    """The adapter for ``forge_name`` (``github`` or ``gitea``); ``watch`` hears of every
+    HTTP exchange (the service's metrics and logs).
 
     Raises :class:`ConfigError` (one line naming the setting) when the forge is not
     configured or its credentials cannot be read. ``on_wait`` hears every retry wait.
@@ -45,6 +47,7 @@ def make_forge(
                 sleep=sleep,
                 clock=clock,
                 on_wait=on_wait,
+                watch=watch,
             )
         if gh.token is not None:
             return GitHubForge(
@@ -56,6 +59,7 @@ def make_forge(
                 sleep=sleep,
                 clock=clock,
                 on_wait=on_wait,
+                watch=watch,
             )
         raise ConfigError(
             "github: not configured (set REVIEWBOT_GITHUB__TOKEN, or REVIEWBOT_GITHUB__APP_ID "
@@ -81,5 +85,6 @@ def make_forge(
             sleep=sleep,
             clock=clock,
             on_wait=on_wait,
+            watch=watch,
         )
     raise ConfigError(f"unknown forge {forge_name!r}: expected github or gitea")

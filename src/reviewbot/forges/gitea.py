@@ -40,6 +40,7 @@ from reviewbot.forges.errors import (
 )
 from reviewbot.forges.http import (
     ErrorMap,
+    ForgeWatcher,
     HttpAdapter,
     HttpResult,
     OnWait,
@@ -96,6 +97,7 @@ class GiteaForge(HttpAdapter):
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
         on_wait: OnWait | None = None,
+        watch: ForgeWatcher | None = None,
     ) -> None:
         if not token:
             raise ValueError("GiteaForge needs a token")
@@ -106,7 +108,7 @@ class GiteaForge(HttpAdapter):
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         }
-        self._open_http(client, policy, sleep, clock, on_wait)
+        self._open_http(client, policy, sleep, clock, on_wait, watch)
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------

@@ -41,6 +41,7 @@ from reviewbot.forges.errors import (
 from reviewbot.forges.http import (
     ErrorMap,
     ForgeHttp,
+    ForgeWatcher,
     HttpAdapter,
     OnWait,
     RetryPolicy,
@@ -151,12 +152,13 @@ class GitHubForge(HttpAdapter):
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
         on_wait: OnWait | None = None,
+        watch: ForgeWatcher | None = None,
     ) -> None:
         if (token is None) == (app_auth is None):
             raise ValueError("GitHubForge needs exactly one of token or app_auth")
         self._token = token
         self._app = app_auth
-        self._open_http(client, policy, sleep, clock, on_wait)
+        self._open_http(client, policy, sleep, clock, on_wait, watch)
         self.url = api_url.rstrip("/")
         self._gh = _Client(self._http, self.url)
         self._bot_login = bot_login

@@ -28,7 +28,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -66,6 +66,20 @@ OnWait = Callable[[ForgeWait], None]
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SECONDARY_LIMIT_HINTS = ("secondary rate limit", "abuse detection", "rate limit exceeded")
+
+
+class ForgeWatcher(Protocol):
+    """Who hears of every exchange (``reviewbot.observe.ForgeWatch``: metrics and logs)."""
+
+    def answered(
+        self, operation: str, status: int, headers: Mapping[str, str], duration_s: float
+    ) -> None: ...
+
+    def unanswered(self, operation: str, why: str, detail: str, duration_s: float) -> None: ...
+
+    def rate_limit_wait(
+        self, operation: str, status: int, wait_s: float, *, waits: bool
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,7 @@ class ForgeHttp:
     sleep: Sleep = asyncio.sleep
     clock: Clock = time.time
     calls: Counter[str] = field(default_factory=Counter)
+    watch: ForgeWatcher | None = None
     not_modified: Counter[str] = field(default_factory=Counter)
     on_wait: OnWait | None = None
     _cache: OrderedDict[tuple[str, str], _CacheEntry] = field(default_factory=OrderedDict)
@@ -168,11 +183,13 @@ class ForgeHttp:
         limited = 0
         while True:
             self.calls[operation] += 1
+            started = time.perf_counter()
             try:
                 status, resp_headers, content = await self._once_noticed(
                     operation, failures + 1, method, url, request_headers, body
                 )
             except httpx.TimeoutException as exc:
+                self._unanswered(operation, "timeout", exc, started)
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
                     error = ForgeUnavailable(
@@ -187,6 +204,7 @@ class ForgeHttp:
                 exc.operation = operation
                 raise
             except httpx.TransportError as exc:
+                self._unanswered(operation, "unreachable", exc, started)
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
                     error = ForgeUnavailable(
@@ -198,6 +216,8 @@ class ForgeHttp:
                 reason = transport_reason(exc)
                 await self._wait(operation, url, reason, failures, self._backoff(failures))
                 continue
+            if self.watch is not None:
+                self.watch.answered(operation, status, resp_headers, time.perf_counter() - started)
 
             if status == 304 and cached is not None:
                 self.not_modified[operation] += 1
@@ -208,11 +228,14 @@ class ForgeHttp:
             if is_rate_limited(status, resp_headers, content):
                 limited += 1
                 wait = self.rate_limit_wait(resp_headers, limited)
-                if (
+                gives_up = (
                     once
                     or limited >= self.policy.rate_limit_attempts
                     or wait > self.policy.max_rate_limit_wait_s
-                ):
+                )
+                if self.watch is not None:
+                    self.watch.rate_limit_wait(operation, status, wait, waits=not gives_up)
+                if gives_up:
                     raise RateLimited(
                         _message(content) or "rate limited",
                         retry_after=wait,
@@ -249,6 +272,11 @@ class ForgeHttp:
                 return HttpResult(status, resp_headers, content)
 
             raise error_for_status(status, content, operation=operation, errors=errors)
+
+    def _unanswered(self, operation: str, why: str, exc: Exception, started: float) -> None:
+        if self.watch is not None:
+            detail = f"{type(exc).__name__}: {exc}"
+            self.watch.unanswered(operation, why, detail, time.perf_counter() - started)
 
     async def _once(
         self, method: str, url: str, headers: dict[str, str], body: bytes
@@ -358,6 +386,7 @@ class HttpAdapter:
         sleep: Sleep,
         clock: Clock,
         on_wait: OnWait | None = None,
+        watch: ForgeWatcher | None = None,
     ) -> None:
         self._owns_client = client is None
         self._http = ForgeHttp(
@@ -366,6 +395,7 @@ class HttpAdapter:
             sleep=sleep,
             clock=clock,
             on_wait=on_wait,
+            watch=watch,
         )
 
     @property

@@ -11,7 +11,6 @@ import logging
 from aiohttp import web
 from pydantic import SecretStr
 
-from reviewbot.core.errors import ReviewbotError
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
 from reviewbot.server.budget import BodyBudget
@@ -25,14 +24,11 @@ from reviewbot.workflowdb.query import cancel_submitted
 
 log = logging.getLogger(__name__)
 
-# The delivery paths whose refused bodies count in reviewbot_deliveries_refused.
-_DELIVERY_PATHS = ("/webhooks/", "/api/v1/reviews")
-
 
 def create_app(service: Service) -> web.Application:
     settings = service.settings
     state = ServerState(
-        metrics=Metrics(),
+        metrics=Metrics(service.telemetry),
         secrets={
             "github": _secret(settings.github.webhook_secret),
             "gitea": _secret(settings.gitea.webhook_secret),
@@ -42,13 +38,9 @@ def create_app(service: Service) -> web.Application:
     )
     state.metrics.watch_budget(state.body_budget)
 
-    def count_refusal(request: web.Request, exc: ReviewbotError) -> None:
-        if exc.code == "body_too_large" and request.path.startswith(_DELIVERY_PATHS):
-            source = request.path.rstrip("/").rsplit("/", 1)[-1]
-            state.metrics.refused.labels(source, "too_large").inc()
-
     app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[errors_middleware(count_refusal)]
+        client_max_size=settings.max_body_bytes,
+        middlewares=[errors_middleware(state.metrics.refused_request)],
     )
     app[SERVICE] = service
     app[STATE] = state
@@ -79,6 +71,15 @@ async def _stop_queries(app: web.Application) -> None:
     # Before aiohttp waits for requests in flight: runaway tool statements end now, so the
     # shutdown is bounded by the grace period, not by their time limit.
     cancel_submitted()
+
+
+def create_metrics_app(app: web.Application) -> web.Application:
+    """``/metrics`` alone, without a token, over ``app``'s service (``metrics_port``)."""
+    metrics_app = web.Application()
+    metrics_app[SERVICE] = app[SERVICE]
+    metrics_app[STATE] = app[STATE]
+    metrics_app.router.add_get("/metrics", health.open_metrics)
+    return metrics_app
 
 
 async def _tools(request: web.Request) -> web.Response:

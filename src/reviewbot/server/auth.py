@@ -21,17 +21,18 @@ def bearer(request: web.Request) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-async def authenticate(request: web.Request, scope: str) -> TokenInfo:
-    """The calling token, which must be active and hold ``scope``."""
+async def authenticate(request: web.Request, scope: str, *alternatives: str) -> TokenInfo:
+    """The calling token, which must be active and hold ``scope`` (or one of
+    ``alternatives``)."""
     token = bearer(request)
     if token is None:
         raise Refused("send Authorization: Bearer <token>", code="unauthorized")
     db = request.app[SERVICE].db
     assert db is not None
-    return await check_token(db, token, scope)
+    return await check_token(db, token, scope, *alternatives)
 
 
-async def check_token(db: Database, token: str, scope: str | None) -> TokenInfo:
+async def check_token(db: Database, token: str, scope: str | None, *alternatives: str) -> TokenInfo:
     """The token's description when it is known and active (and holds ``scope``, if one is
     named): the one check every entry path (HTTP routes, MCP) makes of a bearer token."""
     info = await db.run(lookup_token, db, token)
@@ -40,15 +41,17 @@ async def check_token(db: Database, token: str, scope: str | None) -> TokenInfo:
     if not info.active:
         raise Refused(f"token {info.name!r} was revoked", code="unauthorized")
     if scope is not None:
-        require_scope(info, scope)
+        require_scope(info, scope, *alternatives)
     return info
 
 
-def require_scope(info: TokenInfo, scope: str) -> None:
-    """Refuse a call that needs ``scope`` when the token lacks it, naming both."""
-    if scope not in info.scopes:
+def require_scope(info: TokenInfo, scope: str, *alternatives: str) -> None:
+    """Refuse a call that needs ``scope`` (or one of ``alternatives``) when the token lacks
+    it, naming both."""
+    if not {scope, *alternatives} & set(info.scopes):
+        wanted = " or ".join(repr(s) for s in (scope, *alternatives))
         raise Refused(
-            f"this call needs scope {scope!r}; token {info.name!r} has "
+            f"this call needs scope {wanted}; token {info.name!r} has "
             f"{', '.join(info.scopes) or 'none'}",
             code="missing_scope",
             scope=scope,

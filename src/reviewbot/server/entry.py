@@ -3,6 +3,8 @@ problem, then journaled and gated by a worker like any delivery."""
 
 from __future__ import annotations
 
+import time
+
 from aiohttp import web
 
 from reviewbot.core.errors import Refused
@@ -19,6 +21,7 @@ from reviewbot.store.journal import NewDelivery, StoredDelivery
 
 
 async def crew_webhook(request: web.Request) -> web.Response:
+    started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
     body = await read_body(request, service.settings.max_body_bytes)
@@ -40,29 +43,29 @@ async def crew_webhook(request: web.Request) -> web.Response:
             f"readable repository: {problem.detail if problem else ''}",
             code="repo_not_allowed",
         )
-    return await _journal_and_answer(request, delivery, problem)
+    return await _journal_and_answer(request, delivery, problem, started)
 
 
 async def api_reviews(request: web.Request) -> web.Response:
     """A review requested by an agent or a script: validated now, gated by a worker."""
+    started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
     body = await read_body(request, service.settings.max_body_bytes)
-    return await _journal_and_answer(request, review_delivery(service, info, body), None)
+    return await _journal_and_answer(request, review_delivery(service, info, body), None, started)
 
 
 async def _journal_and_answer(
-    request: web.Request, delivery: NewDelivery, problem: TriggerError | None
+    request: web.Request, delivery: NewDelivery, problem: TriggerError | None, started: float
 ) -> web.Response:
     journal, metrics = request.app[SERVICE].journal, request.app[STATE].metrics
     assert journal is not None
     new = await journal.append(delivery)
+    metrics.acknowledged(delivery.delivery_id, delivery.source, delivery.event, started, new=new)
     if not new:
-        metrics.duplicates.labels(delivery.source).inc()
         return web.json_response(
             {"delivery_id": delivery.delivery_id, "status": "duplicate"}, status=200
         )
-    metrics.accepted.labels(delivery.source).inc()
     if problem is not None:
         raise Refused(problem.detail, code="delivery_unresolved", delivery_id=delivery.delivery_id)
     return web.json_response({"delivery_id": delivery.delivery_id, "status": "queued"}, status=202)

@@ -11,6 +11,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.runtime.health import readiness
 from reviewbot.server.app_keys import SERVICE, STATE
+from reviewbot.server.auth import authenticate
 from reviewbot.store import journal as journal_store
 
 
@@ -49,7 +50,17 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[STATE].metrics.registry
+    """The scrape, for a token with ``metrics`` or ``read`` scope unless ``metrics_auth`` is
+    ``open`` (see :mod:`reviewbot.server.metrics`)."""
+    if request.app[SERVICE].settings.metrics_auth != "open":
+        await authenticate(request, "metrics", "read")
+    return await open_metrics(request)
+
+
+async def open_metrics(request: web.Request) -> web.Response:
+    """The scrape without a token: the ``metrics_port`` listener, reached by choice."""
+    state = request.app[STATE]
+    await state.metrics.refresh(request.app[SERVICE])
     return web.Response(
-        body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        body=generate_latest(state.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
     )

@@ -1,32 +1,65 @@
-"""Counters of what the server accepted and refused (a fresh registry per application)."""
+"""``GET /metrics``: the service's series (:class:`~reviewbot.observe.Telemetry`) plus what
+only the HTTP face knows, in one scrape.
+
+Each application has a registry of its own (the body budget is the application's) that
+also collects the service's registry; the queue gauges are read from the store just before
+a scrape renders, so they are never stale and never read SQLite on the event loop.
+
+Access (``metrics_auth``): ``token`` (the default) answers only a bearer token with the
+``metrics`` or ``read`` scope; ``open`` answers anyone. ``metrics_port`` serves the same
+page on a listener of its own (``metrics_host``, loopback by default) without a token, for
+a scraper on a private network. No series is labelled with a repository, PR or SHA.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import time
 
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge
+
+from reviewbot.core.errors import ReviewbotError
+from reviewbot.observe import Telemetry
 from reviewbot.server.budget import BodyBudget
+from reviewbot.service import Service
+from reviewbot.store.stats import queue_stats
+
+# Where deliveries arrive, and the source each path journals them under.
+DELIVERY_SOURCES = {
+    "/webhooks/github": "github",
+    "/webhooks/gitea": "gitea",
+    "/webhooks/crew": "crew",
+    "/api/v1/reviews": "api",
+}
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
         self.registry = CollectorRegistry()
-        self.refused = Counter(
-            "reviewbot_deliveries_refused",
-            "Deliveries refused before anything was stored",
-            ["source", "reason"],
-            registry=self.registry,
+        self.registry.register(telemetry.registry)
+        self.refused = telemetry.deliveries_refused
+        r = self.registry
+        self.queue_depth = Gauge(
+            "reviewbot_queue_depth", "Deliveries waiting to be gated", registry=r
         )
-        self.accepted = Counter(
-            "reviewbot_deliveries_accepted",
-            "Deliveries committed to the journal",
-            ["source"],
-            registry=self.registry,
+        self.queue_oldest = Gauge(
+            "reviewbot_queue_oldest_age_seconds",
+            "How long the oldest delivery waiting to be gated has waited",
+            registry=r,
         )
-        self.duplicates = Counter(
-            "reviewbot_deliveries_duplicate",
-            "Deliveries whose id was already in the journal",
-            ["source"],
-            registry=self.registry,
+        self.dead = Gauge(
+            "reviewbot_deliveries_dead", "Deliveries parked after their last attempt", registry=r
+        )
+        self.jobs_pending = Gauge(
+            "reviewbot_review_jobs_pending",
+            "Eligible heads whose review has not finished",
+            registry=r,
+        )
+        self.outbox_pending = Gauge(
+            "reviewbot_review_outbox_pending",
+            "Reviews decided but not yet posted on the forge",
+            registry=r,
         )
 
     def watch_budget(self, budget: BodyBudget) -> None:
@@ -41,3 +74,39 @@ class Metrics:
             "The most bytes ever reserved at once for unverified webhook bodies",
             registry=self.registry,
         ).set_function(lambda: budget.peak)
+
+    def acknowledged(
+        self, delivery_id: str, source: str, event: str | None, started: float, *, new: bool
+    ) -> None:
+        """A delivery was committed (``new``) or found already journalled."""
+        self.telemetry.delivery_received(
+            delivery_id,
+            source,
+            event,
+            duration_s=time.perf_counter() - started,
+            duplicate=not new,
+        )
+
+    def refused_request(self, request: web.Request, exc: ReviewbotError) -> None:
+        """Every refused call is one log line; a refused delivery also counts (webhooks count
+        their own reasons before raising, so only what they do not name is counted here)."""
+        source = DELIVERY_SOURCES.get(request.path.rstrip("/"))
+        if source is not None and (exc.code == "body_too_large" or source in ("crew", "api")):
+            reason = "too_large" if exc.code == "body_too_large" else exc.code
+            self.refused.labels(source, reason).inc()
+        # The forge's own delivery id, so the refusal can be matched to its delivery log.
+        named = request.headers.get("X-GitHub-Delivery") or request.headers.get("X-Gitea-Delivery")
+        keys = {"delivery_id": named[:100]} if source is not None and named else {}
+        self.telemetry.request_refused(source, request.path, exc.code, exc.detail, **keys)
+
+    async def refresh(self, service: Service) -> None:
+        """Read the queue gauges from the store (on its executor)."""
+        db = service.db
+        if db is None:
+            return
+        stats = await db.run(queue_stats, db)
+        self.queue_depth.set(stats.queued)
+        self.queue_oldest.set(stats.oldest_age_s(service.clock()))
+        self.dead.set(stats.dead)
+        self.jobs_pending.set(stats.review_jobs_pending)
+        self.outbox_pending.set(stats.outbox_pending)

@@ -10,6 +10,7 @@ delivery id from the headers, and commit the delivery to the journal (group comm
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -70,6 +71,7 @@ def looks_like_json_object(body: bytes, content_type: str | None) -> bool:
 
 
 async def forge_webhook(request: web.Request, forge: str) -> web.Response:
+    started = time.perf_counter()
     service, st = request.app[SERVICE], request.app[STATE]
     sender = forge_of_headers(request.headers)
     if sender is not None and sender != forge:
@@ -103,10 +105,12 @@ async def forge_webhook(request: web.Request, forge: str) -> web.Response:
     size = limit if request.content_length is None else request.content_length
     async with st.body_budget.reserve(size):
         body = await read_body(request, size, timeout_s=service.settings.body_read_timeout_s)
-        return await _accept(request, forge, secret, body)
+        return await _accept(request, forge, secret, body, started)
 
 
-async def _accept(request: web.Request, forge: str, secret: bytes, body: bytes) -> web.Response:
+async def _accept(
+    request: web.Request, forge: str, secret: bytes, body: bytes, started: float
+) -> web.Response:
     """Check the signature of a body read within the budget, and journal it."""
     service, st = request.app[SERVICE], request.app[STATE]
     headers = request.headers
@@ -127,10 +131,9 @@ async def _accept(request: web.Request, forge: str, secret: bytes, body: bytes) 
             headers=kept_headers(headers),
         )
     )
+    st.metrics.acknowledged(delivery_id, forge, event or None, started, new=new)
     if not new:
-        st.metrics.duplicates.labels(forge).inc()
         return web.json_response({"delivery_id": delivery_id, "status": "duplicate"}, status=200)
-    st.metrics.accepted.labels(forge).inc()
     if not looks_like_json_object(body, headers.get("Content-Type")):
         # Stored all the same: the worker records delivery_unresolved with the parse error.
         raise Refused(

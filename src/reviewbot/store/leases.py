@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.core import errors
 from reviewbot.core import leases as core
@@ -58,6 +58,7 @@ from reviewbot.core.leases import (
     LeaseClaim,
     LeaseTarget,
     LeaseTiming,
+    Phase,
     Refused,
     Role,
     WorkerOwner,
@@ -79,6 +80,9 @@ from reviewbot.store.database import (
     ThreadConnections,
     Tx,
 )
+
+if TYPE_CHECKING:
+    from reviewbot.observe import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +240,11 @@ class LeaseStore:
         clock: Clock = time.time,
         random_bytes: Callable[[int], bytes] = os.urandom,
         ledger_path: Path | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """``telemetry`` hears of every grant, takeover, expiry, release and refusal."""
         self.db = db
+        self.telemetry = telemetry
         self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
@@ -416,6 +423,7 @@ class LeaseStore:
             )
             result = core.acquire(current, high_water, request, now, self.timing)
             if isinstance(result, Refused):
+                self._refused(target, worker, result)
                 raise LeaseRefused(result)
             lease = result.lease
             if result.kind is not GrantKind.RENEWED:
@@ -429,7 +437,18 @@ class LeaseStore:
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
             self._record_grant(tx, stored, current, result.kind, lease, now, actor)
+        if self.telemetry is not None:
+            lapsed = current is not None and current.phase_at(now) is Phase.EXPIRED
+            if lapsed and result.kind is not GrantKind.RENEWED:
+                assert current is not None
+                self.telemetry.lease_expired(current)
+            previous = current.holder if current is not None else None
+            self.telemetry.lease_granted(lease, str(result.kind), previous=previous)
         return lease
+
+    def _refused(self, target: LeaseTarget, worker: str, refusal: Refused) -> None:
+        if self.telemetry is not None:
+            self.telemetry.lease_refused(target, worker, str(refusal.code), refusal.detail)
 
     def _record_grant(
         self,
@@ -504,7 +523,10 @@ class LeaseStore:
     ) -> Lease:
         """End the live claim now; the history row says why (``reason``) and who."""
         reason = EndReason(reason)
-        return self._transition(claim, core.release, LeaseEvent.RELEASED, reason.value, actor)
+        lease = self._transition(claim, core.release, LeaseEvent.RELEASED, reason.value, actor)
+        if self.telemetry is not None:
+            self.telemetry.lease_released(lease)
+        return lease
 
     def supersede_head(
         self, forge: str, repo: str, number: int, new_head: str, *, actor: str = "reviewbot"
@@ -691,6 +713,7 @@ class LeaseStore:
             self._touch_worker(tx, claim.worker, now)
             result = step(self.seen_in(tx, self.lease_in(tx, claim.target)), claim, now)
             if isinstance(result, Refused):
+                self._refused(claim.target, claim.worker, result)
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
             self._store(tx, result.lease)

@@ -13,12 +13,15 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment, repo_key
 from reviewbot.store.database import Database, P, Row, T, Tx, opt_float
+
+if TYPE_CHECKING:
+    from reviewbot.observe import Telemetry
 
 Fence = Callable[[Tx], None]
 
@@ -223,9 +226,13 @@ class Recorded:
 class ReviewStore:
     """Reads and writes of the review tables. ``clock`` returns seconds since the epoch."""
 
-    def __init__(self, db: Database, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, db: Database, clock: Callable[[], float], *, telemetry: Telemetry | None = None
+    ) -> None:
+        """``telemetry`` hears of every decision recorded (after its commit)."""
         self.db = db
         self.clock = clock
+        self.telemetry = telemetry
 
     # -- decisions ---------------------------------------------------------------------
 
@@ -305,6 +312,8 @@ class ReviewStore:
                 )
             stored = tx.one("SELECT * FROM review_decisions WHERE id = ?", (decision_id,))
             assert stored is not None
+        if self.telemetry is not None:
+            self.telemetry.decided(decision)
         return Recorded(ReviewDecision.from_row(stored), tuple(rows), tuple(created))
 
     def record_decision(
@@ -430,6 +439,8 @@ class ReviewStore:
                 return False
             if decision is not None:
                 _insert_decision(tx, decision, now, outbox_id=outbox_id)
+        if decision is not None and self.telemetry is not None:
+            self.telemetry.decided(decision)
         return True
 
     def retry_later(self, outbox_id: int, at: float, error: str) -> None:

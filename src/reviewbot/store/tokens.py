@@ -17,7 +17,7 @@ from reviewbot.core.models import RepoRef
 from reviewbot.store.database import Database, Row, opt_float
 
 TOKEN_PREFIX = "rbt_"  # noqa: S105 - a recognisable prefix, not a secret
-SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write")
+SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write", "metrics")
 
 
 class TokenError(ReviewbotError, ValueError):

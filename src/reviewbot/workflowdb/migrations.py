@@ -509,6 +509,13 @@ def _apply(
             log_id = cur.lastrowid
     except sqlite3.Error as exc:
         raise MigrationError(f"{file_name}: {exc}; nothing was applied") from None
+    log.info(
+        "migration applied: %s (%d statements%s, by %s)",
+        file_name,
+        len(classified),
+        f", backup {backup}" if backup is not None else "",
+        applied_by,
+    )
     return MigrationResult(
         file_name, sha, len(classified), destructive, backup, applied_by, applied_at, log_id
     )

@@ -37,6 +37,7 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
+from reviewbot.observe import Telemetry
 from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord, Recorded
@@ -57,6 +58,7 @@ class EligiblePull:
     decision: DecisionRecord
     job_id: int | None = None  # the durable review job written with the decision
     job_claim: JobClaim | None = None  # the claim it was written with
+    received_at: float | None = None  # when the delivery arrived: review latency
 
 
 EligibleHook = Callable[[EligiblePull], Awaitable[None]]
@@ -101,9 +103,12 @@ class GateRunner:
         clock: Clock = time.time,
         on_eligible: EligibleHook | None = None,
         job_claim: Callable[[], JobClaim] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        """``job_claim``: eligible decisions get a durable review job claimed this way."""
+        """``job_claim``: eligible decisions get a durable review job claimed this way;
+        ``telemetry`` hears of every recorded decision."""
         self.db = db
+        self.telemetry = telemetry or Telemetry()
         self.job_claim = job_claim
         self.settings = settings
         self.forges = dict(forges)
@@ -149,6 +154,9 @@ class GateRunner:
             )
         )
         for item, result in zip(pending, recorded, strict=True):
+            if result.failed is None or result.dead:
+                for row in result.records:
+                    self.telemetry.gated(row)
             if result.failed is not None:
                 log.warning(
                     "delivery %s not recorded (%s): %s",
@@ -167,7 +175,7 @@ class GateRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never leave a delivery without a decision
-            log.exception("gate failed for delivery %s", delivery.delivery_id)
+            self.telemetry.error("gate", "gate failed", delivery_id=delivery.delivery_id)
             detail = f"{type(exc).__name__}: {exc}"
             decision = Decision(Outcome.ERROR, (Reason(ReasonCode.INTERNAL_ERROR, detail),))
             return self._pending(delivery, None, [decision], None)
@@ -295,12 +303,14 @@ class GateRunner:
             if row.decision != Outcome.ELIGIBLE.value:
                 continue
             try:
-                eligible = EligiblePull(delivery.delivery_id, trigger, pull, row, job, claim)
+                eligible = EligiblePull(
+                    delivery.delivery_id, trigger, pull, row, job, claim, delivery.received_at
+                )
                 await self.on_eligible(eligible)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("eligible hook failed for %s", delivery.delivery_id)
+                self.telemetry.error("review", "review failed", delivery_id=delivery.delivery_id)
 
     def _pending(
         self,

@@ -52,6 +52,7 @@ from reviewbot.forges.errors import (
     RateLimited,
     reason_for,
 )
+from reviewbot.observe import Telemetry
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
@@ -151,7 +152,9 @@ class Merger:
         clock: Callable[[], float] = time.time,
         state_comment: StateCommentHook | None = None,
         re_review: ReReviewHook | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.telemetry = telemetry or Telemetry()
         self.settings = settings
         self.forges = forges
         self.leases = leases
@@ -176,8 +179,40 @@ class Merger:
         forge failed so that nothing could be decided, or ``ValueError`` for a bad request."""
         key = (request.forge, request.repo, request.number)
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            return await self._merge_locked(request)
+        started = time.perf_counter()
+        try:
+            async with lock:
+                outcome = await self._merge_locked(request)
+        except MergeError as exc:
+            self._report(request, "error", (exc.code,), str(exc), started)
+            raise
+        if outcome.merged:
+            kind = "already_merged" if outcome.already_merged else "merged"
+        else:
+            kind = "refused"
+        self._report(request, kind, outcome.codes, outcome.detail, started)
+        return outcome
+
+    def _report(
+        self,
+        request: MergeRequest,
+        outcome: str,
+        codes: tuple[str, ...],
+        detail: str,
+        started: float,
+    ) -> None:
+        self.telemetry.merge_finished(
+            forge=request.forge,
+            repo=request.repo,
+            pr=request.number,
+            head=request.head_sha,
+            worker=request.worker,
+            epoch=request.epoch,
+            outcome=outcome,
+            codes=codes,
+            detail=detail,
+            duration_s=time.perf_counter() - started,
+        )
 
     async def _merge_locked(self, request: MergeRequest) -> MergeOutcome:
         forge = self.forges.get(request.forge)

@@ -39,6 +39,7 @@ from reviewbot.forges.errors import (
     PermissionDenied,
     RateLimited,
 )
+from reviewbot.observe import Telemetry
 from reviewbot.store.database import Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import (
@@ -204,8 +205,10 @@ class OutboxDrainer:
         idle_poll_s: float = 1.0,
         on_finished: Callable[[OutboxRow], object] | None = None,
         after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry or Telemetry()
         self.forges = forges
         self.leases = leases
         self.locks = locks or PullLocks()
@@ -248,7 +251,7 @@ class OutboxDrainer:
             except asyncio.CancelledError:
                 raise
             except Exception:  # one bad row must not stop the drainer
-                log.exception("outbox drain failed")
+                self.telemetry.error("outbox", "outbox drain failed")
             self._wake.clear()
             next_at = await self.store.run(self.store.next_due_at)
             timeout = self.idle_poll_s
@@ -443,6 +446,8 @@ class OutboxDrainer:
         if not done:
             return PostOutcome(row, "skipped", "closed by another attempt")
         label = "adopted" if status == POSTED and detail.startswith("adopted") else status
+        if status == POSTED:
+            self.telemetry.review_posted(row, review_id, adopted=label == "adopted")
         finished = await self.store.run(self.store.outbox, row.id)
         if self.on_finished is not None and finished is not None:
             self.on_finished(finished)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ from reviewbot.core.prstate import (
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
+from reviewbot.observe import Telemetry
 from reviewbot.runtime.review.outbox import (
     AFTER_OUTBOX,
     FenceRefused,
@@ -188,8 +190,10 @@ class ReviewPipeline:
         comments: StateComments | None = None,
         drain_inline: bool = True,
         external: ExternalReviewers | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """``comments``: the PR state comment to keep up to date (``None``: none)."""
+        self.telemetry = telemetry or Telemetry()
         self.settings = settings
         self.store = store
         self.forges = forges
@@ -219,7 +223,12 @@ class ReviewPipeline:
             pull=pull,
             sender=trigger.sender,
         )
-        return await self.handle(request)
+        outcome = await self.handle(request)
+        received_at = getattr(eligible, "received_at", None)
+        if outcome is not None and received_at and any(p.status == "posted" for p in outcome.posts):
+            latency = self.clock() - float(received_at)
+            self.telemetry.review_latency_observed(pull.forge, eligible.delivery_id, latency)
+        return outcome
 
     async def handle(self, request: ReviewRequest) -> ReviewOutcome | None:
         """Evaluate when the event calls for it; otherwise only refresh the state comment.
@@ -454,6 +463,15 @@ class ReviewPipeline:
         delivery_id = request.delivery_id or f"{request.source}-{uuid.uuid4().hex[:12]}"
         # What was received, as the journal kept it: the reviewer's delivery.json carries it.
         payload, headers = await self.store.run(received, self.store.db, request.delivery_id)
+        where: dict[str, Any] = {
+            "forge": pull.forge,
+            "repo": request.repo,
+            "pr": pull.number,
+            "head": pull.head_sha,
+            "delivery_id": delivery_id,
+        }
+        self.telemetry.reviewer_run_started(commands=len(rules.reviewers), **where)
+        started = time.perf_counter()
         outcome = await review_pull(
             rules.reviewers,
             settings=self.settings,
@@ -468,6 +486,11 @@ class ReviewPipeline:
             headers=headers,
             limits=self.external.limits,
             sandbox=self.external.sandbox,
+        )
+        self.telemetry.reviewer_run(
+            results=[(r.command, r.error.kind.value if r.error else None) for r in outcome.results],
+            duration_s=time.perf_counter() - started,
+            **where,
         )
         if outcome.failed:
             code = (

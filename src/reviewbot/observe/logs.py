@@ -1,0 +1,194 @@
+"""Log lines: one per event a person cares about, as JSON or for a console, never a secret.
+
+:func:`configure` is called once per process by the commands that run the service (``serve``,
+``mcp``, ``review``, ``merge``...). It routes structlog and the standard library's
+``logging`` into one handler on standard error, so a library's warning lands in the same
+stream, in the same format, as the bot's own events.
+
+Stable keys (see ``docs/operations.md``): ``delivery_id``, ``forge``, ``repo``, ``pr``,
+``head``, ``event`` (the forge's event name), ``decision``, ``reason_codes``, ``worker``,
+``epoch``, ``duration_ms``; the line's own text is ``msg``. structlog calls its message
+``event``, so code passes the forge's event as ``_event`` and the renderer renames both.
+
+Every line passes :class:`Redactor` last: the configured secrets (webhook secrets, forge
+tokens, the App key) and anything shaped like a bot token (``rbt_``/``rbs_``) or a PEM key
+become ``[redacted]``, whatever key or exception text they hide in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Literal
+
+import structlog
+
+LogFormat = Literal["auto", "json", "console"]
+LEVELS = ("debug", "info", "warning", "error", "critical")
+
+REDACTED = "[redacted]"
+# Bot API tokens (rbt_), reviewer session tokens (rbs_) and PEM private keys.
+_SHAPED = re.compile(
+    r"\brb[ts]_[A-Za-z0-9_\-]{8,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+_MIN_SECRET = 4  # shorter configured "secrets" would redact ordinary words
+
+
+class Redactor:
+    """A structlog processor replacing secret values in every string of an event."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        values: set[str] = set()
+        for secret in secrets:
+            if len(secret) >= _MIN_SECRET:
+                values.add(secret)
+                # A PEM key also leaks line by line (a traceback quoting the file).
+                values.update(
+                    line.strip()
+                    for line in secret.splitlines()
+                    if len(line.strip()) >= 16 and not line.startswith("-----")
+                )
+        # One pass per string: the configured values (longest first) or a shaped secret.
+        known = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
+        self._pattern = re.compile(
+            f"{known}|{_SHAPED.pattern}" if known else _SHAPED.pattern, re.DOTALL
+        )
+
+    def text(self, value: str) -> str:
+        return self._pattern.sub(REDACTED, value)
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, int | float | bool) or value is None:
+            return value
+        if isinstance(value, bytes):
+            return self.text(value.decode("utf-8", "replace"))
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return self.text(str(value))
+
+    def __call__(
+        self, _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key, value in event_dict.items():
+            event_dict[key] = self.value(value)
+        return event_dict
+
+
+# What every line carries, from structlog and from the standard library alike.
+_SHARED: list[Any] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+]
+
+
+def _leading_keys(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """When, how bad and what first: a person reading JSON lines scans these."""
+    first = {k: event_dict[k] for k in ("ts", "level", "msg") if k in event_dict}
+    return first | {k: v for k, v in event_dict.items() if k not in first}
+
+
+def _route_structlog_into_logging() -> None:
+    # structlog's own default prints to stdout; the bot's events go where logging goes (and
+    # obey its level), whether or not configure() has run in this process (tests, library use).
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *_SHARED,
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
+_route_structlog_into_logging()
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger whose lines go through the standard library's handlers."""
+    return structlog.stdlib.get_logger(name)
+
+
+def resolve_format(fmt: LogFormat, stream: Any = None) -> Literal["json", "console"]:
+    """``auto``: console lines for a person at a terminal, JSON for a collector."""
+    if fmt != "auto":
+        return fmt
+    stream = stream if stream is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return "console" if isatty is not None and isatty() else "json"
+
+
+def configure(
+    fmt: LogFormat = "auto",
+    level: str = "info",
+    *,
+    secrets: Iterable[str] = (),
+    stream: Any = None,
+) -> None:
+    """Send every log line of this process to ``stream`` (standard error) in ``fmt``.
+
+    Called again (a test, a second command in one process), it replaces the handler it
+    installed before; other handlers on the root logger are left alone.
+    """
+    if level.lower() not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, not {level!r}")
+    chosen = resolve_format(fmt, stream)
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if chosen == "json"
+        else structlog.dev.ConsoleRenderer(colors=False, event_key="msg")
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_SHARED,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            structlog.processors.EventRenamer("msg", "_event"),
+            Redactor(secrets),
+            _leading_keys,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
+    handler.setFormatter(formatter)
+    handler.set_name(_HANDLER_NAME)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Each request is already one line of ours (or none), and every forge call is counted
+    # (a failed one is logged): the access log and httpx's per-request lines would be noise.
+    for chatty in ("aiohttp.access", "httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+
+
+_HANDLER_NAME = "reviewbot"
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is written (a test harness or a
+    daemon may replace it after logging was configured)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass

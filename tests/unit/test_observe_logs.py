@@ -1,0 +1,133 @@
+"""Log lines: JSON or console, the library's lines folded in, secrets never shown."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reviewbot.observe import Telemetry, logs
+
+SECRET = "hook-secret-7c1d9e"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    level = root.level
+    yield
+    for handler in [h for h in root.handlers if h.get_name() == "reviewbot"]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_an_event_is_one_json_line_with_the_stable_keys() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    Telemetry().delivery_received("d-1", "gitea", "pull_request", duration_s=0.0042)
+    [line] = lines(out)
+    assert list(line)[:3] == ["ts", "level", "msg"]
+    assert line["msg"] == "delivery received" and line["level"] == "info"
+    assert line["event"] == "pull_request"  # the forge's event, not structlog's message
+    assert line["delivery_id"] == "d-1" and line["forge"] == "gitea"
+    assert line["duration_ms"] == 4.2
+
+
+def test_library_lines_land_in_the_same_stream_and_format() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    logging.getLogger("some.library").warning("retrying %s after %d s", "connect", 3)
+    [line] = lines(out)
+    assert line["msg"] == "retrying connect after 3 s"
+    assert line["logger"] == "some.library" and line["level"] == "warning"
+
+
+def test_the_level_drops_what_is_less_important() -> None:
+    out = io.StringIO()
+    logs.configure("json", "warning", stream=out)
+    logging.getLogger("reviewbot.x").info("not shown")
+    Telemetry().delivery_received("d-1", "github", "ping", duration_s=0.001)
+    logging.getLogger("reviewbot.x").error("shown")
+    assert [line["msg"] for line in lines(out)] == ["shown"]
+
+
+def test_configured_secrets_tokens_and_keys_are_redacted_everywhere() -> None:
+    out = io.StringIO()
+    logs.configure("json", "debug", secrets=[SECRET, PEM], stream=out)
+    log = logging.getLogger("reviewbot.test")
+    log.info("signed with %s", SECRET)
+    log.info("token rbt_AbCdEf0123456789_-xyz and session rbs_0123456789abcdef")
+    log.info("key line %s", PEM.splitlines()[1])
+    log.info("key %s", PEM)
+    try:
+        raise RuntimeError(f"the forge said no to {SECRET}")
+    except RuntimeError:
+        log.exception("failed")
+    Telemetry().request_refused("api", "/api/v1/reviews", "unauthorized", f"bad {SECRET}")
+    text = out.getvalue()
+    assert SECRET not in text and "rbt_AbCdEf" not in text and "rbs_0123" not in text
+    assert "PRIVATE KEY" not in text and "MIIEowIBAAKCAQEA" not in text
+    assert text.count(logs.REDACTED) >= 6
+    assert "RuntimeError" in text  # the exception is still there, only the secret is not
+
+
+def test_redaction_reaches_nested_values_and_leaves_short_values_alone() -> None:
+    redact = logs.Redactor(["s3cr3t-value", "ab"])
+    event = {"msg": "x", "list": ["a s3cr3t-value b"], "nested": {"k": b"s3cr3t-value"}, "n": 3}
+    assert redact(None, "info", event) == {
+        "msg": "x",
+        "list": [f"a {logs.REDACTED} b"],
+        "nested": {"k": logs.REDACTED},
+        "n": 3,
+    }
+    assert redact.text("about tabs") == "about tabs"  # a two-letter "secret" redacts nothing
+
+
+def test_console_lines_for_a_terminal_and_json_for_a_collector() -> None:
+    assert logs.resolve_format("auto", Tty()) == "console"
+    assert logs.resolve_format("auto", io.StringIO()) == "json"
+    out = Tty()
+    logs.configure("auto", "info", stream=out)
+    logging.getLogger("reviewbot.x").info("hello %s", "there")
+    text = out.getvalue()
+    assert "hello there" in text and not text.startswith("{")
+
+
+def test_configuring_again_replaces_the_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    logs.configure("json", "info", stream=first)
+    logs.configure("json", "info", stream=second)
+    logging.getLogger("reviewbot.x").warning("once")
+    assert first.getvalue() == "" and len(lines(second)) == 1
+
+
+def test_an_unknown_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="log level must be one of"):
+        logs.configure("json", "loud")
+
+
+def test_lines_follow_stderr_when_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    logs.configure("json", "info")  # no stream: standard error, whatever it is then
+    later = io.StringIO()
+    monkeypatch.setattr("sys.stderr", later)
+    logging.getLogger("reviewbot.x").warning("after the swap")
+    assert lines(later)[0]["msg"] == "after the swap"
