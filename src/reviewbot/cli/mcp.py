@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     # Start-up cost: every command's module loads with `reviewbot --help`; the SDK only here.
     from reviewbot.server.mcp_stdio import serve_stdio
+    from reviewbot.service import configure_logging
+
+    # Standard error only: standard output carries the MCP messages.
+    configure_logging(settings)
 
     try:
         asyncio.run(serve_stdio(settings, token, run_workers=not args.no_workers))
