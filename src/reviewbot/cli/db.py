@@ -17,7 +17,7 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 from reviewbot.workflowdb.migrations import (
@@ -128,7 +128,7 @@ def _limits(max_rows: int = DEFAULT_MAX_ROWS) -> QueryLimits:
     return QueryLimits(timeout_s=load_settings().query_timeout_s, max_rows=max(1, max_rows))
 
 
-def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+def _open(paths: WorkflowPaths, access: DBAccess) -> Database:
     """The store as this access allows: bootstrapped when read-write, read-only otherwise."""
     require(access, DBAccess.READ)
     try:
@@ -139,7 +139,7 @@ def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
     return open_existing_store(paths)
 
 
-def _open_read(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+def _open_read(paths: WorkflowPaths, access: DBAccess) -> Database:
     """The existing store, read-only, for commands that only read (never creates one)."""
     require(access, DBAccess.READ)
     return open_existing_store(paths)

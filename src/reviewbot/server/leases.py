@@ -36,7 +36,7 @@ from reviewbot.server.lease_bodies import (
 from reviewbot.server.reads import query_number, query_repo
 from reviewbot.service import MergeParts
 from reviewbot.store import repositories
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo
 
 B = TypeVar("B", bound=TargetBody | MergeBody)
@@ -59,7 +59,7 @@ def _merge_parts(request: web.Request) -> MergeParts:
     return parts
 
 
-def _db(request: web.Request) -> SQLiteDatabase:
+def _db(request: web.Request) -> Database:
     db = request.app[SERVICE].db
     assert db is not None
     return db

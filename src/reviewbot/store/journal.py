@@ -4,7 +4,7 @@ Acknowledgement speed comes from group commit: one writer thread owns a connecti
 ``synchronous=FULL`` and writes every delivery waiting at that moment in one transaction, so
 one fsync covers a whole batch. Each caller waits for the commit of the batch that holds its
 delivery, never for a later one. A second delivery with an id already stored is reported as a
-duplicate (``INSERT OR IGNORE``), also inside one batch.
+duplicate (``ON CONFLICT DO NOTHING``), also inside one batch.
 
 Each delivery of a batch is written inside its own savepoint: one whose values cannot be
 stored (a header with a byte that is not UTF-8) is refused alone, with
@@ -48,11 +48,14 @@ class UnwritableDelivery(Refused):
 
 
 _INSERT = (
-    "INSERT OR IGNORE INTO deliveries "
+    "INSERT INTO deliveries "
     "(delivery_id, source, forge, event, headers, received_at, status) "
-    "VALUES (?, ?, ?, ?, ?, ?, 'queued')"
+    "VALUES (?, ?, ?, ?, ?, ?, 'queued') ON CONFLICT DO NOTHING"
 )
-_INSERT_BODY = "INSERT OR REPLACE INTO delivery_bodies (delivery_id, body) VALUES (?, ?)"
+_INSERT_BODY = (
+    "INSERT INTO delivery_bodies (delivery_id, body) VALUES (?, ?)"
+    " ON CONFLICT (delivery_id) DO UPDATE SET body = excluded.body"
+)
 _SELECT = (
     "SELECT d.*, b.body FROM deliveries d "
     "LEFT JOIN delivery_bodies b ON b.delivery_id = d.delivery_id"
@@ -405,7 +408,11 @@ def oldest_queued(db: Database) -> str | None:
 def probe_write(db: Database, at: str) -> None:
     """A real write (and commit) that fails as the store's writes would: disk full, I/O."""
     with db.write() as tx:
-        tx.execute("INSERT OR REPLACE INTO health_probe (id, probed_at) VALUES (1, ?)", (at,))
+        tx.execute(
+            "INSERT INTO health_probe (id, probed_at) VALUES (1, ?)"
+            " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at",
+            (at,),
+        )
 
 
 def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: str) -> None:

@@ -62,6 +62,7 @@ from reviewbot.core.reasons import ReasonCode
 from reviewbot.core.sandbox import ledger_file
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
+    Database,
     P,
     Params,
     Row,
@@ -74,6 +75,10 @@ from reviewbot.store.database import (
 log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
+# The larger of the stored and the new epoch (SQLite's two-argument max() is not portable).
+_LARGER_EPOCH = (
+    "CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch ELSE lease_epochs.epoch END"
+)
 _MAX_TEXT = 200
 
 
@@ -221,7 +226,7 @@ class LeaseStore:
 
     def __init__(
         self,
-        db: SQLiteDatabase,
+        db: Database,
         timing: LeaseTiming = DEFAULT_TIMING,
         *,
         clock: Clock = time.time,
@@ -232,14 +237,21 @@ class LeaseStore:
         self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
-        self.ledger = EpochLedger(ledger_path or default_ledger_path(db.path))
+        # SQLite: the epoch ledger file beside the database (see above). PostgreSQL has no
+        # file of its own on this machine, and replicas on other machines could not share
+        # one: the high-water mark is the lease_epochs table, read and raised under the
+        # target's lock (see docs/scaling.md on restores).
+        if ledger_path is None and isinstance(db, SQLiteDatabase):
+            ledger_path = default_ledger_path(db.path)
+        self.ledger = None if ledger_path is None else EpochLedger(ledger_path)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await one of this store's calls on the database's executor (the async door)."""
         return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
-        self.ledger.close()
+        if self.ledger is not None:
+            self.ledger.close()
 
     # --- workers --------------------------------------------------------------------------------
 
@@ -350,7 +362,8 @@ class LeaseStore:
                 f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
             )
             high_water = max(
-                int(table_mark[0]) if table_mark else 0, self.ledger.high_water(target)
+                int(table_mark[0]) if table_mark else 0,
+                self.ledger.high_water(target) if self.ledger is not None else 0,
             )
             result = core.acquire(current, high_water, request, now, self.timing)
             if isinstance(result, Refused):
@@ -358,11 +371,12 @@ class LeaseStore:
             lease = result.lease
             if result.kind is not GrantKind.RENEWED:
                 # Durable outside this database before anyone can see the grant.
-                self.ledger.raise_to(target, lease.epoch)
+                if self.ledger is not None:
+                    self.ledger.raise_to(target, lease.epoch)
                 tx.execute(
                     "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
                     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number, role)"
-                    " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
+                    f" DO UPDATE SET epoch = {_LARGER_EPOCH}",
                     (*_key(target), lease.epoch),
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)

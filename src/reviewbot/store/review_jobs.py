@@ -75,7 +75,7 @@ def insert_in(
     cur = tx.execute(
         "INSERT INTO review_jobs (decision_id, delivery_id, source, forge, repo, number,"
         " head_sha, event, action, sender, attempts, claimed_by, claim_until, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (
             decision_id,
             delivery_id,
@@ -92,8 +92,9 @@ def insert_in(
             created_at,
         ),
     )
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid)
+    row = cur.fetchone()
+    assert row is not None
+    return int(row["id"])
 
 
 def claim_lapsed(db: Database, claim: JobClaim, now: float, limit: int = 10) -> list[ReviewJob]:
