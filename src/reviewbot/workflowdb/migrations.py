@@ -194,6 +194,13 @@ def statements_sha256(statements: list[Statement]) -> str:
     return digest.hexdigest()
 
 
+def open_database(paths: WorkflowPaths) -> Database:
+    """The workflow database ``paths`` names (no migrations applied: see bootstrap)."""
+    if paths.database_url is not None:
+        return PostgresDatabase(paths.database_url, pool_size=1)
+    return SQLiteDatabase(paths.db_file)
+
+
 # --- backups ---------------------------------------------------------------------------
 
 
@@ -465,7 +472,7 @@ def apply_workflow_db_migration(
     destructive = any(cs.destructive for cs in classified)
 
     own_db = db is None
-    store: Database = db if db is not None else SQLiteDatabase(paths.db_file)
+    store = db if db is not None else open_database(paths)
     try:
         return _apply(
             store,
