@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
@@ -37,7 +38,7 @@ from reviewbot.runtime.review.state_comment import StateComments
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
-from reviewbot.store.database import Database
+from reviewbot.store.database import SQLITE, Database
 from reviewbot.store.journal import GroupCommitJournal
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
@@ -49,6 +50,9 @@ log = logging.getLogger(__name__)
 
 REVIEWER_NAME = "reviewbot"
 MERGER_NAME = "reviewbot.merger"
+# How long a replica's claim on a delivery lasts: far longer than gating one batch takes,
+# and how long the deliveries of a replica that died wait before another takes them up.
+DELIVERY_CLAIM_S = 120.0
 
 
 class Parts(Flag):
@@ -142,6 +146,7 @@ class Service:
                 WorkflowPaths.from_settings(self.settings).db_file,
                 checkpoints=Parts.WORKERS not in self.parts,
                 on_commit=self._committed,
+                database=None if db.dialect == SQLITE else db,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
             self.leases = LeaseStore(db, self.settings.leases, clock=self.clock)
@@ -283,6 +288,10 @@ class Service:
             ingress_busy=self.journal.busy if self.journal is not None else None,
             clock=self.clock,
             retry=self.runner.retry,
+            # Replicas share a PostgreSQL store: each claims deliveries for a term.
+            claim_as=None
+            if db.dialect == SQLITE
+            else (f"{self.client}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}", DELIVERY_CLAIM_S),
         )
 
     def _eligible_hook(self) -> EligibleHook | None:

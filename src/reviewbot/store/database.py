@@ -94,6 +94,18 @@ class Tx(Protocol):
 
     def all(self, sql: str, params: Params = ()) -> list[Row]: ...
 
+    def lock_text(self, text: str, *, space: int) -> None:
+        """Hold a lock named ``(space, text)`` until the transaction ends (PostgreSQL: an
+        advisory lock; SQLite: nothing more, its write transaction excludes all others)."""
+        ...
+
+
+def skip_locked(tx: Tx) -> str:
+    """The clause that makes a claim query replica-safe: PostgreSQL locks the rows it picks
+    and skips those another transaction is claiming; SQLite's write lock already keeps every
+    other writer out, and it has no such clause."""
+    return " FOR UPDATE SKIP LOCKED" if tx.dialect == POSTGRESQL else ""
+
 
 class Database(Protocol):
     @property
@@ -160,6 +172,9 @@ class _SQLiteTx:
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         return list(self.conn.execute(sql, params).fetchall())
+
+    def lock_text(self, text: str, *, space: int) -> None:
+        """Nothing: ``BEGIN IMMEDIATE`` holds the database write lock already."""
 
 
 def connect_sqlite(

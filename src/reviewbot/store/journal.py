@@ -14,6 +14,12 @@ The rest of the module moves deliveries through their states
 (``queued -> processing -> done | failed | dead``) for the worker pool and reads them back.
 A delivery whose decisions could not be recorded goes back to ``queued`` with a
 ``next_attempt_at`` and is not claimed before then; after its last attempt it is ``dead``.
+
+Several processes on one PostgreSQL database claim with a :class:`DeliveryClaim`: the rows
+are picked ``FOR UPDATE SKIP LOCKED`` (two claimers never get the same delivery, and never
+wait for each other), marked with the claimer and a term, and a delivery whose claimer died
+is taken up by anyone once the term lapsed. On PostgreSQL the group-commit writer writes
+each batch in one transaction on the store's pool (:class:`GroupCommitJournal` ``database``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.core.errors import Refused
-from reviewbot.store.database import Database, Row, Tx, connect_sqlite, is_row_fault
+from reviewbot.store.database import (
+    Database,
+    Row,
+    Tx,
+    connect_sqlite,
+    is_row_fault,
+    skip_locked,
+)
 
 QUEUED = "queued"
 PROCESSING = "processing"
@@ -124,6 +137,15 @@ class StoredDelivery:
         )
 
 
+@dataclass(frozen=True)
+class DeliveryClaim:
+    """Who claims deliveries (one process), at what time, and until when."""
+
+    worker: str
+    now: float
+    until: float
+
+
 _Waiter = tuple[NewDelivery, "asyncio.Future[bool] | None", "threading.Event | None", list[Any]]
 _STOP = object()
 
@@ -144,8 +166,11 @@ class GroupCommitJournal:
         max_batch: int = 1024,
         checkpoints: bool = True,
         on_commit: Callable[[list[str]], None] | None = None,
+        database: Database | None = None,
     ) -> None:
         self.path = path
+        # A server database (PostgreSQL): batches go through its pool, not an SQLite file.
+        self.database = database
         self.max_batch = max_batch
         # False: another connection (the workers') checkpoints the WAL, so copying pages
         # back into the database never delays an acknowledgement.
@@ -163,14 +188,16 @@ class GroupCommitJournal:
 
     def start(self) -> GroupCommitJournal:
         if self._thread is None:
-            conn = connect_sqlite(self.path)
-            conn.execute("PRAGMA synchronous = FULL")
-            # The writer waits for the write lock itself (see _begin), in small steps: the
-            # engine's busy handler sleeps in steps of up to 100 ms, too coarse for a 202.
-            conn.execute("PRAGMA busy_timeout = 0")
-            if not self.checkpoints:
-                conn.execute("PRAGMA wal_autocheckpoint = 0")
-            self._conn = conn
+            if self.database is None:
+                conn = connect_sqlite(self.path)
+                conn.execute("PRAGMA synchronous = FULL")
+                # The writer waits for the write lock itself (see _begin), in small steps:
+                # the engine's busy handler sleeps in steps of up to 100 ms, too coarse for
+                # a 202.
+                conn.execute("PRAGMA busy_timeout = 0")
+                if not self.checkpoints:
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+                self._conn = conn
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
         return self
@@ -218,8 +245,6 @@ class GroupCommitJournal:
         return bool(result)
 
     def _run(self) -> None:
-        assert self._conn is not None
-        conn = self._conn
         stopping = False
         while not stopping:
             first = self._queue.get()
@@ -235,18 +260,29 @@ class GroupCommitJournal:
                     stopping = True
                     break
                 batch.append(item)
-            self._write_batch(conn, batch)
+            self._write_batch(batch)
 
-    def _write_batch(self, conn: sqlite3.Connection, batch: Sequence[_Waiter]) -> None:
+    def _commit(self, batch: Sequence[_Waiter]) -> list[bool | BaseException]:
+        """Write the batch in one transaction; each delivery's answer."""
+        if self.database is not None:
+            # Inserts that skip a stored id need no store-wide lock: only row locks.
+            with self.database.write(durable=True, serialized=False) as tx:
+                return [_insert_alone(tx, d) for d, *_ in batch]
+        assert self._conn is not None
+        conn = self._conn
+        _begin(conn)
+        try:
+            results = [_insert_alone(conn, d) for d, *_ in batch]
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return results
+
+    def _write_batch(self, batch: Sequence[_Waiter]) -> None:
         results: list[bool | BaseException]
         try:
-            _begin(conn)
-            try:
-                results = [_insert_alone(conn, d) for d, *_ in batch]
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            results = self._commit(batch)
             self.batches += 1
             self.appended += sum(1 for r in results if r is True)
         except Exception as exc:  # the whole batch failed: every waiter hears why
@@ -276,7 +312,7 @@ class GroupCommitJournal:
             self.on_commit(new_ids)
 
 
-def _insert_alone(conn: sqlite3.Connection, delivery: NewDelivery) -> bool | BaseException:
+def _insert_alone(conn: sqlite3.Connection | Tx, delivery: NewDelivery) -> bool | BaseException:
     """:func:`_insert` in a savepoint: a row fault refuses this delivery only."""
     conn.execute("SAVEPOINT delivery")
     try:
@@ -326,10 +362,20 @@ def insert_delivery(db: Database, delivery: NewDelivery) -> bool:
         return _insert(tx, delivery)
 
 
-def resume_unfinished(db: Database) -> list[str]:
-    """At start: work left ``processing`` by a crash goes back to ``queued``; all queued ids."""
+def resume_unfinished(db: Database, *, lapsed_at: float | None = None) -> list[str]:
+    """At start: work left ``processing`` by a crash goes back to ``queued``; all queued ids.
+
+    ``lapsed_at`` (replicas): only the deliveries whose claim lapsed by then go back; the
+    others are being gated by a live process."""
     with db.write() as tx:
-        tx.execute("UPDATE deliveries SET status = 'queued' WHERE status = 'processing'")
+        if lapsed_at is None:
+            tx.execute("UPDATE deliveries SET status = 'queued' WHERE status = 'processing'")
+        else:
+            tx.execute(
+                "UPDATE deliveries SET status = 'queued', claimed_by = NULL"
+                " WHERE status = 'processing' AND claim_until <= ?",
+                (lapsed_at,),
+            )
         rows = tx.all(
             "SELECT delivery_id FROM deliveries WHERE status = 'queued' "
             "ORDER BY received_at, delivery_id"
@@ -351,16 +397,25 @@ def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
     return None if row is None else StoredDelivery.from_row(row)
 
 
-def claim_batch(db: Database, limit: int, now: str | None = None) -> list[StoredDelivery]:
+def claim_batch(
+    db: Database, limit: int, now: str | None = None, *, claim: DeliveryClaim | None = None
+) -> list[StoredDelivery]:
     """The oldest ``limit`` queued deliveries that are due at ``now`` (ISO; ``None``: all),
-    moved to ``processing`` in one transaction."""
-    with db.write() as tx:
+    moved to ``processing`` in one transaction.
+
+    With ``claim`` they are marked as its worker's until ``claim.until``, and deliveries
+    left ``processing`` by a claimer whose term lapsed at ``claim.now`` are taken too."""
+    lapsed = "" if claim is None else " OR (status = 'processing' AND claim_until <= ?)"
+    claimed: tuple[object, ...] = () if claim is None else (claim.worker, claim.until)
+    with db.write(serialized=False) as tx:
         ids = tx.all(
-            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
-            "WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'queued' "
-            "AND (next_attempt_at IS NULL OR ? IS NULL OR next_attempt_at <= ?) "
-            "ORDER BY received_at, delivery_id LIMIT ?) RETURNING delivery_id",
-            (now, now, limit),
+            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1"
+            + ("" if claim is None else ", claimed_by = ?, claim_until = ?")
+            + " WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE"
+            " (status = 'queued' AND (next_attempt_at IS NULL OR CAST(? AS TEXT) IS NULL"
+            f" OR next_attempt_at <= ?)){lapsed}"
+            f" ORDER BY received_at, delivery_id LIMIT ?{skip_locked(tx)}) RETURNING delivery_id",
+            (*claimed, now, now, *(() if claim is None else (claim.now,)), limit),
         )
     if not ids:
         return []

@@ -1,5 +1,11 @@
 """Leases and worker identities in the store: one ``BEGIN IMMEDIATE`` transaction per call.
 
+On PostgreSQL, where replicas share the database, a grant, heartbeat, release or
+supersession holds the target's own lock (an advisory lock named by the target) for its
+transaction instead of the store-wide write lock: two replicas granting the same target
+queue one behind the other, so each reads the epoch the other wrote and epochs stay strictly
+increasing; grants of other targets do not wait.
+
 The rules are in :mod:`reviewbot.core.leases`; this module reads the current row, asks the
 core, and writes what it answers, all inside one write transaction, so two callers can never
 both see a target free.
@@ -75,6 +81,7 @@ from reviewbot.store.database import (
 log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
+TARGET_LOCKS = 0x52424C53  # the advisory-lock space of lease targets ("RBLS")
 # The larger of the stored and the new epoch (SQLite's two-argument max() is not portable).
 _LARGER_EPOCH = (
     "CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch ELSE lease_epochs.epoch END"
@@ -128,6 +135,12 @@ class GuardedWriteError(LeaseStoreError):
 
 def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
     return (target.forge, target.repo, target.number, target.role.value)
+
+
+def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
+    """Hold the targets' locks until the transaction ends (in one order: no deadlock)."""
+    for name in sorted({EpochLedger.target_name(t) for t in targets}):
+        tx.lock_text(name, space=TARGET_LOCKS)
 
 
 def _lease(row: Row) -> Lease:
@@ -186,13 +199,13 @@ class EpochLedger:
         return self._conns.get()
 
     @staticmethod
-    def _name(target: LeaseTarget) -> str:
+    def target_name(target: LeaseTarget) -> str:
         return f"{target.forge}:{target.repo}#{target.number}/{target.role.value}"
 
     def high_water(self, target: LeaseTarget) -> int:
         row = (
             self._conn()
-            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self._name(target),))
+            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self.target_name(target),))
             .fetchone()
         )
         return int(row[0]) if row else 0
@@ -205,7 +218,7 @@ class EpochLedger:
             conn.execute(
                 "INSERT INTO lease_epochs (target, epoch) VALUES (?, ?) ON CONFLICT (target)"
                 " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
-                (self._name(target), epoch),
+                (self.target_name(target), epoch),
             )
         except BaseException:
             conn.execute("ROLLBACK")
@@ -351,7 +364,8 @@ class LeaseStore:
     ) -> Lease:
         """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
         request = AcquireRequest(target, worker, head_sha, ttl_s)
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, target)
             now = self.clock()
             if tx.one("SELECT 1 FROM workers WHERE identity = ?", (worker,)) is None:
                 raise UnknownWorker(
@@ -394,7 +408,8 @@ class LeaseStore:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
         repo = repo_key(repo)
         changed: list[Lease] = []
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, *(LeaseTarget(forge, repo, number, role) for role in Role))
             now = self.clock()
             rows = tx.all(
                 "SELECT * FROM leases WHERE forge = ? AND repo = ? AND number = ?",
@@ -511,7 +526,8 @@ class LeaseStore:
     def _transition(
         self, claim: LeaseClaim, step: Callable[[Lease | None, LeaseClaim, float], Any]
     ) -> Lease:
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, claim.target)
             now = self.clock()
             result = step(self.lease_in(tx, claim.target), claim, now)
             if isinstance(result, Refused):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -29,7 +30,7 @@ from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock, iso, parse_iso
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
-from reviewbot.store.journal import StoredDelivery
+from reviewbot.store.journal import DeliveryClaim, StoredDelivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,8 +59,13 @@ class WorkerPool:
         clock: Clock = time.time,
         restart: RetryPolicy = RESTART,
         retry: RetryPolicy | None = None,
+        claim_as: tuple[str, float] | None = None,
     ):
         self.db = db
+        # (holder, term in seconds): replicas on one database claim deliveries with a term,
+        # so a replica that dies leaves them to lapse and another takes them up; ``None``
+        # (one process per store): a start takes up everything left unfinished.
+        self.claim_as = claim_as
         self.process_batch = process_batch
         self.size = size
         self.batch = batch
@@ -86,7 +92,10 @@ class WorkerPool:
 
     async def start(self) -> int:
         """Take up unfinished deliveries and start the workers; returns how many were found."""
-        resumed = await self._store(journal.resume_unfinished, self.db)
+        lapsed_at = None if self.claim_as is None else self.clock()
+        resumed = await self._store(
+            functools.partial(journal.resume_unfinished, lapsed_at=lapsed_at), self.db
+        )
         if resumed:
             log.info("resuming %d unfinished deliveries", len(resumed))
         for n in range(self.size):
@@ -227,8 +236,15 @@ class WorkerPool:
 
     async def _claim(self) -> list[StoredDelivery]:
         size = await self._defer_to_ingress()
-        now = iso(self.clock(), timespec="microseconds")
-        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size, now))
+        at = self.clock()
+        now = iso(at, timespec="microseconds")
+        mine = None
+        if self.claim_as is not None:
+            holder, term_s = self.claim_as
+            mine = DeliveryClaim(holder, at, at + term_s)
+        claim = asyncio.ensure_future(
+            self._store(functools.partial(journal.claim_batch, claim=mine), self.db, size, now)
+        )
         self._claims.add(claim)
         claim.add_done_callback(self._claim_done)
         try:
