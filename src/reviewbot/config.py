@@ -217,6 +217,9 @@ class Settings(BaseSettings):
     unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
     body_read_timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(4, ge=1, le=64)
+    # PostgreSQL replicas: how long a replica's claim on a delivery lasts (the deliveries of
+    # a replica that died wait this long before another takes them up).
+    delivery_claim_s: float = Field(120.0, gt=0, le=86400)
     delivery_max_attempts: int = Field(5, ge=1, le=100)
     delivery_retry_base_s: float = Field(1.0, ge=0)
     ready_max_queue_age_s: float = Field(300.0, gt=0)

@@ -50,9 +50,6 @@ log = logging.getLogger(__name__)
 
 REVIEWER_NAME = "reviewbot"
 MERGER_NAME = "reviewbot.merger"
-# How long a replica's claim on a delivery lasts: far longer than gating one batch takes,
-# and how long the deliveries of a replica that died wait before another takes them up.
-DELIVERY_CLAIM_S = 120.0
 
 
 class Parts(Flag):
@@ -291,7 +288,10 @@ class Service:
             # Replicas share a PostgreSQL store: each claims deliveries for a term.
             claim_as=None
             if db.dialect == SQLITE
-            else (f"{self.client}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}", DELIVERY_CLAIM_S),
+            else (
+                f"{self.client}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}",
+                self.settings.delivery_claim_s,
+            ),
         )
 
     def _eligible_hook(self) -> EligibleHook | None:
