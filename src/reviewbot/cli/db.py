@@ -1,7 +1,8 @@
 """``reviewbot db``: the workflow database's managed routes on the command line.
 
 ``apply FILE`` runs a migration from ``db/migrations/``; ``query SQL`` reads; ``mutate SQL``
-changes rows; ``log`` shows the migration ledger; ``backups`` lists pre-migration snapshots.
+changes rows; ``log`` shows the migration ledger; ``backups`` lists pre-migration snapshots;
+``export`` / ``import`` move the bot's data between stores (SQLite and PostgreSQL).
 ``REVIEWBOT_DB_ACCESS`` bounds what this process may do and ``--access`` can only lower it.
 With read-write access the store is opened as the bot opens it (folders created, the bot's
 own migrations applied); with read access nothing is written.
@@ -15,7 +16,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, transfer
 from reviewbot.config import load_settings
 from reviewbot.store.database import Database
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -112,6 +113,8 @@ def register(sub: Any) -> None:
         "backups", "list pre-migration snapshots, oldest first", "reviewbot db backups --json"
     )
     backups.set_defaults(func=_backups)
+
+    transfer.register(add, _context)
 
 
 # --- shared plumbing ------------------------------------------------------------------------

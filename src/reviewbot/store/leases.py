@@ -225,6 +225,11 @@ class EpochLedger:
             raise
         conn.execute("COMMIT")
 
+    def marks(self) -> list[tuple[str, int]]:
+        """Every target's mark, as ``(target name, epoch)`` (for ``db export``)."""
+        rows = self._conn().execute("SELECT target, epoch FROM lease_epochs").fetchall()
+        return [(str(name), int(epoch)) for name, epoch in rows]
+
     def close(self) -> None:
         self._conns.close()
 
