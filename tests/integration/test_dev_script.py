@@ -121,11 +121,14 @@ def test_reviewbot_reads_the_config_of_the_callers_directory(tmp_path: Path) -> 
     (tmp_path / "reviewbot.toml").write_text('port = "not-a-port"\n')
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "REVIEWBOT_VENV": sys.prefix}
     result = run_dev("reviewbot", "token", "list", cwd=tmp_path, env=env)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "invalid setting port" in result.stderr, result.stderr
 
+    # A read command never creates a store: it names the path it looked at, which proves
+    # the caller's reviewbot.toml (not one beside ./dev) chose it.
     (tmp_path / "reviewbot.toml").write_text('data_dir = "data-from-toml"\n')
     result = run_dev("reviewbot", "token", "list", cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "data-from-toml").is_dir()
+    assert result.returncode == 2, result.stderr
+    assert str(tmp_path / "data-from-toml") in result.stderr
+    assert not (tmp_path / "data-from-toml").exists()
     assert not (REPO_ROOT / "data-from-toml").exists()
