@@ -111,7 +111,9 @@ class PgTx:
         self.conn = conn
 
     def execute(self, sql: str, params: Params = ()) -> psycopg.Cursor[Any]:
-        return self.conn.execute(translate(sql), tuple(params) if params else None)
+        if not params:  # psycopg reads placeholders (and %) only when there are values
+            return self.conn.execute(sql)
+        return self.conn.execute(translate(sql), tuple(params))
 
     def one(self, sql: str, params: Params = ()) -> Any:
         return self.execute(sql, params).fetchone()

@@ -38,10 +38,12 @@ from reviewbot.store.postgres import (
     redact_url,
 )
 from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.migrations import (
     MigrationError,
     MigrationResult,
     apply_workflow_db_migration,
+    table_exists,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
@@ -201,9 +203,7 @@ def open_existing_store(source: Settings | WorkflowPaths) -> Database:
     """
     paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
     if paths.database_url is not None:
-        # A server database is never created by a connection; its schema is brought up to
-        # date like at start (readers then never see a half-migrated schema).
-        return open_postgres_store(paths.database_url, paths)
+        return _open_existing_postgres(paths.database_url)
     db_file = paths.db_file
     if not db_file.is_file():
         config = config_file_path()
@@ -227,6 +227,25 @@ def open_existing_store(source: Settings | WorkflowPaths) -> Database:
         db.close()
         where = db_file.absolute()
         raise ConfigError(f"cannot read the reviewbot store at {where}: {exc}") from None
+    return db
+
+
+def _open_existing_postgres(url: str) -> PostgresDatabase:
+    """The PostgreSQL store for a reader: nothing is written, not even the bot's schema."""
+    try:
+        db = PostgresDatabase(url)
+    except (psycopg.Error, PoolTimeout) as exc:
+        raise ConfigError(
+            f"database_url {redact_url(url)}: cannot connect to PostgreSQL ({exc})"
+        ) from None
+    with db.read() as tx:
+        ready = table_exists(tx, LEDGER_TABLE)
+    if not ready:
+        db.close()
+        raise ConfigError(
+            f"no reviewbot store in the database {redact_url(url)} (no {LEDGER_TABLE} table);"
+            " start reviewbot once against it, or check database_url"
+        )
     return db
 
 
