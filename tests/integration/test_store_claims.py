@@ -5,6 +5,7 @@ claimer's work comes back when its term lapses, and lease epochs stay strictly i
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from itertools import count
@@ -236,3 +237,28 @@ def test_epochs_stay_strictly_increasing_across_two_store_instances(
     assert granted, "no grant at all"
     assert len(set(granted)) == len(granted)  # never the same epoch twice
     assert sorted(granted) == list(range(1, len(granted) + 1))  # each grant saw the last
+
+
+async def test_one_batch_with_a_repeated_id_and_an_unstorable_delivery(
+    db: Database, tmp_path: Path
+) -> None:
+    if isinstance(db, SQLiteDatabase):
+        writer = journal.GroupCommitJournal(db.path)
+    else:
+        writer = journal.GroupCommitJournal(tmp_path / "unused", database=db)
+    writer.start()
+    bad = NewDelivery("d-\udc80", "github", b"{}", "2026-01-01T00:00:00")  # not encodable
+    try:
+        answers = await asyncio.gather(
+            *(writer.append(d) for d in (delivery(1), delivery(2), delivery(1), delivery(3))),
+            writer.append(bad),
+            return_exceptions=True,
+        )
+    finally:
+        writer.close()
+    assert sorted(map(repr, answers[:4])) == ["False", "True", "True", "True"]
+    assert answers[0] is True and answers[2] is False  # the first of the repeated id wins
+    assert isinstance(answers[4], journal.UnwritableDelivery)
+    assert journal.count_by_status(db)["queued"] == 3
+    stored = journal.get_delivery(db, "d-0003")
+    assert stored is not None and stored.body == b"{}"

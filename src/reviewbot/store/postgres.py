@@ -121,6 +121,19 @@ class PgTx:
     def all(self, sql: str, params: Params = ()) -> list[Any]:
         return list(self.execute(sql, params).fetchall())
 
+    def returning_many(self, sql: str, rows: Sequence[Params]) -> list[Any]:
+        """Run ``sql`` (ending in ``RETURNING``) once per row of values, in one round trip
+        (psycopg pipelines ``executemany``); the first returned row of each, or ``None``."""
+        if not rows:
+            return []
+        cur = self.conn.cursor()
+        cur.executemany(translate(sql), [tuple(r) for r in rows], returning=True)
+        out = []
+        while True:
+            out.append(cur.fetchone())
+            if not cur.nextset():
+                return out
+
     def lock(self, key: int, *, space: int = REVIEWBOT_LOCKS) -> None:
         """Take the advisory lock ``(space, key)`` until this transaction ends."""
         self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (space, key))
