@@ -32,6 +32,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import DEFAULT_TIMING
 from reviewbot.core.models import RepoRef
 from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
@@ -43,7 +44,7 @@ DEFAULT_CONFIG_FILE = Path("reviewbot.toml")
 MergeMethod = Literal["merge", "squash", "rebase"]
 
 
-class ConfigError(Exception):
+class ConfigError(ReviewbotError):
     """A setting is invalid; the message is one line naming the key."""
 
 

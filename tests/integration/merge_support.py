@@ -106,7 +106,7 @@ class World:
             name=f"t-{uuid.uuid4().hex[:8]}",
             scopes=scopes,
             repo=repo,
-            now="2026-01-01T00:00:00Z",
+            now=1_767_225_600.0,
         )
         return plain
 

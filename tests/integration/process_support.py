@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.integration.server_support import WAIT_S
@@ -40,6 +40,7 @@ def run_reviewbot(
 class ServeProcess:
     base: str
     proc: asyncio.subprocess.Process
+    printed: list[str] = field(default_factory=list)  # stdout up to the listening line
 
 
 @asynccontextmanager
@@ -63,16 +64,18 @@ async def serve_process(
     try:
         assert proc.stdout is not None
         base = ""
+        printed: list[str] = []
         async with asyncio.timeout(WAIT_S):
             while not base:
                 line = (await proc.stdout.readline()).decode()
+                printed.append(line.rstrip("\n"))
                 if not line:
                     assert proc.stderr is not None
                     err = (await proc.stderr.read()).decode()
                     raise AssertionError(f"serve exited before listening: {err}")
                 if "listening on " in line:
                     base = line.split("listening on ", 1)[1].split()[0]
-        yield ServeProcess(base, proc)
+        yield ServeProcess(base, proc, printed)
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -67,7 +67,7 @@ class Running:
             name=name or f"t-{uuid.uuid4().hex[:8]}",
             scopes=scopes,
             repo=repo,
-            now="2026-01-01T00:00:00Z",
+            now=1_767_225_600.0,
         )
         return plain
 

@@ -127,7 +127,7 @@ def test_read_command_works_on_a_read_only_file_system(
             with db.write() as tx:
                 tx.execute(
                     "INSERT OR REPLACE INTO bot_meta (key, value, updated_at) VALUES (?, ?, ?)",
-                    ("probe", "1", "2026-01-01T00:00:00Z"),
+                    ("probe", "1", 1_767_225_600.0),
                 )
             assert (data / "db" / "db.sqlite-wal").exists()
         command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "reviewbot", *argv))

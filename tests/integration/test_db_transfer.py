@@ -31,9 +31,9 @@ BODY = bytes(range(256)) * 3  # not UTF-8, NUL bytes included
 def fill(db: Database) -> None:
     """A little of everything: a token, a delivery with a binary body, a worker, a lease
     granted three times, and one lease_epochs row deleted (the SQLite ledger remembers)."""
-    create_token(db, name="ci", scopes="review", repo=None, now="2026-01-01T00:00:00Z")
+    create_token(db, name="ci", scopes="review", repo=None, now=1_767_225_600.0)
     journal.insert_delivery(
-        db, NewDelivery("d-1", "github", BODY, "2026-01-01T00:00:01", headers={"X-A": "é"})
+        db, NewDelivery("d-1", "github", BODY, 1_767_225_601.5, headers={"X-A": "é"})
     )
     leases = LeaseStore(db)
     try:
@@ -74,7 +74,7 @@ def test_sqlite_to_postgresql_and_back_keeps_every_row(tmp_path: Path, postgres_
         stored = journal.get_delivery(pg, "d-1")
         assert stored is not None and stored.body == BODY and stored.headers == {"X-A": "é"}
         # The new store goes on from the imported state.
-        _, token = create_token(pg, name="next", scopes="review", repo=None, now="x")
+        _, token = create_token(pg, name="next", scopes="review", repo=None, now=1_767_225_601.0)
         assert token.id > max(r["id"] for r in original["api_tokens"])
         leases = LeaseStore(pg)
         try:
@@ -142,7 +142,7 @@ def test_a_damaged_export_imports_nothing(
 
 
 def test_a_store_in_use_is_refused(exported: list[str], target: Database) -> None:
-    create_token(target, name="live", scopes="review", repo=None, now="x")
+    create_token(target, name="live", scopes="review", repo=None, now=1_767_225_601.0)
     with pytest.raises(TransferError, match="already holds rows in api_tokens"):
         import_lines(target, exported)
     with target.read() as tx:

@@ -32,7 +32,12 @@ from reviewbot.workflowdb.migrations import (
     table_exists,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
-from reviewbot.workflowdb.protected import ProtectedTable, bot_schema, packaged_migrations
+from reviewbot.workflowdb.protected import (
+    ProtectedTable,
+    bot_schema,
+    packaged_migrations,
+    schema_of,
+)
 
 
 @pytest.fixture
@@ -222,10 +227,12 @@ def test_every_table_of_a_fresh_store_is_a_protected_bot_table(
     assert names and all(schema.is_bot_table(n) for n in names), names
 
 
-def test_both_dialects_ship_the_same_migrations_and_tables() -> None:
+def test_both_dialects_ship_the_same_tables() -> None:
     sqlite = packaged_migrations("sqlite")
     postgresql = packaged_migrations("postgresql")
-    assert [n for n, _ in sqlite] == [n for n, _ in postgresql]
+    # Same names where both have a file; SQLite alone converts its text timestamps (0013).
+    assert {n for n, _ in postgresql} == {n for n, _ in sqlite} - {"0013_timestamps_real.sql"}
+    assert schema_of(sqlite).tables == schema_of(postgresql).tables
 
 
 def test_concurrent_starters_apply_each_packaged_migration_once(

@@ -24,7 +24,7 @@ def store_deliveries(ids: list[str]) -> None:
                     delivery_id=delivery_id,
                     source="github",
                     body=b'{"zen": "Keep it logically awesome.", "hook_id": 1}',
-                    received_at="2026-01-01T00:00:00Z",
+                    received_at=1_767_225_600.0,
                     forge="github",
                     event="ping",
                     headers={"X-GitHub-Event": "ping", "Content-Type": "application/json"},

@@ -84,7 +84,7 @@ def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
 
 
 def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> None:
-    seen = "2026-01-01T00:00:00.000Z"
+    seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     key = repositories.observe(
         db,
         forge="github",
@@ -158,7 +158,7 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> 
 
 
 def test_only_a_signed_webhook_adds_a_repository_or_its_spelling(db: Database) -> None:
-    seen = "2026-01-01T00:00:00.000Z"
+    seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     common = {"forge": "gitea", "repo": "acme/api", "seen_at": seen}
     repositories.observe(db, display_name="ACME/API", forge_id=None, signed=False, **common)
     assert repositories.known(db) == []

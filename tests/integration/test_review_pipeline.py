@@ -447,3 +447,50 @@ async def test_the_echo_of_the_bots_own_review_changes_nothing(tmp_path: Path) -
         assert writes == []
         assert len(bot.bot_reviews(forge, pr.number)) == 1
         assert bot.decisions(forge, pr.number) == ["approve", "posted"]
+
+
+@FORGES
+async def test_checks_required_later_are_judged_at_the_next_status_event(
+    tmp_path: Path, forge: str
+) -> None:
+    # The try-it path: a head first evaluated with nothing required must not stay unreviewed
+    # once the base branch starts requiring checks.
+    async with running_bot(tmp_path, required=()) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert bot.decisions(forge, pr.number) == ["no_required_checks"]
+
+        bot.sim.require_checks(forge, REPO, "main", ["ci/test"])
+        status = bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        await bot.sim.deliver_status(forge, REPO, status.id)
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        assert bot.decisions(forge, pr.number)[-2:] == ["approve", "posted"]
+
+
+async def test_a_sweep_judges_a_head_left_without_required_checks(tmp_path: Path) -> None:
+    # Required checks configured while no event arrives (or while the bot was down): the
+    # periodic sweep takes the head up again.
+    from reviewbot.runtime.review.reconcile import Reconciler
+
+    forge = "gitea"
+    async with running_bot(tmp_path, required=()) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert bot.decisions(forge, pr.number) == ["no_required_checks"]
+
+        bot.sim.require_checks(forge, REPO, "main", ["ci/test"])
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        st = bot.service
+        assert st.review is not None and st.journal is not None
+        sweeper = Reconciler(
+            bot.settings, bot.store, st.forges, st.review.pipeline, st.journal.append
+        )
+        report = await sweeper.sweep()
+        assert report.reevaluated == [f"{forge}:{REPO}#{pr.number}"]
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]

@@ -497,7 +497,7 @@ async def test_api_tokens_call_the_db_tools_as_sessions_of_their_own(tmp_path: P
         reader = server.token("db:read", name="reader")
         plain = server.token("read", name="plain")
         gone = server.token("db:write", name="gone")
-        revoke_token(server.db, "gone", now="2026-01-01T00:00:01Z")
+        revoke_token(server.db, "gone", now=1_767_225_601.0)
         add_notes_table(paths, server.db)
 
         async def call(token: str, name: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -193,3 +193,40 @@ async def test_bad_control_requests_are_400_with_a_reason(control: Control) -> N
     assert status == 400 and "no webhook configured" in body["detail"]
     status, _ = await control.get("/_sim/pulls/github/acme/api/7")
     assert status == 404
+
+
+async def test_results_can_name_the_pull_request_instead_of_its_head(
+    sim: Simulator, control: Control
+) -> None:
+    # A person following the docs has a PR number at hand, not its head SHA.
+    for forge in ("github", "gitea"):
+        await control.post("repos", {"forge": forge, "repo": "acme/api"})
+        await control.post("pulls", {"forge": forge, "repo": "acme/api", "author": "al"})
+        head = sim.pull(forge, "acme/api", 1).head_sha
+        status, body = await control.post(
+            "statuses",
+            {
+                "forge": forge,
+                "repo": "acme/api",
+                "number": 1,
+                "context": "ci/test",
+                "state": "success",
+            },
+        )
+        assert (status, body["sha"]) == (201, head)
+        assert [s.sha for s in sim.repo(forge, "acme/api").statuses] == [head]
+    status, _ = await control.post("check-runs", {"repo": "acme/api", "number": 1, "name": "build"})
+    assert status == 201
+    assert [r.sha for r in sim.repo("github", "acme/api").check_runs] == [
+        sim.pull("github", "acme/api", 1).head_sha
+    ]
+    # an unknown PR, or neither a SHA nor a number, is a 400 naming what is wrong
+    status, body = await control.post(
+        "statuses",
+        {"forge": "gitea", "repo": "acme/api", "number": 9, "context": "c", "state": "success"},
+    )
+    assert status == 400 and "no pull request gitea:acme/api#9" in body["detail"]
+    status, body = await control.post(
+        "statuses", {"forge": "gitea", "repo": "acme/api", "context": "c", "state": "success"}
+    )
+    assert status == 400 and "'sha'" in body["detail"]

@@ -43,7 +43,7 @@ def replicas(workflow_paths: WorkflowPaths) -> Iterator[tuple[Database, Database
 
 
 def delivery(n: int) -> NewDelivery:
-    return NewDelivery(f"d-{n:04d}", "github", b"{}", f"2026-01-01T00:00:{n % 60:02d}.{n:06d}")
+    return NewDelivery(f"d-{n:04d}", "github", b"{}", 1_767_225_600.0 + n / 1000)
 
 
 def race(workers: list[Callable[[], None]]) -> None:
@@ -77,7 +77,7 @@ def test_a_delivery_is_stored_once_and_claimed_once(db: Database) -> None:
     assert (first.delivery_id, first.status, first.attempts) == ("d-0001", "processing", 1)
     assert journal.claim_batch(db, 10) == []
     journal.requeue(db, ["d-0001"])
-    journal.finish(db, "d-0001", ok=True, error=None, at="2026-01-01T00:01:00")
+    journal.finish(db, "d-0001", ok=True, error=None, at=1_767_225_660.0)
     assert journal.count_by_status(db)["done"] == 1
 
 
@@ -168,7 +168,7 @@ def add_job(db: Database, claim: JobClaim) -> int:
             action="opened",
             sender="dev",
             claim=claim,
-            created_at="2026-01-01T00:00:00",
+            created_at=1_767_225_600.0,
         )
 
 
@@ -179,7 +179,7 @@ def test_a_job_claimed_elsewhere_is_taken_only_after_its_claim_lapses(db: Databa
     assert (taken.id, taken.attempts) == (job, 2)
     assert review_jobs.renew(db, job, JobClaim("a", 300.0)) is False  # a lost it
     assert review_jobs.renew(db, job, JobClaim("b", 300.0)) is True
-    review_jobs.finish(db, job, "b", "2026-01-01T00:05:00")
+    review_jobs.finish(db, job, "b", 1_767_225_900.0)
     assert review_jobs.unfinished(db) == []
 
 
@@ -247,7 +247,7 @@ async def test_one_batch_with_a_repeated_id_and_an_unstorable_delivery(
     else:
         writer = journal.GroupCommitJournal(tmp_path / "unused", database=db)
     writer.start()
-    bad = NewDelivery("d-\udc80", "github", b"{}", "2026-01-01T00:00:00")  # not encodable
+    bad = NewDelivery("d-\udc80", "github", b"{}", 1_767_225_600.0)  # not encodable
     try:
         answers = await asyncio.gather(
             *(writer.append(d) for d in (delivery(1), delivery(2), delivery(1), delivery(3))),

@@ -52,7 +52,7 @@ def add(db: SQLiteDatabase, n: int, prefix: str) -> list[str]:
     for i, delivery_id in enumerate(ids):
         journal.insert_delivery(
             db,
-            NewDelivery(delivery_id, "api", b"{}", f"2026-01-01T00:00:{i:02d}.000000Z"),
+            NewDelivery(delivery_id, "api", b"{}", 1_767_225_600.0 + i),
         )
     return ids
 
@@ -74,7 +74,7 @@ async def test_a_disk_error_mid_batch_never_ends_a_worker(
             loop.call_later(0.4, setattr, db, "failing", False)
         for delivery in batch:
             await db.run(
-                journal.finish, db, delivery.delivery_id, ok=True, error=None, at="2026-01-02"
+                journal.finish, db, delivery.delivery_id, ok=True, error=None, at=1_767_312_000.0
             )
 
     pool = WorkerPool(db, process, size=3, batch=4, restart=RetryPolicy(base_s=0.01, max_s=0.05))

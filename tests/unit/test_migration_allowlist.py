@@ -114,3 +114,38 @@ def test_error_names_number_and_first_line_of_a_later_statement() -> None:
     with pytest.raises(StatementRejected) as err:
         classify(statements[1])
     assert str(err.value).startswith("statement 2 (line 3: pragma foreign_keys)")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE deliveries SET received_at = 0",
+        "update site_notes set body = 'x' where id = 1",
+        'UPDATE "site_notes" SET body = NULL',
+    ],
+)
+def test_only_the_bots_own_migrations_may_update_rows(sql: str) -> None:
+    """A user migration never changes data (that is ``mutate``'s job, with its guards); the
+    bot's shipped migrations may, to convert a column they retype."""
+    (stmt,) = split_statements(sql)
+    with pytest.raises(StatementRejected, match="UPDATE is not allowed in a migration"):
+        classify(stmt)
+    packaged = classify(stmt, packaged=True)
+    assert packaged.kind is StatementKind.UPDATE_ROWS and packaged.destructive
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("UPDATE main.deliveries SET a = 1", "schema-qualified"),
+        ("UPDATE schema_migration_log SET applied_by = 'x'", "migration ledger"),
+        ("UPDATE sqlite_sequence SET seq = 0", "reserved for SQLite"),
+        ("UPDATE OR REPLACE t SET a = 1", "UPDATE must name its table and then SET"),
+        ("DELETE FROM t", "DELETE is not allowed"),
+        ("INSERT INTO t VALUES (1)", "INSERT is not allowed"),
+    ],
+)
+def test_what_even_the_bots_own_migrations_may_not_do(sql: str, reason: str) -> None:
+    (stmt,) = split_statements(sql)
+    with pytest.raises(StatementRejected, match=reason):
+        classify(stmt, packaged=True)

@@ -100,7 +100,7 @@ def test_a_token_binding_is_one_repository_in_any_casing() -> None:
     with pytest.raises(TokenError):
         parse_repo_binding("gitea:acme/a b")
     for bound in ("gitea:acme/api", "gitea:Acme/API"):  # also rows stored before keys
-        info = TokenInfo(1, "t", "rb_", ("merge",), bound, "2026-01-01T00:00:00Z", None)
+        info = TokenInfo(1, "t", "rb_", ("merge",), bound, 1_767_225_600.0, None)
         assert info.allows_repo("gitea", "ACME/api")
         assert info.allows_repo("gitea", "acme/api")
         assert not info.allows_repo("github", "acme/api")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from reviewbot import __version__
 from reviewbot.config import ConfigError
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.workflowdb.access import AccessDenied
 
 # Command modules, in the order ``reviewbot --help`` lists them.
@@ -33,12 +34,14 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-class CommandError(Exception):
-    """A refusal with a one-line reason; ``code`` is the exit status."""
+class CommandError(ReviewbotError):
+    """A refusal with a one-line reason; ``exit_status`` is the process's exit status."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    code = "command_failed"
+
+    def __init__(self, message: str, exit_status: int = 1) -> None:
         super().__init__(message)
-        self.code = code
+        self.exit_status = exit_status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, ConfigError, AccessDenied) as exc:
         print(f"reviewbot: {exc}", file=sys.stderr)
         if isinstance(exc, CommandError):
-            return exc.code
+            return exc.exit_status
         return 2 if isinstance(exc, ConfigError) else 1  # 2: fix the configuration
     except KeyboardInterrupt:
         return 130

@@ -21,7 +21,6 @@ from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import Settings, load_settings
-from reviewbot.core.clock import iso
 from reviewbot.core.gate import unresolved_decision
 from reviewbot.core.reasons import Outcome
 from reviewbot.ingress.delivery_file import DeliveryFile, read_delivery_file
@@ -107,7 +106,7 @@ async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> 
 async def _gate_file(
     settings: Settings, db: Database, path: Path, environ: dict[str, str]
 ) -> dict[str, Any]:
-    now = iso(time.time(), timespec="microseconds")
+    now = time.time()
     env = {
         f"{ENV_HEADER_PREFIX}{ENV_PREFIX}{name.upper()}": environ[ENV_PREFIX + name.upper()]
         for name in FIELD_NAMES
@@ -148,7 +147,7 @@ async def _gate_file(
     return route_of(delivery_id, list(recorded.records))
 
 
-def _load(path: Path, now: str) -> tuple[DeliveryFile, bytes] | tuple[str, str]:
+def _load(path: Path, now: float) -> tuple[DeliveryFile, bytes] | tuple[str, str]:
     """The checked file and its bytes, or (a delivery id, why it cannot be read)."""
     try:
         parsed = read_delivery_file(path)
@@ -161,7 +160,7 @@ def _load(path: Path, now: str) -> tuple[DeliveryFile, bytes] | tuple[str, str]:
         return known or f"file-error:{attempt}", detail
 
 
-def _record_unreadable(db: Database, delivery_id: str, detail: str, now: str) -> dict[str, Any]:
+def _record_unreadable(db: Database, delivery_id: str, detail: str, now: float) -> dict[str, Any]:
     journal.insert_delivery(
         db,
         NewDelivery(

@@ -144,7 +144,7 @@ def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
 
 def refuse(args: argparse.Namespace, exc: LeaseStoreError | ValueError) -> CommandError:
     """One line on stderr (and the API's error JSON on stdout with ``--json``)."""
-    code = getattr(exc, "code", "invalid_request")
+    code = exc.code if isinstance(exc, LeaseStoreError) else "invalid_request"
     if getattr(args, "json", False):
         refusal = getattr(exc, "refusal", None)
         body = refusal_view(refusal) if refusal is not None else {"error": code, "detail": str(exc)}

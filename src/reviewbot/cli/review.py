@@ -5,7 +5,9 @@ the verdict, posts the native review at the head SHA (exactly once: a review thi
 pipeline already posted for the same head and verdict is never posted again) and updates
 the PR's state comment. Prints the verdict and what was posted; ``--json`` for scripts.
 A post that hits a forge outage or a rate limit is retried for up to ``--wait`` seconds;
-what is still pending after that is posted by a running server's outbox drainer.
+what is still pending after that is posted by a running server's outbox drainer. While the
+forge does not answer, a line on stderr says what the command waits for; a forge still
+unreachable after the bounded retries ends the command with one line and exit status 1.
 """
 
 from __future__ import annotations
@@ -13,15 +15,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.cli import CommandError
-from reviewbot.config import load_settings
+from reviewbot.config import Settings, load_settings
 from reviewbot.core.models import PullRef
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 
 if TYPE_CHECKING:
+    from reviewbot.forges.http import ForgeWait
     from reviewbot.service import ReviewParts
 
 
@@ -56,18 +62,48 @@ def _review(args: argparse.Namespace) -> int:
     result = asyncio.run(_run(settings, ref, max(0.0, args.wait)))
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
+    elif result["decision"]["reason_code"] == ReasonCode.FORGE_UNREACHABLE.value:
+        raise CommandError(
+            f"gave up: the forge at {forge_url(settings, ref.forge)} did not answer "
+            f"({result['decision']['detail']}); is it up, and is the URL right? "
+            f"(reviewbot explain {ref} shows the recorded decision)"
+        )
     else:
         _print(ref, result)
     decision = result["decision"]["decision"]
     return 1 if decision in ("error", "lease_held") else 0
 
 
-async def _run(settings: Any, ref: PullRef, wait_s: float) -> dict[str, Any]:
+def forge_url(settings: Settings, forge: str) -> str:
+    """The address the settings give ``forge`` (what a person would check)."""
+    return settings.github.api_url if forge == "github" else str(settings.gitea.url)
+
+
+def say_waiting(url: str) -> Callable[[ForgeWait], None]:
+    """A line on stderr for each wait for the forge, so a slow or absent forge is not silence."""
+
+    # Start-up cost: the forge HTTP module (httpx) loads only when a review runs.
+    from reviewbot.forges.http import NO_ANSWER_YET
+
+    def say(wait: ForgeWait) -> None:
+        if wait.reason == NO_ANSWER_YET:
+            what = f"{NO_ANSWER_YET}; attempt {wait.attempt} of {wait.attempts}"
+        else:
+            what = (
+                f"retrying: {wait.reason}; attempt {wait.attempt} of {wait.attempts} failed, "
+                f"next in {wait.wait_s:g} s"
+            )
+        print(f"reviewbot: waiting for the forge at {url} ({what})", file=sys.stderr, flush=True)
+
+    return say
+
+
+async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any]:
     # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
     from reviewbot.service import Parts, build_service
 
-    forge = make_forge(settings, ref.forge)
+    forge = make_forge(settings, ref.forge, on_wait=say_waiting(forge_url(settings, ref.forge)))
     service = build_service(
         settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"
     )

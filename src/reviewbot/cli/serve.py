@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import json
 import secrets
 import signal
 import sys
@@ -27,6 +28,7 @@ from reviewbot.config import (
     Settings,
     load_settings,
 )
+from reviewbot.core.models import RepoRef
 
 HOW_TO_CONFIGURE = """\
 No forge is configured, so every webhook is refused. To connect one, set for example:
@@ -182,10 +184,14 @@ class SimSession:
 
     It has the user ``alice`` and the repository ``acme/demo`` on both forges, a bot user
     ``reviewbot`` whose token the server uses, and webhooks to the server signed with a
-    secret made for this run. Scenarios are driven through the simulator's ``/_sim`` API.
+    secret made for this run. ``acme/demo`` requires ``ci/*`` and automerges (unless the
+    configuration has its own table for it), so the printed steps end in an approval and a
+    merge. Scenarios are driven through the simulator's ``/_sim`` API (docs/simulator.md).
     """
 
     REPO = "acme/demo"
+    FORGE = "gitea"  # the forge the printed steps use
+    RULES = RepoRules(required_checks=["ci/*"], automerge=True)
 
     def __init__(self, settings: Settings, sim: Any, server: Any, secret: str) -> None:
         self.settings = settings
@@ -198,7 +204,9 @@ class SimSession:
         # Only `serve --sim` needs the simulator, which is never on the serving path.
         from reviewbot.sim import SimServer, Simulator
 
-        sim = Simulator()
+        # Fresh SHAs each run: the store may hold an earlier run's decisions for acme/demo#1,
+        # and a head it already approved would never be reviewed again.
+        sim = Simulator(sha_seed=secrets.token_hex(8))
         server = await SimServer(sim, host="127.0.0.1", port=0).start()
         secret = secrets.token_hex(16)
         tokens = {}
@@ -207,6 +215,9 @@ class SimSession:
             sim.add_user(forge, "alice")
             sim.create_repo(forge, cls.REPO, default_branch="main")
             sim.set_permission(forge, cls.REPO, "alice", "write")
+        repos = dict(settings.repos)
+        for forge in ("github", "gitea"):
+            repos.setdefault(RepoRef.parse(cls.REPO, forge=forge).qualified_key, cls.RULES)
         connected = settings.model_copy(
             update={
                 "github": GitHubSettings(
@@ -222,6 +233,7 @@ class SimSession:
                     bot_login="reviewbot",
                 ),
                 "defaults": settings.defaults or RepoRules(),
+                "repos": repos,
             }
         )
         return cls(connected, sim, server, secret)
@@ -231,18 +243,38 @@ class SimSession:
             self.sim.set_webhook(forge, url=f"{base_url}/webhooks/{forge}", secret=self.secret)
 
     def describe(self) -> str:
+        """The simulator's addresses and the steps from a new PR to its merge."""
         control = f"{self.server.base_url}/_sim"
+        forge, repo = self.FORGE, self.REPO
+        rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge)) or RepoRules()
+        pr = f'"forge": "{forge}", "repo": "{repo}"'
+
+        def post(action: str, body: str) -> str:
+            return f"  curl -s -X POST {control}/{action} -d '{{{body}}}'"
+
         return "\n".join(
             [
                 f"reviewbot: forge simulator at {self.server.base_url} "
-                f"(GitHub API {self.server.github_api_url}, Gitea {self.server.gitea_url})",
-                f"reviewbot: repository {self.REPO} on both forges; try:",
-                f"  curl -X POST {control}/pulls -d "
-                f'\'{{"forge": "gitea", "repo": "{self.REPO}", "author": "alice"}}\'',
-                f"  curl -X POST {control}/deliver -d "
-                f'\'{{"kind": "pull_request", "forge": "gitea", "repo": "{self.REPO}", '
-                '"number": 1}\'',
-                "  reviewbot explain gitea:acme/demo#1",
+                f"(GitHub API {self.server.github_api_url}, Gitea {self.server.gitea_url}; "
+                "its /_sim API: docs/simulator.md)",
+                f"reviewbot: repository {repo} on both forges; rules for {forge}:{repo}: "
+                f"required_checks = {json.dumps(rules.required_checks)}, "
+                f"automerge = {str(rules.automerge).lower()}",
+                "reviewbot: try it, one step at a time:",
+                "  # 1. alice opens a pull request, and the forge sends its webhook",
+                post("pulls", f'{pr}, "author": "alice"'),
+                post("deliver", f'"kind": "pull_request", {pr}, "number": 1'),
+                "  # 2. the bot waits for the required checks; explain shows why",
+                f"  reviewbot explain {forge}:{repo}#1",
+                "  # 3. CI reports ci/test: success at the PR's head, and the forge sends it",
+                post(
+                    "statuses",
+                    f'{pr}, "number": 1, "context": "ci/test", "state": "success"',
+                ),
+                post("deliver", f'"kind": "status", {pr}'),
+                "  # 4. the bot approved at the head and merged it: reviews, merged: true",
+                f"  curl -s {control}/pulls/{forge}/{repo}/1",
+                f"  reviewbot explain {forge}:{repo}#1",
             ]
         )
 

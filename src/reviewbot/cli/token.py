@@ -1,7 +1,8 @@
 """``reviewbot token``: bearer tokens for the API and the Crew endpoint.
 
 ``create`` prints the new token once (only its SHA-256 is stored); ``list`` shows names,
-scopes and bindings; ``revoke`` ends a token at once. Scopes: read, review, lease, merge,
+scopes and bindings; ``revoke`` ends a token at once; ``link`` prints a signed, expiring
+sign-in link to the status page for a token with the read scope. Scopes: read, review, lease, merge,
 db:read, db:write. ``--repo FORGE:OWNER/NAME`` binds a token to one repository.
 """
 
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from reviewbot.cli import CommandError
 from reviewbot.config import load_settings
+from reviewbot.core.clock import iso
+from reviewbot.store import ui_sessions
 from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
@@ -64,9 +67,33 @@ def register(sub: Any) -> None:
     revoke.add_argument("--json", action="store_true", help="print JSON for scripts")
     revoke.set_defaults(func=_revoke)
 
+    link = commands.add_parser(
+        "link",
+        help="a signed, expiring sign-in link to the status page",
+        description="Print a link that signs a browser in to the status page as this token "
+        "(which needs the read scope). The link carries a signature, never the token; it "
+        "stops working when it expires or when the token is revoked.",
+        epilog="Example:\n  reviewbot token link dashboard --ttl 600 "
+        "--url https://reviewbot.example.com",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    link.add_argument("token", metavar="NAME|ID")
+    link.add_argument(
+        "--ttl",
+        type=int,
+        default=LINK_TTL_S,
+        metavar="SECONDS",
+        help=f"how long the link works (default {LINK_TTL_S}, at most {MAX_LINK_TTL_S})",
+    )
+    link.add_argument(
+        "--url", help="the server as the browser reaches it (default: http://HOST:PORT)"
+    )
+    link.add_argument("--json", action="store_true", help="print JSON for scripts")
+    link.set_defaults(func=_link)
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+LINK_TTL_S = 900
+MAX_LINK_TTL_S = 7 * 24 * 3600
 
 
 def _open(need: DBAccess) -> Any:
@@ -81,7 +108,7 @@ def _create(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
         plain, info = create_token(
-            db, name=args.name, scopes=args.scopes, repo=args.repo, now=_now()
+            db, name=args.name, scopes=args.scopes, repo=args.repo, now=time.time()
         )
     except TokenError as exc:
         raise CommandError(str(exc)) from None
@@ -109,7 +136,9 @@ def _list(args: argparse.Namespace) -> int:
     if not tokens:
         print("no tokens; create one with: reviewbot token create --name N --scopes read")
     for t in tokens:
-        state = f"revoked {t.revoked_at}" if t.revoked_at else "active"
+        state = (
+            "active" if t.revoked_at is None else f"revoked {iso(t.revoked_at, timespec='seconds')}"
+        )
         print(
             f"{t.id:>4}  {t.name:<20} {t.prefix}...  {','.join(t.scopes):<24} "
             f"{t.repo or 'all repositories':<28} {state}"
@@ -120,7 +149,7 @@ def _list(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     db = _open(DBAccess.READ_WRITE)
     try:
-        revoked = revoke_token(db, args.token, now=_now())
+        revoked = revoke_token(db, args.token, now=time.time())
     except TokenError as exc:
         raise CommandError(str(exc)) from None
     finally:
@@ -130,4 +159,37 @@ def _revoke(args: argparse.Namespace) -> int:
     else:
         for t in revoked:
             print(f"revoked token {t.id} {t.name!r}")
+    return 0
+
+
+def _link(args: argparse.Namespace) -> int:
+    if not 0 < args.ttl <= MAX_LINK_TTL_S:
+        raise CommandError(f"--ttl must be between 1 and {MAX_LINK_TTL_S} seconds")
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ)
+    db = open_existing_store(settings)
+    try:
+        found = [
+            t for t in list_tokens(db, include_revoked=False) if args.token in (t.name, str(t.id))
+        ]
+        if len(found) != 1:
+            raise CommandError(f"no active token named or numbered {args.token!r}")
+        info = found[0]
+        if "read" not in info.scopes:
+            raise CommandError(
+                f"token {info.name!r} lacks the read scope the status page needs; "
+                "create one with --scopes read"
+            )
+        expires = int(time.time()) + args.ttl
+        signed = ui_sessions.issue(db, info.id, "link", expires)
+    finally:
+        db.close()
+    assert signed is not None
+    base = (args.url or f"http://{settings.host}:{settings.port}").rstrip("/")
+    url = f"{base}/login?link={signed}"
+    if args.json:
+        print(json.dumps({"url": url, "token": info.name, "expires_at": expires}))
+    else:
+        print(url)
+        print(f"Opens the status page as {info.name!r}; works for {args.ttl} s.")
     return 0

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.demo.report import DemoReport, SummaryRow, explain_commands, summary_rows
 from reviewbot.demo.story import FAULTS, Say, StepResult, Story
 from reviewbot.demo.world import GITEA_CHECKS, GITEA_REPO, GITHUB_CHECKS, GITHUB_REPO, demo_world
@@ -19,7 +20,7 @@ from reviewbot.demo.world import GITEA_CHECKS, GITEA_REPO, GITHUB_CHECKS, GITHUB
 __all__ = ["FAULTS", "DemoReport", "StepResult", "SummaryRow", "fresh_data_dir", "run_demo"]
 
 
-class DataDirInUse(ValueError):
+class DataDirInUse(ReviewbotError, ValueError):
     """The demo needs an empty data dir: an earlier store would mix into its checks."""
 
 

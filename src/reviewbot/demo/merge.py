@@ -9,8 +9,8 @@ with the merge; a refused merge leaves the lease with the session, which gives i
 
 from __future__ import annotations
 
+import time
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from reviewbot.demo.steps import Narrator, StepFailed, expect, short
@@ -18,10 +18,6 @@ from reviewbot.demo.world import GITEA_REPO
 from reviewbot.store.tokens import create_token
 
 MERGER_NAME = "demo.merger"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 async def _call(story: Narrator, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +57,7 @@ async def merge_through_lease(story: Narrator, number: int, head: str) -> None:
         name=f"demo-merger-{uuid.uuid4().hex[:8]}",
         scopes="lease,merge,read",
         repo=f"gitea:{GITEA_REPO}",
-        now=_now(),
+        now=time.time(),
     )
     story.note(f"a merger session gets a token scoped lease,merge,read for gitea:{GITEA_REPO}")
     worker = await _call(

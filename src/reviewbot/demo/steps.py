@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.demo.world import DemoWorld
 
 
-class StepFailed(Exception):
+class StepFailed(ReviewbotError):
     def __init__(self, expected: str, happened: str) -> None:
         super().__init__(f"expected {expected}; happened: {happened}")
         self.expected = expected

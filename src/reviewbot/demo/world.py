@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from reviewbot.config import Settings
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import Outcome
 from reviewbot.server.app import create_app
 from reviewbot.service import Service, build_service
@@ -98,7 +99,7 @@ def prepare_forges(sim: Simulator) -> dict[str, str]:
     return tokens
 
 
-class Timeout(Exception):
+class Timeout(ReviewbotError):
     """A wait ran out; the message says what it waited for."""
 
 

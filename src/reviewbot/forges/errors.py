@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import ReasonCode
 
 
-class ForgeError(Exception):
+class ForgeError(ReviewbotError):
     """The forge answered with an error the caller should record (``forge_error``)."""
 
     def __init__(self, message: str, *, status: int | None = None, operation: str = "") -> None:

@@ -13,7 +13,7 @@ from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.base import Forge
 from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.github import GitHubForge
-from reviewbot.forges.http import RetryPolicy, Sleep
+from reviewbot.forges.http import OnWait, RetryPolicy, Sleep
 
 
 def make_forge(
@@ -24,11 +24,12 @@ def make_forge(
     policy: RetryPolicy | None = None,
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.time,
+    on_wait: OnWait | None = None,
 ) -> Forge:
     """The adapter for ``forge_name`` (``github`` or ``gitea``).
 
     Raises :class:`ConfigError` (one line naming the setting) when the forge is not
-    configured or its credentials cannot be read.
+    configured or its credentials cannot be read. ``on_wait`` hears every retry wait.
     """
     if forge_name == "github":
         gh = settings.github
@@ -42,6 +43,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                on_wait=on_wait,
             )
         if gh.token is not None:
             return GitHubForge(
@@ -52,6 +54,7 @@ def make_forge(
                 policy=policy,
                 sleep=sleep,
                 clock=clock,
+                on_wait=on_wait,
             )
         raise ConfigError(
             "github: not configured (set REVIEWBOT_GITHUB__TOKEN, or REVIEWBOT_GITHUB__APP_ID "
@@ -76,5 +79,6 @@ def make_forge(
             policy=policy,
             sleep=sleep,
             clock=clock,
+            on_wait=on_wait,
         )
     raise ConfigError(f"unknown forge {forge_name!r}: expected github or gitea")

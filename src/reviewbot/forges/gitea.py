@@ -42,6 +42,7 @@ from reviewbot.forges.http import (
     ErrorMap,
     HttpAdapter,
     HttpResult,
+    OnWait,
     RetryPolicy,
     Sleep,
     decode_json,
@@ -94,6 +95,7 @@ class GiteaForge(HttpAdapter):
         policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
+        on_wait: OnWait | None = None,
     ) -> None:
         if not token:
             raise ValueError("GiteaForge needs a token")
@@ -103,7 +105,7 @@ class GiteaForge(HttpAdapter):
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         }
-        self._open_http(client, policy, sleep, clock)
+        self._open_http(client, policy, sleep, clock, on_wait)
         self._bot_login = bot_login
 
     # -- Forge -----------------------------------------------------------------------

@@ -38,7 +38,14 @@ from reviewbot.forges.errors import (
     NotFound,
     NotMergeable,
 )
-from reviewbot.forges.http import ErrorMap, ForgeHttp, HttpAdapter, RetryPolicy, Sleep
+from reviewbot.forges.http import (
+    ErrorMap,
+    ForgeHttp,
+    HttpAdapter,
+    OnWait,
+    RetryPolicy,
+    Sleep,
+)
 from reviewbot.forges.normalize import (
     as_dict,
     comment_of,
@@ -134,12 +141,13 @@ class GitHubForge(HttpAdapter):
         policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
+        on_wait: OnWait | None = None,
     ) -> None:
         if (token is None) == (app_auth is None):
             raise ValueError("GitHubForge needs exactly one of token or app_auth")
         self._token = token
         self._app = app_auth
-        self._open_http(client, policy, sleep, clock)
+        self._open_http(client, policy, sleep, clock, on_wait)
         self._gh = _Client(self._http, api_url.rstrip("/"))
         self._bot_login = bot_login
 

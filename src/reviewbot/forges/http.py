@@ -12,6 +12,9 @@
   304 is served from that cache (GitHub does not count a 304 against the rate limit).
 * Every request sent is counted under the operation that sent it (``calls``), and every
   304 under ``not_modified``, so a caller can assert the cost of an operation.
+* ``on_wait`` (when given) hears each wait: before every retry, and when a request has
+  had no answer for ``slow_notice_s``, so a command line can say what it waits for
+  instead of going silent for seconds.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import email.utils
 import hashlib
 import json
+import socket
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,6 +46,24 @@ from reviewbot.forges.errors import (
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMap = Mapping[int, type[ForgeError]]
 
+
+NO_ANSWER_YET = "no answer yet"  # the reason of a wait for a request still in flight
+
+
+@dataclass(frozen=True)
+class ForgeWait:
+    """A wait for the forge: a request to be sent again, or one not answered yet."""
+
+    operation: str
+    url: str  # the request's URL (credentials travel in headers, never here)
+    reason: str  # "connection refused", "timed out", "HTTP 503", "no answer yet"...
+    attempt: int  # the attempt that failed (or is still waiting), from 1
+    attempts: int  # how many attempts the policy allows for this kind of failure
+    wait_s: float  # until the next attempt (or until this one times out)
+
+
+OnWait = Callable[[ForgeWait], None]
+
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SECONDARY_LIMIT_HINTS = ("secondary rate limit", "abuse detection", "rate limit exceeded")
 
@@ -57,6 +79,7 @@ class RetryPolicy:
     rate_limit_default_wait_s: float = 60.0  # no retry-after nor x-ratelimit-reset
     max_rate_limit_wait_s: float = 120.0  # a longer wait is raised, not slept
     timeout_s: float = 10.0
+    slow_notice_s: float = 1.0  # a request unanswered this long is reported to ``on_wait``
     max_body_bytes: int = 16 * 1024 * 1024
     cache_entries: int = 2048
 
@@ -90,6 +113,7 @@ class ForgeHttp:
     clock: Clock = time.time
     calls: Counter[str] = field(default_factory=Counter)
     not_modified: Counter[str] = field(default_factory=Counter)
+    on_wait: OnWait | None = None
     _cache: OrderedDict[tuple[str, str], _CacheEntry] = field(default_factory=OrderedDict)
     # Writes go one at a time (GitHub's advice against secondary rate limits).
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -142,7 +166,9 @@ class ForgeHttp:
         while True:
             self.calls[operation] += 1
             try:
-                status, resp_headers, content = await self._once(method, url, request_headers, body)
+                status, resp_headers, content = await self._once_noticed(
+                    operation, failures + 1, method, url, request_headers, body
+                )
             except httpx.TimeoutException as exc:
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
@@ -152,7 +178,7 @@ class ForgeHttp:
                     )
                     error.reached = False
                     raise error from exc
-                await self.sleep(self._backoff(failures))
+                await self._wait(operation, url, "timed out", failures, self._backoff(failures))
                 continue
             except ForgeError as exc:
                 exc.operation = operation
@@ -161,11 +187,13 @@ class ForgeHttp:
                 failures += 1
                 if not idempotent or failures >= self.policy.attempts:
                     error = ForgeUnavailable(
-                        f"connection failed ({type(exc).__name__}: {exc})", operation=operation
+                        f"connection failed ({type(exc).__name__}: {transport_reason(exc)})",
+                        operation=operation,
                     )
                     error.reached = False
                     raise error from exc
-                await self.sleep(self._backoff(failures))
+                reason = transport_reason(exc)
+                await self._wait(operation, url, reason, failures, self._backoff(failures))
                 continue
 
             if status == 304 and cached is not None:
@@ -186,7 +214,14 @@ class ForgeHttp:
                         status=status,
                         operation=operation,
                     )
-                await self.sleep(wait)
+                await self._wait(
+                    operation,
+                    url,
+                    f"rate limited (HTTP {status})",
+                    limited,
+                    wait,
+                    attempts=self.policy.rate_limit_attempts,
+                )
                 continue
 
             if status >= 500:
@@ -200,7 +235,7 @@ class ForgeHttp:
                     raise ForgeUnavailable(
                         _message(content) or "server error", status=status, operation=operation
                     )
-                await self.sleep(wait)
+                await self._wait(operation, url, f"HTTP {status}", failures, wait)
                 continue
 
             if 200 <= status < 300:
@@ -245,6 +280,49 @@ class ForgeHttp:
             return max(0.0, float(reset) - self.clock()) + 1.0
         return self.policy.rate_limit_default_wait_s * (2.0 ** (attempt - 1))
 
+    async def _once_noticed(
+        self,
+        operation: str,
+        attempt: int,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """:meth:`_once`, telling ``on_wait`` when no answer came within ``slow_notice_s``."""
+        if self.on_wait is None:
+            return await self._once(method, url, headers, body)
+        wait = ForgeWait(
+            operation,
+            url,
+            NO_ANSWER_YET,
+            attempt,
+            self.policy.attempts,
+            max(0.0, self.policy.timeout_s - self.policy.slow_notice_s),
+        )
+        notice = asyncio.get_running_loop().call_later(
+            self.policy.slow_notice_s, self.on_wait, wait
+        )
+        try:
+            return await self._once(method, url, headers, body)
+        finally:
+            notice.cancel()
+
+    async def _wait(
+        self,
+        operation: str,
+        url: str,
+        reason: str,
+        attempt: int,
+        wait_s: float,
+        *,
+        attempts: int | None = None,
+    ) -> None:
+        if self.on_wait is not None:
+            bound = self.policy.attempts if attempts is None else attempts
+            self.on_wait(ForgeWait(operation, url, reason, attempt, bound, wait_s))
+        await self.sleep(wait_s)
+
     def _backoff(self, failures: int) -> float:
         return min(self.policy.max_backoff_s, self.policy.backoff_s * (2.0 ** (failures - 1)))
 
@@ -274,10 +352,15 @@ class HttpAdapter:
         policy: RetryPolicy | None,
         sleep: Sleep,
         clock: Clock,
+        on_wait: OnWait | None = None,
     ) -> None:
         self._owns_client = client is None
         self._http = ForgeHttp(
-            client or httpx.AsyncClient(), policy or RetryPolicy(), sleep=sleep, clock=clock
+            client or httpx.AsyncClient(),
+            policy or RetryPolicy(),
+            sleep=sleep,
+            clock=clock,
+            on_wait=on_wait,
         )
 
     @property
@@ -297,6 +380,25 @@ class HttpAdapter:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._http.client.aclose()
+
+
+def transport_reason(exc: BaseException) -> str:
+    """What went wrong below HTTP, in words (httpx says "All connection attempts failed")."""
+    seen: set[int] = set()
+    chain: list[BaseException] = [exc]
+    while chain:
+        cause = chain.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return "host name not found"
+        if isinstance(cause, httpx.TimeoutException | TimeoutError):
+            return "timed out"
+        chain += [c for c in (cause.__context__, cause.__cause__) if c is not None]
+    return str(exc) or type(exc).__name__
 
 
 def is_rate_limited(status: int, headers: httpx.Headers, body: bytes) -> bool:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import ReasonCode
 
 
-class TriggerError(Exception):
+class TriggerError(ReviewbotError):
     """A delivery whose trigger cannot be read.
 
     ``detail`` is the exact reason, naming the field and where it was read from (for
@@ -17,7 +18,6 @@ class TriggerError(Exception):
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
-        self.detail = detail
 
 
 class DeliveryFileError(TriggerError):

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from reviewbot.config import Settings
-from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.store import journal
@@ -55,7 +55,7 @@ async def _store(db: Database | None, clock: Clock) -> Check:
     if db is None:
         return Check("store_writable", False, "the store is not open")
     try:
-        await db.run(journal.probe_write, db, iso(clock()))
+        await db.run(journal.probe_write, db, clock())
     except Exception as exc:
         return Check("store_writable", False, f"a write failed: {exc}")
     return Check("store_writable", True, "a write committed")
@@ -79,7 +79,7 @@ async def _queue_age(settings: Settings, db: Database | None, clock: Clock) -> C
         return Check("queue_age", False, f"the queue could not be read: {exc}")
     if oldest is None:
         return Check("queue_age", True, "nothing is waiting to be gated")
-    age = clock() - parse_iso(oldest)
+    age = clock() - oldest
     detail = f"the oldest waiting delivery is {age:.0f} s old (limit {limit:.0f} s)"
     return Check("queue_age", age <= limit, detail)
 

@@ -18,6 +18,7 @@ from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
 from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
+from reviewbot.server.ui import pages as ui_pages
 from reviewbot.service import Service
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ def create_app(service: Service) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post(TOOLS_ROUTE, _tools)
     leases.add_routes(app)
+    ui_pages.add_routes(app)  # the status page: GET /, /pr/..., /login
     app.on_startup.append(_startup)
     app.on_cleanup.append(_cleanup)
     return app

@@ -7,7 +7,6 @@ import uuid
 
 from aiohttp import web
 
-from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import Trigger
 from reviewbot.ingress.api import api_trigger, parse_review_request
@@ -30,7 +29,7 @@ async def crew_webhook(request: web.Request) -> web.Response:
         delivery_id=delivery_id,
         source="crew",
         body=body,
-        received_at=iso(service.clock(), timespec="microseconds"),
+        received_at=service.clock(),
         event="crew",
         headers={"Content-Type": request.headers.get("Content-Type", "")},
     )
@@ -66,7 +65,7 @@ async def api_reviews(request: web.Request) -> web.Response:
         delivery_id=delivery_id,
         source="api",
         body=body,
-        received_at=iso(service.clock(), timespec="microseconds"),
+        received_at=service.clock(),
         forge=trigger.forge,
         event=trigger.event,
         headers={"X-Reviewbot-Token": info.name},

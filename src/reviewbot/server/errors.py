@@ -2,7 +2,9 @@
 plus its extra fields, and this module is the only place that turns a code into a status.
 
 Below the server, errors carry a ``code`` (:class:`reviewbot.core.errors.ReviewbotError`);
-a :class:`~reviewbot.core.errors.Refused` whose code is not in :data:`STATUS` is a 409.
+a :class:`~reviewbot.core.errors.Refused` whose code is not in :data:`STATUS` is a 409, and an
+error with no code of its own (the root's ``error``) is an internal failure: a 500 whose
+detail is never shown.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ STATUS: dict[str, int] = {
     "forbidden": 403,
     "missing_scope": 403,
     "repo_not_allowed": 403,
+    "csrf_failed": 403,
     "permission_denied": 403,
     "forge_auth_failed": 403,
     "not_session_owner": 403,
@@ -100,6 +103,11 @@ def status_of(exc: ReviewbotError, path: str = "") -> int:
 
 
 def error_response(exc: ReviewbotError, path: str = "") -> web.Response:
+    if exc.code == ReviewbotError.code:
+        # No code of its own (a configuration or store failure deep down): a failure of the
+        # server, answered like any unexpected one, never with its text.
+        log.error("unhandled error on %s", path or "a request", exc_info=exc)
+        exc = ReviewbotError("the server failed; see its log", code="internal_error")
     response = web.json_response(exc.to_json(), status=status_of(exc, path))
     retry_after = exc.extra.get("retry_after_s")
     if retry_after is not None:  # a refusal that says when to come back says it in HTTP too

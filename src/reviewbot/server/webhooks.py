@@ -14,7 +14,6 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.headers import (
@@ -122,7 +121,7 @@ async def _accept(request: web.Request, forge: str, secret: bytes, body: bytes) 
             delivery_id=delivery_id,
             source=forge,
             body=body,
-            received_at=iso(service.clock(), timespec="microseconds"),
+            received_at=service.clock(),
             forge=forge,
             event=event or None,
             headers=kept_headers(headers),

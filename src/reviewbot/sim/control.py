@@ -11,8 +11,10 @@ action                 fields (``?`` optional)
 ``pulls``              forge, repo, author, base?, head_ref?, title?, body?, draft?, labels?,
                        head_sha? -> the pull request
 ``push``               forge, repo, number, sha? -> ``{sha}`` (the new head)
-``statuses``           forge, repo, sha, context, state, target_url?, description?
-``check-runs``         repo, sha, name, status?, conclusion?, details_url? (GitHub)
+``statuses``           forge, repo, sha (or number: the PR's head), context, state,
+                       target_url?, description? -> ``{id, sha}``
+``check-runs``         repo, sha (or number), name, status?, conclusion?, details_url?
+                       (GitHub)
 ``required-checks``    forge, repo, branch, contexts (Gitea: glob patterns)
 ``reviews``            forge, repo, number, reviewer, state, commit_sha?, body?
 ``comments``           forge, repo, number, user, body
@@ -28,7 +30,8 @@ action                 fields (``?`` optional)
 
 Reads: ``GET /_sim`` (health and repositories), ``GET /_sim/pulls/FORGE/OWNER/NAME/NUMBER``,
 ``GET /_sim/requests[?forge=]`` (the request log), ``GET /_sim/deliveries``; resets:
-``DELETE /_sim/requests``, ``DELETE /_sim/faults``.
+``DELETE /_sim/requests``, ``DELETE /_sim/faults``. docs/simulator.md has an example of each
+(a test runs them), so a change here goes there too.
 """
 
 from __future__ import annotations
@@ -166,23 +169,31 @@ async def _push(sim: Simulator, b: Body) -> Any:
     return {"sha": sha}
 
 
+def _commit(sim: Simulator, b: Body, forge: str) -> str:
+    """The commit a result is for: ``sha``, or ``number`` for that PR's current head."""
+    if "sha" not in b and "number" in b:
+        return sim.pull(forge, _need(b, "repo"), _need(b, "number", int)).head_sha
+    return str(_need(b, "sha"))
+
+
 async def _statuses(sim: Simulator, b: Body) -> Any:
+    forge = _need(b, "forge")
     status = sim.set_status(
-        _need(b, "forge"),
+        forge,
         _need(b, "repo"),
-        _need(b, "sha"),
+        _commit(sim, b, forge),
         _need(b, "context"),
         _need(b, "state"),
         target_url=_opt(b, "target_url", str),
         description=_opt(b, "description", str),
     )
-    return {"id": status.id}
+    return {"id": status.id, "sha": status.sha}
 
 
 async def _check_runs(sim: Simulator, b: Body) -> Any:
     run = sim.set_check_run(
         _need(b, "repo"),
-        _need(b, "sha"),
+        _commit(sim, b, "github"),
         _need(b, "name"),
         status=_opt(b, "status", str, "completed"),
         conclusion=_opt(b, "conclusion", str, "success"),

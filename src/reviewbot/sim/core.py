@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from typing import TYPE_CHECKING
 
 from reviewbot.sim.clock import Clock, system_clock
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.faults import Faults
-from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.records import Delivery, RequestRecord
 from reviewbot.sim.state import (
     FORGES,
     SimApp,
@@ -25,9 +24,6 @@ from reviewbot.sim.state import (
     WebhookTarget,
 )
 
-if TYPE_CHECKING:
-    from reviewbot.sim.webhooks import Delivery
-
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -42,8 +38,14 @@ def check_forge(forge: str) -> str:
 class SimCore:
     """In-memory state for both forges, the request log, fault rules and webhook targets."""
 
-    def __init__(self, clock: Clock | None = None, base_url: str = "http://127.0.0.1") -> None:
+    def __init__(
+        self, clock: Clock | None = None, base_url: str = "http://127.0.0.1", sha_seed: str = ""
+    ) -> None:
+        """``sha_seed`` makes this simulator's commit SHAs its own (default: the same SHAs
+        every run, which tests rely on); a simulator whose PRs may meet a store that
+        outlived an earlier simulator (``serve --sim``) passes a fresh one."""
         self.clock: Clock = clock or system_clock
+        self.sha_seed = sha_seed
         self.base_url = base_url.rstrip("/")
         self.faults = Faults()
         self.requests: list[RequestRecord] = []
@@ -67,7 +69,8 @@ class SimCore:
         return next(self._ids)
 
     def new_sha(self, forge: str, repo: str) -> str:
-        return hashlib.sha1(f"{forge}:{repo}:{next(self._shas)}".encode()).hexdigest()  # noqa: S324
+        text = f"{self.sha_seed}{forge}:{repo}:{next(self._shas)}"
+        return hashlib.sha1(text.encode()).hexdigest()  # noqa: S324
 
     @property
     def github_api_url(self) -> str:

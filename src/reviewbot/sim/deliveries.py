@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from reviewbot.sim import webhooks
 from reviewbot.sim.core import SimCore, check_forge
+from reviewbot.sim.records import Delivery
 from reviewbot.sim.state import WebhookTarget
-
-if TYPE_CHECKING:
-    from reviewbot.sim.simulator import Simulator
-    from reviewbot.sim.webhooks import Delivery
 
 
 class WebhookScenario(SimCore):
     """Deliveries to the webhook URL configured per forge (see :mod:`webhooks`)."""
-
-    def _sim(self) -> Simulator:
-        return cast("Simulator", self)  # only ever a part of a Simulator
 
     # ------------------------------------------------------------------ webhooks
     def set_webhook(self, forge: str, url: str, secret: str | None = None) -> None:
@@ -27,36 +21,34 @@ class WebhookScenario(SimCore):
     async def deliver_pull_request(
         self, forge: str, repo: str, number: int, action: str = "opened", **kw: Any
     ) -> Delivery:
-        return await webhooks.deliver_pull_request(self._sim(), forge, repo, number, action, **kw)
+        return await webhooks.deliver_pull_request(self, forge, repo, number, action, **kw)
 
     async def deliver_pull_request_review(
         self, forge: str, repo: str, number: int, review_id: int | None = None, **kw: Any
     ) -> Delivery:
         return await webhooks.deliver_pull_request_review(
-            self._sim(), forge, repo, number, review_id, **kw
+            self, forge, repo, number, review_id, **kw
         )
 
     async def deliver_status(
         self, forge: str, repo: str, status_id: int | None = None, **kw: Any
     ) -> Delivery:
-        return await webhooks.deliver_status(self._sim(), forge, repo, status_id, **kw)
+        return await webhooks.deliver_status(self, forge, repo, status_id, **kw)
 
     async def deliver_check_run(
         self, repo: str, check_run_id: int | None = None, action: str = "completed", **kw: Any
     ) -> Delivery:
-        return await webhooks.deliver_check_run(self._sim(), repo, check_run_id, action, **kw)
+        return await webhooks.deliver_check_run(self, repo, check_run_id, action, **kw)
 
     async def deliver_check_suite(
         self, repo: str, sha: str, action: str = "completed", **kw: Any
     ) -> Delivery:
-        return await webhooks.deliver_check_suite(self._sim(), repo, sha, action, **kw)
+        return await webhooks.deliver_check_suite(self, repo, sha, action, **kw)
 
     async def deliver_issue_comment(
         self, forge: str, repo: str, number: int, comment_id: int | None = None, **kw: Any
     ) -> Delivery:
-        return await webhooks.deliver_issue_comment(
-            self._sim(), forge, repo, number, comment_id, **kw
-        )
+        return await webhooks.deliver_issue_comment(self, forge, repo, number, comment_id, **kw)
 
     async def deliver_raw(
         self,
@@ -67,7 +59,7 @@ class WebhookScenario(SimCore):
         event_type: str | None = None,
     ) -> Delivery:
         return await webhooks.deliver_raw(
-            self._sim(),
+            self,
             forge,
             event,
             payload,
@@ -77,4 +69,4 @@ class WebhookScenario(SimCore):
 
     async def redeliver(self, delivery: Delivery) -> Delivery:
         """GitHub redelivers with the same delivery id; a Gitea manual replay gets a new one."""
-        return await webhooks.redeliver(self._sim(), delivery)
+        return await webhooks.redeliver(self, delivery)

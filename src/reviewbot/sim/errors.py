@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from reviewbot.core.errors import ReviewbotError
 
-class ApiError(Exception):
+
+class ApiError(ReviewbotError):
     """``status`` and a message; ``errors`` are validation details (GitHub's ``errors`` list)."""
 
     def __init__(self, status: int, message: str, *, errors: list[str] | None = None) -> None:
@@ -13,5 +15,5 @@ class ApiError(Exception):
         self.errors = errors or []
 
 
-class ScenarioError(ValueError):
+class ScenarioError(ReviewbotError, ValueError):
     """A scenario call that cannot be carried out (unknown repo, PR or user)."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reviewbot.sim.checks import gitea_combined_state, latest_statuses
 from reviewbot.sim.clock import forge_time
+from reviewbot.sim.core import SimCore
 from reviewbot.sim.state import (
     SimComment,
     SimCommit,
@@ -16,14 +17,11 @@ from reviewbot.sim.state import (
     SimStatus,
 )
 
-if TYPE_CHECKING:
-    from reviewbot.sim.simulator import Simulator
-
 Json = dict[str, Any]
 
 
 class GiteaJson:
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: SimCore) -> None:
         self.sim = sim
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reviewbot.sim.checks import (
     github_blocking_check,
@@ -13,6 +13,7 @@ from reviewbot.sim.checks import (
     protection_for,
 )
 from reviewbot.sim.clock import forge_time
+from reviewbot.sim.core import SimCore
 from reviewbot.sim.state import (
     SimApp,
     SimCheckRun,
@@ -27,9 +28,6 @@ from reviewbot.sim.state import (
     SimStatus,
     SimUser,
 )
-
-if TYPE_CHECKING:
-    from reviewbot.sim.simulator import Simulator
 
 Json = dict[str, Any]
 
@@ -53,7 +51,7 @@ def node_id(kind: str, ident: int) -> str:
 class GitHubJson:
     """Renders simulator state the way api.github.com does."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: SimCore) -> None:
         self.sim = sim
 
     @property

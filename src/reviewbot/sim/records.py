@@ -1,4 +1,5 @@
-"""The request log: one record per request the GitHub or Gitea API of the simulator served."""
+"""What the simulator saw and sent: one record per request its GitHub or Gitea API served, and
+one per webhook delivery it sent (with the receiver's answer)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,20 @@ class RequestRecord:
     raw_response_body: bytes = b""
     fault: bool = False  # the answer came from an injected fault
     dropped: bool = False  # the client had gone (timeout fault): nothing was handled or sent
+
+
+@dataclass
+class Delivery:
+    """One webhook delivery: what was sent, and how the receiver answered."""
+
+    forge: str
+    event: str
+    event_type: str
+    id: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    status: int | None = None
+    response_body: bytes = b""
+    error: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)

@@ -6,18 +6,19 @@ import hashlib
 import hmac
 import json
 import uuid
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 import aiohttp
 
+from reviewbot.sim.core import SimCore
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.gitea_json import GiteaJson
 from reviewbot.sim.github_json import GitHubJson
+from reviewbot.sim.records import Delivery
 from reviewbot.sim.state import SimPull, SimRepo, SimReview
 
-if TYPE_CHECKING:
-    from reviewbot.sim.simulator import Simulator
+__all__ = ["Delivery"]  # where callers have always found it; it lives in records
 
 GITHUB_USER_AGENT = "GitHub-Hookshot/sim"
 GITEA_USER_AGENT = "Go-http-client/1.1"
@@ -44,23 +45,6 @@ GITEA_REVIEW_TYPES = {
     "REQUEST_CHANGES": "pull_request_review_rejected",
     "COMMENT": "pull_request_review_comment",
 }
-
-
-@dataclass
-class Delivery:
-    """One webhook delivery: what was sent, and how the receiver answered."""
-
-    forge: str
-    event: str
-    event_type: str
-    id: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    status: int | None = None
-    response_body: bytes = b""
-    error: str | None = None
-    payload: dict[str, Any] = field(default_factory=dict)
 
 
 def github_signature_headers(secret: str | None, body: bytes) -> dict[str, str]:
@@ -130,7 +114,7 @@ def encode(payload: dict[str, Any]) -> bytes:
 
 # ---------------------------------------------------------------------- GitHub payloads
 class GitHubPayloads:
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: SimCore) -> None:
         self.sim = sim
         self.json = GitHubJson(sim)
 
@@ -314,7 +298,7 @@ class GitHubPayloads:
 class GiteaPayloads:
     """Gitea's payload structs reuse its API structs (``PullRequestPayload`` etc.)."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: SimCore) -> None:
         self.sim = sim
         self.json = GiteaJson(sim)
 
@@ -416,7 +400,7 @@ class GiteaPayloads:
 
 
 # ---------------------------------------------------------------------- sending
-def _target(sim: Simulator, forge: str) -> tuple[str, str | None]:
+def _target(sim: SimCore, forge: str) -> tuple[str, str | None]:
     target = sim.webhooks.get(forge)
     if target is None:
         raise ScenarioError(f"no webhook configured for {forge} (call set_webhook first)")
@@ -439,7 +423,7 @@ async def _post(delivery: Delivery) -> Delivery:
 
 
 async def send(
-    sim: Simulator,
+    sim: SimCore,
     forge: str,
     event: str,
     payload: dict[str, Any] | bytes,
@@ -477,7 +461,7 @@ async def send(
     return await _post(delivery)
 
 
-async def redeliver(sim: Simulator, delivery: Delivery) -> Delivery:
+async def redeliver(sim: SimCore, delivery: Delivery) -> Delivery:
     """GitHub keeps the delivery id on redelivery; Gitea's manual replay gets a new one."""
     if delivery.forge == "github":
         again = replace(
@@ -496,7 +480,7 @@ async def redeliver(sim: Simulator, delivery: Delivery) -> Delivery:
 
 
 async def deliver_pull_request(
-    sim: Simulator,
+    sim: SimCore,
     forge: str,
     repo: str,
     number: int,
@@ -521,7 +505,7 @@ async def deliver_pull_request(
 
 
 async def deliver_pull_request_review(
-    sim: Simulator,
+    sim: SimCore,
     forge: str,
     repo: str,
     number: int,
@@ -548,7 +532,7 @@ async def deliver_pull_request_review(
     return await send(sim, forge, event_type, payload, event_type=event_type)
 
 
-async def deliver_status(sim: Simulator, forge: str, repo: str, status_id: int | None) -> Delivery:
+async def deliver_status(sim: SimCore, forge: str, repo: str, status_id: int | None) -> Delivery:
     state = sim.repo(forge, repo)
     if status_id is None:
         if not state.statuses:
@@ -560,7 +544,7 @@ async def deliver_status(sim: Simulator, forge: str, repo: str, status_id: int |
     return await send(sim, forge, "status", payload, event_type="status")
 
 
-async def deliver_check_run(sim: Simulator, repo: str, run_id: int | None, action: str) -> Delivery:
+async def deliver_check_run(sim: SimCore, repo: str, run_id: int | None, action: str) -> Delivery:
     state = sim.repo("github", repo)
     if run_id is None:
         if not state.check_runs:
@@ -571,14 +555,14 @@ async def deliver_check_run(sim: Simulator, repo: str, run_id: int | None, actio
     )
 
 
-async def deliver_check_suite(sim: Simulator, repo: str, sha: str, action: str) -> Delivery:
+async def deliver_check_suite(sim: SimCore, repo: str, sha: str, action: str) -> Delivery:
     state = sim.repo("github", repo)
     payload = GitHubPayloads(sim).check_suite(state, sha, action)
     return await send(sim, "github", "check_suite", payload)
 
 
 async def deliver_issue_comment(
-    sim: Simulator,
+    sim: SimCore,
     forge: str,
     repo: str,
     number: int,
@@ -599,7 +583,7 @@ async def deliver_issue_comment(
 
 
 async def deliver_raw(
-    sim: Simulator,
+    sim: SimCore,
     forge: str,
     event: str,
     payload: dict[str, Any] | bytes,

@@ -59,6 +59,11 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
+def opt_float(value: Any) -> float | None:
+    """A nullable REAL column (a moment that may not have happened yet) as a float."""
+    return None if value is None else float(value)
+
+
 def is_row_fault(exc: BaseException) -> bool:
     """The values of one row cannot be stored (a number past 64 bits, text that is not
     UTF-8, a constraint): a fault of that row, not of the store, so retrying the rest of its

@@ -34,7 +34,7 @@ class DecisionRecord:
     source: str
     decision: str  # eligible / skip / error / waiting
     reasons: tuple[Reason, ...]
-    decided_at: str
+    decided_at: float  # seconds since the epoch
     forge: str | None = None
     repo: str | None = None  # OWNER/NAME
     number: int | None = None
@@ -67,7 +67,7 @@ class DecisionRecord:
             "reason_code": self.reason_code,
             "detail": self.detail,
             "reasons": [{"code": r.code, "detail": r.detail} for r in self.reasons],
-            "decided_at": self.decided_at,
+            "decided_at": iso(self.decided_at, timespec="microseconds"),
         }
 
     @classmethod
@@ -82,7 +82,7 @@ class DecisionRecord:
             source=row["source"],
             decision=row["decision"],
             reasons=reasons,
-            decided_at=row["decided_at"],
+            decided_at=float(row["decided_at"]),
             forge=row["forge"],
             repo=row["repo"],
             number=row["number"],
@@ -216,10 +216,10 @@ def fail_attempt(
         tx.execute(
             "UPDATE deliveries SET status = 'queued', error = ?, next_attempt_at = ? "
             "WHERE delivery_id = ?",
-            (error, iso(now + retry.delay(attempts), timespec="microseconds"), delivery_id),
+            (error, now + retry.delay(attempts), delivery_id),
         )
         return Recorded((), failed=error)
-    at = iso(now, timespec="microseconds")
+    at = now
     detail = f"not recorded after {attempts} attempt{'s' if attempts != 1 else ''}: {error}"
     failed = DecisionRecord(
         delivery_id=delivery_id,

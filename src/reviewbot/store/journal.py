@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.errors import Refused
 from reviewbot.store.database import (
     Database,
@@ -43,6 +44,7 @@ from reviewbot.store.database import (
     Tx,
     connect_sqlite,
     is_row_fault,
+    opt_float,
     skip_locked,
 )
 from reviewbot.store.postgres import PgTx
@@ -83,7 +85,7 @@ class NewDelivery:
     delivery_id: str
     source: str  # github, gitea, crew, api, file
     body: bytes
-    received_at: str
+    received_at: float  # seconds since the epoch
     forge: str | None = None
     event: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -115,11 +117,11 @@ class StoredDelivery:
     event: str | None
     headers: dict[str, str]
     body: bytes
-    received_at: str
+    received_at: float
     status: str
     attempts: int
     error: str | None
-    finished_at: str | None
+    finished_at: float | None
 
     @classmethod
     def from_row(cls, row: Row) -> StoredDelivery:
@@ -130,11 +132,11 @@ class StoredDelivery:
             event=row["event"],
             headers=json.loads(row["headers"] or "{}"),
             body=bytes(row["body"] or b""),
-            received_at=row["received_at"],
+            received_at=float(row["received_at"]),
             status=row["status"],
             attempts=int(row["attempts"]),
             error=row["error"],
-            finished_at=row["finished_at"],
+            finished_at=opt_float(row["finished_at"]),
         )
 
 
@@ -418,9 +420,9 @@ def claim(db: Database, delivery_id: str) -> StoredDelivery | None:
 
 
 def claim_batch(
-    db: Database, limit: int, now: str | None = None, *, claim: DeliveryClaim | None = None
+    db: Database, limit: int, now: float | None = None, *, claim: DeliveryClaim | None = None
 ) -> list[StoredDelivery]:
-    """The oldest ``limit`` queued deliveries that are due at ``now`` (ISO; ``None``: all),
+    """The oldest ``limit`` queued deliveries that are due at ``now`` (``None``: all),
     moved to ``processing`` in one transaction.
 
     With ``claim`` they are marked as its worker's until ``claim.until``, and deliveries
@@ -460,27 +462,27 @@ def requeue(db: Database, delivery_ids: Sequence[str]) -> None:
             )
 
 
-def next_attempt_at(db: Database) -> str | None:
-    """When the earliest queued delivery waiting out a backoff is due (ISO), if any is."""
+def next_attempt_at(db: Database) -> float | None:
+    """When the earliest queued delivery waiting out a backoff is due, if any is."""
     with db.read() as tx:
         row = tx.one(
             "SELECT MIN(next_attempt_at) AS due FROM deliveries "
             "WHERE status = 'queued' AND next_attempt_at IS NOT NULL"
         )
-    return None if row is None or row["due"] is None else str(row["due"])
+    return None if row is None or row["due"] is None else float(row["due"])
 
 
-def oldest_queued(db: Database) -> str | None:
-    """When the oldest delivery still waiting to be gated was received (ISO), if any is."""
+def oldest_queued(db: Database) -> float | None:
+    """When the oldest delivery still waiting to be gated was received, if any is."""
     with db.read() as tx:
         row = tx.one(
             "SELECT MIN(received_at) AS oldest FROM deliveries "
             "WHERE status IN ('queued', 'processing')"
         )
-    return None if row is None or row["oldest"] is None else str(row["oldest"])
+    return None if row is None or row["oldest"] is None else float(row["oldest"])
 
 
-def probe_write(db: Database, at: str) -> None:
+def probe_write(db: Database, at: float) -> None:
     """A real write (and commit) that fails as the store's writes would: disk full, I/O."""
     with db.write() as tx:
         tx.execute(
@@ -490,7 +492,7 @@ def probe_write(db: Database, at: str) -> None:
         )
 
 
-def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: str) -> None:
+def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: float) -> None:
     with db.write() as tx:
         tx.execute(
             "UPDATE deliveries SET status = ?, error = ?, finished_at = ? WHERE delivery_id = ?",
@@ -514,8 +516,8 @@ def delivery_json(stored: StoredDelivery, rows: list[dict[str, Any]]) -> dict[st
         "forge": stored.forge,
         "event": stored.event,
         "status": stored.status,
-        "received_at": stored.received_at,
-        "finished_at": stored.finished_at,
+        "received_at": iso(stored.received_at, timespec="microseconds"),
+        "finished_at": iso_or_none(stored.finished_at, timespec="microseconds"),
         "attempts": stored.attempts,
         "error": stored.error,
         "decisions": rows,

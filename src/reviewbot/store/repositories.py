@@ -54,7 +54,7 @@ def observe(
     display_name: str,
     forge_id: int | None,
     signed: bool,
-    seen_at: str,
+    seen_at: float,
 ) -> str:
     """Record that ``forge:repo`` was named; returns the key to use from now on.
 
@@ -164,7 +164,7 @@ def _move_rows(tx: Tx, table: str, forge: str, old: str, new: str) -> None:
         tx.execute("RELEASE SAVEPOINT move_row")
 
 
-def _rename(tx: Tx, forge: str, old: str, new: str, at: str) -> None:
+def _rename(tx: Tx, forge: str, old: str, new: str, at: float) -> None:
     for table in KEYED_TABLES:
         _move_rows(tx, table, forge, old, new)
     # Fencing epochs only grow: the new key keeps the larger of the two.

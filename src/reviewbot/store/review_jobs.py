@@ -73,7 +73,7 @@ def insert_in(
     action: str | None,
     sender: str | None,
     claim: JobClaim,
-    created_at: str,
+    created_at: float,
 ) -> int:
     cur = tx.execute(
         "INSERT INTO review_jobs (decision_id, delivery_id, source, forge, repo, number,"
@@ -123,7 +123,7 @@ def renew(db: Database, job_id: int, claim: JobClaim) -> bool:
         return bool(cur.rowcount == 1)
 
 
-def finish(db: Database, job_id: int, worker: str, at: str, error: str | None = None) -> None:
+def finish(db: Database, job_id: int, worker: str, at: float, error: str | None = None) -> None:
     with db.write(serialized=False) as tx:
         tx.execute(
             "UPDATE review_jobs SET status = 'done', finished_at = ?, last_error = ?"

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewbot.core.clock import iso
+from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import InlineComment, repo_key
-from reviewbot.store.database import Database, P, Row, T, Tx
+from reviewbot.store.database import Database, P, Row, T, Tx, opt_float
 
 Fence = Callable[[Tx], None]
 
@@ -80,7 +80,7 @@ class ReviewDecision:
     worker: str | None
     epoch: int | None
     outbox_id: int | None
-    decided_at: str
+    decided_at: float
 
     @classmethod
     def from_row(cls, row: Row) -> ReviewDecision:
@@ -102,7 +102,7 @@ class ReviewDecision:
             worker=row["worker"],
             epoch=row["epoch"],
             outbox_id=row["outbox_id"],
-            decided_at=row["decided_at"],
+            decided_at=float(row["decided_at"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -124,7 +124,7 @@ class ReviewDecision:
             "worker": self.worker,
             "epoch": self.epoch,
             "outbox_id": self.outbox_id,
-            "decided_at": self.decided_at,
+            "decided_at": iso(self.decided_at, timespec="microseconds"),
         }
 
 
@@ -156,9 +156,9 @@ class OutboxRow:
     decision_id: int | None
     worker: str | None
     epoch: int | None
-    created_at: str
-    created_ts: float
-    finished_at: str | None
+    created_at: float
+    created_ts: float  # the same moment (kept from when created_at was text)
+    finished_at: float | None
 
     @property
     def marker(self) -> str:
@@ -189,9 +189,9 @@ class OutboxRow:
             decision_id=row["decision_id"],
             worker=row["worker"],
             epoch=row["epoch"],
-            created_at=row["created_at"],
+            created_at=float(row["created_at"]),
             created_ts=float(row["created_ts"]),
-            finished_at=row["finished_at"],
+            finished_at=opt_float(row["finished_at"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -208,8 +208,8 @@ class OutboxRow:
             "attempts": self.attempts,
             "last_error": self.last_error,
             "forge_review_id": self.forge_review_id,
-            "created_at": self.created_at,
-            "finished_at": self.finished_at,
+            "created_at": iso(self.created_at, timespec="microseconds"),
+            "finished_at": iso_or_none(self.finished_at, timespec="microseconds"),
         }
 
 
@@ -273,7 +273,7 @@ class ReviewStore:
                         decision_id,
                         decision.worker,
                         decision.epoch,
-                        iso(now, timespec="microseconds"),
+                        now,
                         now,
                     ),
                 )
@@ -424,7 +424,7 @@ class ReviewStore:
                 "UPDATE review_outbox SET status = ?, forge_review_id = COALESCE(?, "
                 "forge_review_id), last_error = COALESCE(?, last_error), finished_at = ? "
                 "WHERE id = ? AND status = 'pending'",
-                (status, forge_review_id, error, iso(now, timespec="microseconds"), outbox_id),
+                (status, forge_review_id, error, now, outbox_id),
             )
             if cur.rowcount != 1:
                 return False
@@ -459,7 +459,7 @@ class ReviewStore:
                 tx.execute(
                     "UPDATE review_outbox SET status = 'dropped', last_error = ?, "
                     "finished_at = ? WHERE id = ?",
-                    (f"superseded by head {head_sha}", iso(now, timespec="microseconds"), oid),
+                    (f"superseded by head {head_sha}", now, oid),
                 )
         return ids
 
@@ -518,7 +518,7 @@ class ReviewStore:
                     rnd,
                     run_id,
                     data,
-                    iso(self.clock(), timespec="microseconds"),
+                    self.clock(),
                 ),
             )
             row = tx.one(
@@ -623,7 +623,7 @@ class ReviewStore:
                     number,
                     comment_id,
                     body_sha256(body),
-                    iso(self.clock(), timespec="microseconds"),
+                    self.clock(),
                 ),
             )
 
@@ -674,7 +674,7 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
             d.worker,
             d.epoch,
             outbox_id,
-            iso(now, timespec="microseconds"),
+            now,
         ),
     )
     row = cur.fetchone()

@@ -23,7 +23,7 @@ class ToolCallRecord:
     tool: str
     outcome: str  # "ok" or the refusal's error code
     detail: str
-    called_at: str
+    called_at: float  # seconds since the epoch
 
     @classmethod
     def from_row(cls, row: Row) -> ToolCallRecord:
@@ -35,7 +35,7 @@ class ToolCallRecord:
             tool=row["tool"],
             outcome=row["outcome"],
             detail=row["detail"],
-            called_at=row["called_at"],
+            called_at=float(row["called_at"]),
         )
 
 
@@ -48,7 +48,7 @@ def record_tool_call(
     tool: str,
     outcome: str,
     detail: str,
-    called_at: str,
+    called_at: float,
 ) -> int:
     with db.write() as tx:
         cur = tx.execute(

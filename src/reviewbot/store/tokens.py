@@ -11,14 +11,16 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reviewbot.core.clock import iso, iso_or_none
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.models import RepoRef
-from reviewbot.store.database import Database, Row
+from reviewbot.store.database import Database, Row, opt_float
 
 TOKEN_PREFIX = "rbt_"  # noqa: S105 - a recognisable prefix, not a secret
 SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write")
 
 
-class TokenError(ValueError):
+class TokenError(ReviewbotError, ValueError):
     """A token request is invalid (unknown scope, bad repository, name taken, not found)."""
 
 
@@ -29,8 +31,8 @@ class TokenInfo:
     prefix: str  # the first characters, to recognise a token in a list
     scopes: tuple[str, ...]
     repo: str | None  # FORGE:OWNER/NAME the token is bound to, or None for every repository
-    created_at: str
-    revoked_at: str | None
+    created_at: float  # seconds since the epoch
+    revoked_at: float | None
 
     @property
     def active(self) -> bool:
@@ -56,8 +58,8 @@ class TokenInfo:
             "prefix": self.prefix,
             "scopes": list(self.scopes),
             "repo": self.repo,
-            "created_at": self.created_at,
-            "revoked_at": self.revoked_at,
+            "created_at": iso(self.created_at, timespec="seconds"),
+            "revoked_at": iso_or_none(self.revoked_at, timespec="seconds"),
         }
 
     @classmethod
@@ -68,8 +70,8 @@ class TokenInfo:
             prefix=row["prefix"],
             scopes=tuple(s for s in str(row["scopes"]).split(",") if s),
             repo=row["repo"],
-            created_at=row["created_at"],
-            revoked_at=row["revoked_at"],
+            created_at=float(row["created_at"]),
+            revoked_at=opt_float(row["revoked_at"]),
         )
 
 
@@ -106,7 +108,7 @@ def create_token(
     name: str,
     scopes: Iterable[str] | str,
     repo: str | None,
-    now: str,
+    now: float,
     token: str | None = None,
 ) -> tuple[str, TokenInfo]:
     """A new token (the only time the plain token exists) and its stored description."""
@@ -138,7 +140,7 @@ def list_tokens(db: Database, *, include_revoked: bool = True) -> list[TokenInfo
     return [TokenInfo.from_row(r) for r in rows]
 
 
-def revoke_token(db: Database, name_or_id: str, *, now: str) -> list[TokenInfo]:
+def revoke_token(db: Database, name_or_id: str, *, now: float) -> list[TokenInfo]:
     """Revoke the active token(s) with this name, or the token with this id."""
     with db.write() as tx:
         if name_or_id.isdigit():

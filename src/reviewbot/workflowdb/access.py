@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from reviewbot.core.errors import ReviewbotError
+
 
 class DBAccess(IntEnum):
     NONE = 0
@@ -15,7 +17,7 @@ class DBAccess(IntEnum):
         return {0: "no", 1: "read", 2: "read-write"}[int(self)]
 
 
-class AccessDenied(PermissionError):
+class AccessDenied(ReviewbotError, PermissionError):
     """The caller lacks a capability; the message names it (never "unavailable")."""
 
 

@@ -8,6 +8,11 @@ Allowed, and nothing else:
 - ``ALTER TABLE name RENAME TO new``, ``ALTER TABLE name RENAME [COLUMN] old TO new``,
   ``ALTER TABLE name ADD [COLUMN] definition``, ``ALTER TABLE name DROP [COLUMN] column``
 
+The bot's own shipped migrations (``packaged``) may also hold ``UPDATE name SET ...``, to
+convert the values of a column whose type they change; they are trusted code, still applied
+through the ledger and after a pre-migration backup. User migrations never may: data changes
+go through ``mutate``.
+
 The statement's kind is read from its code tokens, after comments and whitespace, with
 keywords compared case-insensitively; a quoted word is a name, never a keyword. Names may not
 be schema-qualified (no other database can be reached), and the migration ledger and
@@ -19,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.workflowdb.sqltext import Statement, Token, TokenKind
 
 LEDGER_TABLE = "schema_migration_log"
@@ -38,6 +44,7 @@ class StatementKind(Enum):
     RENAME_COLUMN = "rename column"
     ADD_COLUMN = "add column"
     DROP_COLUMN = "drop column"
+    UPDATE_ROWS = "update"  # the bot's own migrations only
 
     @property
     def destructive(self) -> bool:
@@ -63,7 +70,7 @@ class ClassifiedStatement:
         return self.kind.destructive
 
 
-class StatementRejected(ValueError):
+class StatementRejected(ReviewbotError, ValueError):
     """A statement is outside the allow-list; the message names its number and first line."""
 
     def __init__(self, statement: Statement, reason: str) -> None:
@@ -128,8 +135,11 @@ class _Reader:
         return tok is not None and tok.kind is TokenKind.PUNCT and tok.text == punct
 
 
-def classify(statement: Statement) -> ClassifiedStatement:
-    """The allow-listed kind of ``statement``, or :class:`StatementRejected`."""
+def classify(statement: Statement, *, packaged: bool = False) -> ClassifiedStatement:
+    """The allow-listed kind of ``statement``, or :class:`StatementRejected`.
+
+    ``packaged`` is for the bot's own shipped migrations only (it also allows ``UPDATE``).
+    """
     r = _Reader(statement)
     first = r.peek()
     if first is None or first.kind is not TokenKind.WORD:
@@ -140,6 +150,10 @@ def classify(statement: Statement) -> ClassifiedStatement:
         return _drop(r)
     if r.keyword("ALTER"):
         return _alter(r)
+    if packaged and r.keyword("UPDATE"):
+        table = r.name("table")
+        r.expect("SET", why="UPDATE must name its table and then SET")
+        return ClassifiedStatement(r.stmt, StatementKind.UPDATE_ROWS, table)
     raise r.reject(f"{first.upper} is not allowed in a migration; {ALLOWED_SUMMARY}")
 
 
@@ -206,6 +220,8 @@ def _alter(r: _Reader) -> ClassifiedStatement:
     )
 
 
-def classify_all(statements: list[Statement]) -> list[ClassifiedStatement]:
+def classify_all(
+    statements: list[Statement], *, packaged: bool = False
+) -> list[ClassifiedStatement]:
     """Classify every statement; the first one outside the allow-list raises."""
-    return [classify(s) for s in statements]
+    return [classify(s, packaged=packaged) for s in statements]

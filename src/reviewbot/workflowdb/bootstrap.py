@@ -43,6 +43,7 @@ from reviewbot.workflowdb.migrations import (
     MigrationError,
     MigrationResult,
     apply_workflow_db_migration,
+    has_tables,
     table_exists,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -102,11 +103,17 @@ def database_migration_lock(db: Database) -> Iterator[None]:
 def apply_packaged_migrations(
     paths: WorkflowPaths, db: Database, *, applied_by: str = APPLIED_BY
 ) -> list[MigrationResult]:
-    """Install and apply every packaged migration not yet in the ledger (same hash)."""
+    """Install and apply every packaged migration not yet in the ledger (same hash).
+
+    A migration that changes existing data is applied after a pre-migration snapshot, as
+    every destructive migration is, except on a store this call creates: it holds nothing.
+    """
     if db.dialect != SQLITE:
         return _apply_packaged_from_package(paths, db, applied_by)
     results = []
     with migrations_lock(paths):
+        with db.read() as tx:
+            new_store = not has_tables(tx)
         for name, data in packaged_migrations():
             install_migration(paths, name, data)
             results.append(
@@ -118,6 +125,7 @@ def apply_packaged_migrations(
                     db=db,
                     skip_if_applied=True,
                     packaged=True,
+                    backup=not new_store,
                 )
             )
     return results

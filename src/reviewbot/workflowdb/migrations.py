@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.store.database import SQLITE, Database, SQLiteDatabase, Tx
 from reviewbot.store.postgres import PostgresDatabase
 from reviewbot.workflowdb import pgbackup
@@ -76,7 +77,7 @@ CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
 """
 
 
-class MigrationError(Exception):
+class MigrationError(ReviewbotError):
     """A migration was refused or failed; nothing of it was applied."""
 
 
@@ -164,7 +165,7 @@ def resolve_migration_file(migration_file: str, migrations_dir: Path) -> Path:
     return target
 
 
-def read_migration(path: Path) -> list[ClassifiedStatement]:
+def read_migration(path: Path, *, packaged: bool = False) -> list[ClassifiedStatement]:
     """Read, split and classify a migration file; any refusal happens here, before running."""
     if path.stat().st_size > MAX_MIGRATION_BYTES:
         raise MigrationError(f"{path.name}: larger than {MAX_MIGRATION_BYTES} bytes")
@@ -172,13 +173,15 @@ def read_migration(path: Path) -> list[ClassifiedStatement]:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MigrationError(f"{path.name}: not UTF-8 text ({exc.reason})") from None
-    return parse_migration(text, path.name)
+    return parse_migration(text, path.name, packaged=packaged)
 
 
-def parse_migration(text: str, file_name: str) -> list[ClassifiedStatement]:
+def parse_migration(
+    text: str, file_name: str, *, packaged: bool = False
+) -> list[ClassifiedStatement]:
     try:
         statements = migration_statements(text)
-        classified = classify_all(statements)
+        classified = classify_all(statements, packaged=packaged)
     except (SqlTextError, StatementRejected) as exc:
         raise MigrationError(f"{file_name}: {exc}; nothing was applied") from None
     if not classified:
@@ -385,7 +388,7 @@ def _referenced_tables(stmt: Statement) -> list[str | None]:
 # --- applying ----------------------------------------------------------------------------
 
 
-def _has_tables(tx: Tx) -> bool:
+def has_tables(tx: Tx) -> bool:
     if tx.dialect != SQLITE:
         row = tx.one(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema()"
@@ -430,6 +433,7 @@ def apply_workflow_db_migration(
     skip_if_applied: bool = False,
     packaged: bool = False,
     packaged_text: bytes | None = None,
+    backup: bool = True,
     clock_ns: Callable[[], int] = time.time_ns,
     now: Callable[[], str] = _utc_now,
 ) -> MigrationResult:
@@ -446,12 +450,16 @@ def apply_workflow_db_migration(
     names, so one workflow folder can serve either store). Every other
     migration is a user migration: it may not take a name of the bot's files nor touch a bot
     table (:mod:`reviewbot.workflowdb.protected`), checked before anything runs.
+    ``backup=False`` (packaged only: a store created by this very start-up, which holds
+    nothing to lose) skips the pre-migration snapshot.
 
     Raises :class:`~reviewbot.workflowdb.access.AccessDenied` (incl.
     :class:`~reviewbot.workflowdb.protected.ProtectedTable`) or :class:`MigrationError`
     (incl. :class:`BadMigrationName`); in every case nothing was applied.
     """
     require(access, DBAccess.READ_WRITE, exactly=True)
+    if not backup and not packaged:
+        raise ValueError("only the bot's own migrations on a new store may skip the backup")
     schema = None if packaged else bot_schema()
     if schema is not None:
         problem = reserved_name_problem(check_migration_name(migration_file), schema)
@@ -462,9 +470,12 @@ def apply_workflow_db_migration(
     file_name = migration_file
     if packaged_text is not None:
         assert packaged, "only the bot's own migrations are applied from the package"
-        classified = parse_migration(packaged_text.decode("utf-8"), check_migration_name(file_name))
+        classified = parse_migration(
+            packaged_text.decode("utf-8"), check_migration_name(file_name), packaged=True
+        )
     else:
-        classified = read_migration(resolve_migration_file(migration_file, paths.migrations_dir))
+        path = resolve_migration_file(migration_file, paths.migrations_dir)
+        classified = read_migration(path, packaged=packaged)
     if schema is not None:
         check_bot_tables(file_name, classified, schema)
     statements = [cs.statement for cs in classified]
@@ -481,6 +492,7 @@ def apply_workflow_db_migration(
             classified=classified,
             sha=sha,
             destructive=destructive,
+            may_back_up=backup,
             applied_by=applied_by,
             skip_if_applied=skip_if_applied,
             schema=schema,
@@ -500,6 +512,7 @@ def _apply(
     classified: list[ClassifiedStatement],
     sha: str,
     destructive: bool,
+    may_back_up: bool,
     applied_by: str,
     skip_if_applied: bool,
     schema: BotSchema | None,
@@ -518,7 +531,7 @@ def _apply(
             # Refuse what SQLite cannot drop before taking a backup or opening the transaction
             # (PostgreSQL refuses a column others depend on by itself, inside the transaction).
             _check_drop_columns(tx, file_name, classified)
-        needs_backup = destructive and _has_tables(tx)
+        needs_backup = may_back_up and destructive and has_tables(tx)
 
     backup = _backup(db, paths, classified, clock_ns) if needs_backup else None
     if backup is not None:

@@ -85,7 +85,7 @@ def schema_of(files: list[tuple[str, bytes]]) -> BotSchema:
     tables = {LEDGER_TABLE}
     indexes: set[str] = set()
     for _, data in files:
-        for cs in classify_all(migration_statements(data.decode("utf-8"))):
+        for cs in classify_all(migration_statements(data.decode("utf-8")), packaged=True):
             if cs.kind is StatementKind.CREATE_TABLE:
                 tables.add(cs.name.lower())
             elif cs.kind is StatementKind.CREATE_INDEX and cs.index is not None:

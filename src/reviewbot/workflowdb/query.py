@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.store.database import SQLiteDatabase, StoreExecutor
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
@@ -49,11 +50,11 @@ _MUTATION_STARTS = ("INSERT", "UPDATE", "DELETE")
 _SYSTEM_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master"})
 
 
-class QueryRefused(ValueError):
+class QueryRefused(ReviewbotError, ValueError):
     """The statement is not allowed on this route; nothing ran."""
 
 
-class QueryFailed(RuntimeError):
+class QueryFailed(ReviewbotError, RuntimeError):
     """The statement was allowed but SQLite could not run it (nothing was changed)."""
 
     code = "statement_failed"

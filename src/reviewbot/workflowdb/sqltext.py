@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from reviewbot.core.errors import ReviewbotError
 
-class SqlTextError(ValueError):
+
+class SqlTextError(ReviewbotError, ValueError):
     """The text cannot be read as SQL (an unterminated quote or identifier)."""
 
 

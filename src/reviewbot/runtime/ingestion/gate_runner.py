@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from reviewbot.config import Settings
 from reviewbot.core.attempts import RetryPolicy
-from reviewbot.core.clock import Clock, iso
+from reviewbot.core.clock import Clock
 from reviewbot.core.gate import (
     decision_without_gate,
     duplicate_decision,
@@ -244,7 +244,7 @@ class GateRunner:
             display_name=trigger.repo_spelling or repo,
             forge_id=trigger.repo_id if signed else None,
             signed=signed,
-            seen_at=iso(self.clock()),
+            seen_at=self.clock(),
         )
         if key == repo:
             return trigger
@@ -321,7 +321,7 @@ class GateRunner:
             source=delivery.source,
             decision=str(decision.outcome),
             reasons=decision.reasons,
-            decided_at=iso(self.clock(), timespec="microseconds"),
+            decided_at=self.clock(),
             forge=decision.forge or (trigger.forge if trigger else None) or delivery.forge,
             repo=decision.repo or (trigger.repo_full_name if trigger else None),
             number=decision.number,

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from reviewbot.core.attempts import RetryPolicy
-from reviewbot.core.clock import Clock, iso, parse_iso
+from reviewbot.core.clock import Clock
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
 from reviewbot.store.journal import DeliveryClaim, StoredDelivery
@@ -202,7 +202,7 @@ class WorkerPool:
         due = await self._store(journal.next_attempt_at, self.db)
         if due is None:
             return
-        delay = max(0.0, parse_iso(due) - self.clock()) + 0.01
+        delay = max(0.0, due - self.clock()) + 0.01
         loop = asyncio.get_running_loop()
         if self._retry_timer is not None:
             if self._retry_timer.when() <= loop.time() + delay:
@@ -250,12 +250,11 @@ class WorkerPool:
 
     async def _claim(self) -> list[StoredDelivery]:
         size = await self._defer_to_ingress()
-        at = self.clock()
-        now = iso(at, timespec="microseconds")
+        now = self.clock()
         mine = None
         if self.claim_as is not None:
             holder, term_s = self.claim_as
-            mine = DeliveryClaim(holder, at, at + term_s)
+            mine = DeliveryClaim(holder, now, now + term_s)
         claim = asyncio.ensure_future(
             self._store(functools.partial(journal.claim_batch, claim=mine), self.db, size, now)
         )

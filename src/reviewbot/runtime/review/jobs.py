@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
-from reviewbot.core.clock import Clock, iso
+from reviewbot.core.clock import Clock
 from reviewbot.runtime.review.outbox import crash_point
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import review_jobs
@@ -88,7 +88,7 @@ class ReviewJobs:
         return JobClaim(holder, self.clock() + self.term_s)
 
     async def _finish(self, job_id: int, holder: str, error: str | None) -> None:
-        at = iso(self.clock(), timespec="microseconds")
+        at = self.clock()
         await self.db.run(review_jobs.finish, self.db, job_id, holder, at, error)
 
     async def _renew(self, job_id: int, holder: str) -> None:

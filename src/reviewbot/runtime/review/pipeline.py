@@ -14,8 +14,8 @@ inline comment of the same native review, and a failed reviewer leaves the head 
 review (decision ``error``, reason ``reviewer_error``).
 
 ``on_eligible`` is the gate's hook: it decides whether an eligible delivery needs an
-evaluation (a check event re-runs the policy only while the head is still waiting or
-failing; a human dismissing the bot's review re-opens the head).
+evaluation (a check event re-runs the policy only while the head is still waiting,
+failing or without required checks; a human dismissing the bot's review re-opens the head).
 """
 
 from __future__ import annotations
@@ -75,10 +75,13 @@ from reviewbot.store.reviews import (
 log = logging.getLogger(__name__)
 
 CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
-# Decisions after which a check event at the same head is worth a new evaluation.
+# Decisions after which a check event (or a sweep) at the same head is worth a new
+# evaluation. NO_REQUIRED_CHECKS is one: the required checks may have been configured since
+# (branch protection, or the rules at a restart), and the head must not stay unreviewed.
 REEVALUATE = frozenset(
     {
         DecisionKind.WAITING,
+        DecisionKind.NO_REQUIRED_CHECKS,
         DecisionKind.REQUEST_CHANGES,
         DecisionKind.ERROR,
         DecisionKind.LEASE_HELD,
@@ -256,7 +259,8 @@ class ReviewPipeline:
         if latest.decision == DecisionKind.APPROVE:
             return False  # final at this head, unless a human dismisses the review
         if request.event in CHECK_EVENTS or request.source == "sweep":
-            # A check result can only move a head that is waiting or failing.
+            # A check result can only move a head that is waiting, failing or had nothing
+            # to judge.
             return latest.decision in REEVALUATE
         # Any other eligible event (reopened, ready for review, labels, an explicit request)
         # may change what the gate and the policy see: evaluate again.
@@ -330,7 +334,9 @@ class ReviewPipeline:
             if outcome.claim is not None:
                 await self.store.run(self.leases.release, outcome.claim)
                 outcome.claim = None
-        if self.comments is not None:
+        # A forge that just could not be reached would only fail the edit after its retries.
+        unreachable = outcome.decision.reason_code == ReasonCode.FORGE_UNREACHABLE.value
+        if self.comments is not None and not unreachable:
             outcome.state_comment = await self.comments.sync_locked(
                 request.forge, request.repo, request.number, outcome.pull or request.pull
             )

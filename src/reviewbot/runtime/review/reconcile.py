@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from reviewbot.config import Settings
-from reviewbot.core.clock import Clock, iso
+from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.progress import Progress, Write
@@ -50,7 +50,7 @@ class SweepReport:
 
 
 def sweep_delivery(
-    forge: str, repo: str, number: int, head_sha: str, received_at: str
+    forge: str, repo: str, number: int, head_sha: str, received_at: float
 ) -> NewDelivery:
     """A synthetic delivery naming one PR head, read by the gate like an API request."""
     body = json.dumps(
@@ -146,7 +146,7 @@ class Reconciler:
             if pull.draft:
                 continue
             if (pull.number, pull.head_sha) not in gated:
-                now = iso(self.clock(), timespec="microseconds")
+                now = self.clock()
                 delivery = sweep_delivery(forge_name, repo, pull.number, pull.head_sha, now)
                 if await self.enqueue(delivery):
                     report.queued.append(delivery.delivery_id)
@@ -208,5 +208,5 @@ class QueueHead:
         self.clock = clock
 
     async def __call__(self, forge: str, repo: str, number: int, head: str) -> object:
-        now = iso(self.clock(), timespec="microseconds")
+        now = self.clock()
         return await self.enqueue(sweep_delivery(forge, repo, number, head, now))

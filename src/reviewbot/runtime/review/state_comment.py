@@ -139,7 +139,7 @@ class StateComments:
                 str(seen["source"]),
                 str(seen["event"]),
                 seen["action"],
-                str(seen["received_at"]),
+                iso(float(seen["received_at"]), timespec="microseconds"),
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         records = PRStateRecords(

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.findings import Finding, Severity
 
 
@@ -46,7 +47,7 @@ _ENVELOPE_OR_LIST: TypeAdapter[FindingsEnvelope | list[FindingModel]] = TypeAdap
 )
 
 
-class MalformedFindings(ValueError):
+class MalformedFindings(ReviewbotError, ValueError):
     """The output is not JSON findings; the message says where."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 DELIVERY_FILE = "delivery.json"
@@ -31,7 +32,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ReviewbotError, ValueError):
     """A run id or a grant cannot be honoured; the message says which and why."""
 
 

@@ -14,14 +14,15 @@ the caller's and the owner's, so a step granted ``read`` cannot write through it
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock
 from reviewbot.core.errors import Refused
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.runtime.reviewers.findings import FindingModel
@@ -206,10 +207,6 @@ def run_tools(
 # -- dispatching ---------------------------------------------------------------------------
 
 
-def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
 class ToolDispatcher:
     """Resolves and runs a session's tool calls, and records each one when given a store."""
 
@@ -218,7 +215,7 @@ class ToolDispatcher:
         sessions: SessionManager,
         *,
         audit: Callable[[], Database | None] | None = None,
-        now: Callable[[], str] = _utc_now,
+        now: Clock = time.time,
     ) -> None:
         """``audit`` returns the store calls are recorded in (``None``: not recorded); a
         callable, because a server opens its store only when it starts."""

@@ -8,11 +8,11 @@ CREATE TABLE IF NOT EXISTS deliveries (
     forge text,
     event text,
     headers text NOT NULL DEFAULT '{}',
-    received_at text NOT NULL,
+    received_at double precision NOT NULL,
     status text NOT NULL DEFAULT 'queued',
     attempts bigint NOT NULL DEFAULT 0,
     error text,
-    finished_at text
+    finished_at double precision
 );
 
 -- The body exactly as received, apart from the row whose status changes (so a status
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS pr_gate_decisions (
     detail text NOT NULL DEFAULT '',
     reasons text NOT NULL DEFAULT '[]',
     semantic_key text,
-    decided_at text NOT NULL
+    decided_at double precision NOT NULL
 );
 
 CREATE INDEX IF NOT EXISTS pr_gate_decisions_by_pr ON pr_gate_decisions (forge, repo, number, id);
@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS pr_gate_decisions_by_delivery ON pr_gate_decisions (d
 CREATE TABLE IF NOT EXISTS delivery_semantic_keys (
     semantic_key text PRIMARY KEY,
     delivery_id text NOT NULL,
-    claimed_at text NOT NULL
+    claimed_at double precision NOT NULL
 );
 
 -- Bearer tokens: only the SHA-256 of the token is stored.
@@ -63,8 +63,8 @@ CREATE TABLE IF NOT EXISTS api_tokens (
     prefix text NOT NULL,
     scopes text NOT NULL,
     repo text,
-    created_at text NOT NULL,
-    revoked_at text
+    created_at double precision NOT NULL,
+    revoked_at double precision
 );
 
 CREATE INDEX IF NOT EXISTS api_tokens_by_name ON api_tokens (name);

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS review_decisions (
     worker text,
     epoch bigint,
     outbox_id bigint,
-    decided_at text NOT NULL
+    decided_at double precision NOT NULL
 );
 
 CREATE INDEX IF NOT EXISTS review_decisions_by_pr ON review_decisions (forge, repo, number, id);
@@ -50,9 +50,9 @@ CREATE TABLE IF NOT EXISTS review_outbox (
     decision_id bigint,
     worker text,
     epoch bigint,
-    created_at text NOT NULL,
+    created_at double precision NOT NULL,
     created_ts double precision NOT NULL DEFAULT 0,
-    finished_at text,
+    finished_at double precision,
     UNIQUE (forge, repo, number, head_sha, verdict, round)
 );
 
@@ -78,6 +78,6 @@ CREATE TABLE IF NOT EXISTS pr_state_comments (
     number bigint NOT NULL,
     comment_id bigint NOT NULL,
     body_sha256 text NOT NULL,
-    updated_at text NOT NULL,
+    updated_at double precision NOT NULL,
     PRIMARY KEY (forge, repo, number)
 );

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS session_tool_calls (
     tool text NOT NULL,
     outcome text NOT NULL,
     detail text NOT NULL DEFAULT '',
-    called_at text NOT NULL
+    called_at double precision NOT NULL
 );
 
 CREATE INDEX IF NOT EXISTS session_tool_calls_by_session ON session_tool_calls (session_id, id);

@@ -13,6 +13,6 @@ CREATE TABLE IF NOT EXISTS review_reviewer_runs (
     round bigint NOT NULL,
     run_id text NOT NULL,
     findings text NOT NULL DEFAULT '[]',
-    ran_at text NOT NULL,
+    ran_at double precision NOT NULL,
     PRIMARY KEY (forge, repo, number, head_sha, round)
 );

@@ -9,8 +9,8 @@ CREATE TABLE IF NOT EXISTS repositories (
     display_name text NOT NULL,
     forge_id bigint,
     signed bigint NOT NULL DEFAULT 0,
-    first_seen text NOT NULL,
-    updated_at text NOT NULL,
+    first_seen double precision NOT NULL,
+    updated_at double precision NOT NULL,
     PRIMARY KEY (forge, repo)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS repositories_by_forge_id ON repositories (forge, forge_id);
@@ -20,6 +20,6 @@ CREATE TABLE IF NOT EXISTS repository_aliases (
     forge text NOT NULL,
     old_repo text NOT NULL,
     repo text NOT NULL,
-    renamed_at text NOT NULL,
+    renamed_at double precision NOT NULL,
     PRIMARY KEY (forge, old_repo)
 );

@@ -22,8 +22,8 @@ CREATE TABLE IF NOT EXISTS review_jobs (
     claimed_by text,
     claim_until double precision NOT NULL DEFAULT 0,
     last_error text,
-    created_at text NOT NULL,
-    finished_at text
+    created_at double precision NOT NULL,
+    finished_at double precision
 );
 
 CREATE INDEX IF NOT EXISTS review_jobs_by_status ON review_jobs (status, claim_until);

@@ -1,0 +1,147 @@
+"""What ``reviewbot explain`` says about a pull request, for every face that shows it.
+
+The command line prints it and the status page's PR view shows it, from the same records
+and the same sentences: :func:`pull_facts` reads them, :func:`explain_pull` words them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reviewbot.core.clock import iso
+from reviewbot.core.models import PullRef
+from reviewbot.store import decisions, repositories
+from reviewbot.store.database import Database
+from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.reviews import ReviewDecision, ReviewStore
+
+# What each reason code means, for people; the detail says the specifics.
+PLAIN_WORDS: dict[str, str] = {
+    "eligible": "the pull request can be reviewed",
+    "not_pull_request_event": "the event is not about a pull request, so there is nothing to do",
+    "action_ignored": "this kind of change to a pull request needs no review",
+    "pr_closed": "the pull request is closed",
+    "pr_draft": "the pull request is a draft",
+    "head_moved": "the event is about an older commit; the pull request has moved on",
+    "author_is_bot": "the pull request is the bot's own; it never reviews itself",
+    "base_branch_excluded": "the target branch is not one the bot reviews",
+    "skip_label": "the pull request carries a label that tells the bot to stay away",
+    "repo_not_configured": "the repository has no rules in the configuration",
+    "forge_not_configured": "no connection to that forge is configured",
+    "duplicate_delivery": "the same event arrived before; it was handled once",
+    "delivery_unresolved": "the delivery could not be read",
+    "pr_not_found": "the forge does not know that pull request (or hides it)",
+    "no_open_pull_requests": "no open pull request has that commit as its head",
+    "forge_error": "the forge answered with an error",
+    "app_not_installed": "the GitHub App is not installed on the repository",
+    "forge_auth_failed": "the forge refused the bot's credentials",
+    "forge_unreachable": "the forge could not be reached",
+    "forge_url_wrong": "the configured forge URL does not answer like the forge's API",
+    "head_unknown": "the forge does not know that commit",
+    "wrong_endpoint": "a webhook of one forge was sent to the other forge's endpoint",
+    "permission_denied": "the user lacks the permission the request needs",
+    "recorded": "noted; nothing to review",
+    "internal_error": "the bot failed; its log has the details",
+    "delivery_failed": "the delivery could not be recorded after every attempt; it is parked",
+    "no_required_checks": "no check is required for the target branch: nothing to judge",
+    "checks_pending": "required checks are still running or have not reported yet",
+    "checks_failed": "a required check failed",
+    "checks_passed": "every required check passed",
+    "reviewer_findings": "an external reviewer reported errors",
+    "reviewer_error": "an external reviewer could not be run or gave unreadable output",
+    "sandbox_unavailable": "external reviewers did not run: the sandbox cannot run here",
+    "review_posted": "the review was posted on the forge",
+    "review_dismissed": "someone dismissed the bot's review, so the head is evaluated again",
+    "not_approved": "no approval by someone other than the author at exactly this head",
+    "changes_requested": "a reviewer's latest review requests changes",
+    "checks_not_green": "the required checks are not all green",
+    "not_mergeable": "the forge says the pull request cannot be merged",
+    "superseded": "a newer head or a newer lease holder took over",
+    "lease_not_held": "the caller does not hold the lease it claims",
+    "lease_held": "another worker holds the lease",
+}
+
+
+@dataclass(frozen=True)
+class PullFacts:
+    """Everything ``explain`` shows about one PR; ``shown`` is ``FORGE:Owner/Name#N``."""
+
+    pr: PullRef
+    shown: str
+    decisions: list[DecisionRecord]
+    reviews: list[ReviewDecision]
+    merge: dict[str, Any] | None
+
+    def text(self) -> str:
+        return explain_pull(self.shown, self.decisions, self.reviews, self.merge)
+
+
+def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int) -> PullFacts:
+    """The newest ``limit`` gate decisions and review verdicts of a PR, and its merge."""
+    rows = decisions.for_pull(db, forge=pr.forge, repo=pr.full_name, number=pr.number, limit=limit)
+    reviews = ReviewStore(db, clock).decisions(pr.forge, pr.full_name, pr.number, limit=limit)
+    shown = f"{pr.forge}:{repositories.display_name(db, pr.forge, pr.full_name)}#{pr.number}"
+    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr))
+
+
+def merge_of(db: Database, pr: PullRef) -> dict[str, Any] | None:
+    """The recorded merge of a PR, if any (read directly: no lease is involved in reading)."""
+    with db.read() as tx:
+        row = tx.one(
+            "SELECT head_sha, merge_commit_sha, method, holder, epoch FROM merged_pulls "
+            "WHERE forge = ? AND repo = ? AND number = ?",
+            (pr.forge, pr.full_name, pr.number),
+        )
+    return None if row is None else dict(row)
+
+
+def explain_pull(
+    pr: str,
+    rows: list[DecisionRecord],
+    reviews: Sequence[ReviewDecision] = (),
+    merge: dict[str, Any] | None = None,
+) -> str:
+    if not rows and not reviews and merge is None:
+        return f"No decision recorded for {pr}."
+    lines: list[str] = []
+    if merge is not None:
+        lines.append(
+            f"{pr} was merged at {merge['head_sha'][:12]} as {str(merge['merge_commit_sha'])[:12]}"
+            f" ({merge['method']}, by {merge['holder']} under lease epoch {merge['epoch']})."
+        )
+    if reviews:
+        lines.append(f"Review verdicts for {pr}, newest first:")
+        lines += [explain_review(r, indent="  ") for r in reviews]
+    if rows:
+        lines.append(f"Gate decisions for {pr}, newest first:")
+        lines += [explain_decision(r, indent="  ", with_delivery=True) for r in rows]
+    return "\n".join(lines)
+
+
+def explain_review(row: ReviewDecision, *, indent: str = "") -> str:
+    via = f" (delivery {row.delivery_id})" if row.delivery_id else ""
+    lines = [f"{indent}{when(row.decided_at)}  at {row.head_sha[:12]}: {row.decision.upper()}{via}"]
+    plain = PLAIN_WORDS.get(row.reason_code, row.reason_code.replace("_", " "))
+    detail = f": {row.detail}" if row.detail else ""
+    lines.append(f"{indent}  - {plain} [{row.reason_code}]{detail}")
+    return "\n".join(lines)
+
+
+def explain_decision(row: DecisionRecord, *, indent: str = "", with_delivery: bool = False) -> str:
+    what = f"{row.forge}:{row.repo}#{row.number}" if row.repo and row.number else "no PR"
+    at = f" at {row.head_sha[:12]}" if row.head_sha else ""
+    event = f"{row.event}{'/' + row.action if row.action else ''}" if row.event else ""
+    via = f" (delivery {row.delivery_id}, {event})" if with_delivery else ""
+    lines = [f"{indent}{when(row.decided_at)}  {what}{at}: {row.decision.upper()}{via}"]
+    for reason in row.reasons:
+        plain = PLAIN_WORDS.get(reason.code, reason.code.replace("_", " "))
+        detail = f": {reason.detail}" if reason.detail else ""
+        lines.append(f"{indent}  - {plain} [{reason.code}]{detail}")
+    return "\n".join(lines)
+
+
+def when(ts: float) -> str:
+    """A record's moment as the explain lines always showed it."""
+    return iso(ts, timespec="microseconds")

@@ -1,0 +1,1 @@
+"""The status page: server-rendered HTML over the store (see docs/status-page.md)."""
