@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-# Forge simulator fixtures (sim, sim_server, forge_specs) for every test.
-pytest_plugins = ("tests.support.sim_fixtures",)
+# Forge simulator fixtures (sim, sim_server, forge_specs) and the store fixtures
+# (store_kind, workflow_paths, postgres_url) for every test.
+pytest_plugins = ("tests.support.sim_fixtures", "tests.support.store_fixtures")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Official payloads, reduced API descriptions and signature test vectors, with their origin

@@ -225,6 +225,9 @@ class Settings(BaseSettings):
     unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
     body_read_timeout_s: float = Field(30.0, gt=0)
     workers: int = Field(4, ge=1, le=64)
+    # PostgreSQL replicas: how long a replica's claim on a delivery lasts (the deliveries of
+    # a replica that died wait this long before another takes them up).
+    delivery_claim_s: float = Field(120.0, gt=0, le=86400)
     delivery_max_attempts: int = Field(5, ge=1, le=100)
     delivery_retry_base_s: float = Field(1.0, ge=0)
     ready_max_queue_age_s: float = Field(300.0, gt=0)
@@ -308,15 +311,25 @@ class Settings(BaseSettings):
         return canonical
 
     @property
+    def postgres_url(self) -> str | None:
+        """The PostgreSQL URL when ``database_url`` is ``postgresql://...``, else ``None``."""
+        url = self.database_url
+        if url is not None and url.split(":", 1)[0] in ("postgresql", "postgres"):
+            return url
+        return None
+
+    @property
     def database_path(self) -> Path:
-        """The SQLite file (``sqlite:///PATH`` or the default in the data dir)."""
-        if self.database_url is None:
+        """The SQLite file (``sqlite:///PATH`` or the default in the data dir). With a
+        PostgreSQL ``database_url`` this is the file the bot does *not* use; the sandbox
+        still keeps reviewers away from it."""
+        if self.database_url is None or self.postgres_url is not None:
             return self.data_dir / "db" / "db.sqlite"
         if self.database_url.startswith("sqlite:///"):
             return Path(self.database_url.removeprefix("sqlite:///"))
         raise ConfigError(
             f"database_url: unsupported scheme in {self.database_url.split(':', 1)[0]!r}; "
-            "this build supports sqlite:///PATH"
+            "use sqlite:///PATH or postgresql://..."
         )
 
     def rules_for(self, repo: RepoRef) -> RepoRules | None:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
@@ -40,7 +41,7 @@ from reviewbot.runtime.review.state_comment import StateComments
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import SQLITE, Database
 from reviewbot.store.journal import GroupCommitJournal
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
@@ -112,7 +113,7 @@ class Service:
     worker: str | None = None  # a reviewer identity the caller registered (the command line)
     shutdown_grace_s: float = 10.0
     backoff_base_s: float = 2.0
-    db: SQLiteDatabase | None = None
+    db: Database | None = None
     forges: dict[str, Forge] = field(default_factory=dict)
     owns_db: bool = False
     owns_forges: bool = False
@@ -147,6 +148,7 @@ class Service:
                 WorkflowPaths.from_settings(self.settings).db_file,
                 checkpoints=Parts.WORKERS not in self.parts,
                 on_commit=self._committed,
+                database=None if db.dialect == SQLITE else db,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
             self.leases = LeaseStore(
@@ -209,7 +211,7 @@ class Service:
         )
         return record.identity
 
-    async def _review_base(self, db: SQLiteDatabase) -> _ReviewBase:
+    async def _review_base(self, db: Database) -> _ReviewBase:
         assert self.leases is not None
         worker = self.worker or await self._register(REVIEWER_NAME, "reviewer")
         reviewer = StoreReviewerLeases(self.leases, worker)
@@ -256,7 +258,7 @@ class Service:
         return ReviewParts(pipeline, drainer, store, comments, worker, jobs)
 
     async def _merge_parts(
-        self, db: SQLiteDatabase, comments: StateComments | None, re_review: ReReviewHook | None
+        self, db: Database, comments: StateComments | None, re_review: ReReviewHook | None
     ) -> MergeParts:
         assert self.leases is not None
         merges = MergeStore(db, self.leases, self.clock)
@@ -276,7 +278,7 @@ class Service:
         automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker)
         return MergeParts(merger, merges, automerge, worker, self.leases)
 
-    def _start_workers(self, db: SQLiteDatabase) -> None:
+    def _start_workers(self, db: Database) -> None:
         jobs = self.review.jobs if self.review is not None and self.on_eligible is None else None
         self.runner = GateRunner(
             db,
@@ -294,6 +296,13 @@ class Service:
             ingress_busy=self.journal.busy if self.journal is not None else None,
             clock=self.clock,
             retry=self.runner.retry,
+            # Replicas share a PostgreSQL store: each claims deliveries for a term.
+            claim_as=None
+            if db.dialect == SQLITE
+            else (
+                f"{self.client}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}",
+                self.settings.delivery_claim_s,
+            ),
         )
 
     def _eligible_hook(self) -> EligibleHook | None:
@@ -412,7 +421,7 @@ def build_service(
     *,
     clock: Clock = time.time,
     forges: Mapping[str, Forge] | None = None,
-    db: SQLiteDatabase | None = None,
+    db: Database | None = None,
     parts: Parts = Parts.SERVE,
     client: str = "reviewbot-serve",
     on_eligible: EligibleHook | None = None,

@@ -4,6 +4,7 @@ and a repository renamed on the forge (same numeric id) keeps its rows, leases a
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.store import repositories
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import NewDecision, ReviewStore
 from reviewbot.store.tokens import create_token, lookup_token
@@ -75,11 +76,14 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> SQLiteDatabase:
-    return open_store(WorkflowPaths(tmp_path / "data"))
+def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
+    """SQLite and PostgreSQL (a rename re-keys rows one by one there: no UPDATE OR IGNORE)."""
+    store = open_store(workflow_paths)
+    yield store
+    store.close()
 
 
-def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: SQLiteDatabase) -> None:
+def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> None:
     seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     key = repositories.observe(
         db,
@@ -153,7 +157,7 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: SQLiteDatabas
     leases.close()
 
 
-def test_only_a_signed_webhook_adds_a_repository_or_its_spelling(db: SQLiteDatabase) -> None:
+def test_only_a_signed_webhook_adds_a_repository_or_its_spelling(db: Database) -> None:
     seen = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     common = {"forge": "gitea", "repo": "acme/api", "seen_at": seen}
     repositories.observe(db, display_name="ACME/API", forge_id=None, signed=False, **common)

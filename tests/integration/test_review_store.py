@@ -1,15 +1,15 @@
-"""The review store on a real SQLite file: one outbox row per verdict, fenced writes."""
+"""The review store on SQLite and PostgreSQL: one outbox row per verdict, fenced writes."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.runtime.review.outbox import FenceRefused, StoreReviewerLeases
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import NewDecision, NewOutbox, ReviewStore, outbox_marker
 from reviewbot.workflowdb.bootstrap import open_store
@@ -28,8 +28,10 @@ class Clock:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> SQLiteDatabase:
-    return open_store(WorkflowPaths(tmp_path / "data"))
+def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
+    store = open_store(workflow_paths)
+    yield store
+    store.close()
 
 
 def decision(head: str = HEAD, verdict: str = "approve", **kw: object) -> NewDecision:
@@ -48,7 +50,7 @@ def approve_row() -> NewOutbox:
     return NewOutbox("approve", "approve", lambda marker: f"Approved.\n\n{marker}")
 
 
-def test_one_outbox_row_per_pull_head_and_verdict(db: SQLiteDatabase) -> None:
+def test_one_outbox_row_per_pull_head_and_verdict(db: Database) -> None:
     store = ReviewStore(db, Clock())
     first = store.record(decision(), [approve_row()])
     again = store.record(decision(), [approve_row()])
@@ -63,7 +65,7 @@ def test_one_outbox_row_per_pull_head_and_verdict(db: SQLiteDatabase) -> None:
     assert [d.outbox_id for d in store.decisions("github", "acme/api", 7)] == [row.id, row.id]
 
 
-def test_another_verdict_or_head_is_another_row(db: SQLiteDatabase) -> None:
+def test_another_verdict_or_head_is_another_row(db: Database) -> None:
     store = ReviewStore(db, Clock())
     store.record(decision(), [approve_row()])
     rc = NewOutbox("request_changes", "request_changes", lambda m: f"Changes.\n{m}")
@@ -81,7 +83,7 @@ def test_another_verdict_or_head_is_another_row(db: SQLiteDatabase) -> None:
     ]
 
 
-def test_a_dismissal_opens_a_new_round(db: SQLiteDatabase) -> None:
+def test_a_dismissal_opens_a_new_round(db: Database) -> None:
     store = ReviewStore(db, Clock())
     first = store.record(decision(), [approve_row()]).outboxes[0]
     assert store.finish(first.id, "posted", forge_review_id=11)
@@ -90,7 +92,7 @@ def test_a_dismissal_opens_a_new_round(db: SQLiteDatabase) -> None:
     assert second.id != first.id and second.round == 1
 
 
-def test_a_stale_epoch_writes_nothing(db: SQLiteDatabase) -> None:
+def test_a_stale_epoch_writes_nothing(db: Database) -> None:
     clock = Clock()
     store = ReviewStore(db, clock)
     leases = LeaseStore(db, LeaseSettings(lease_s=15, renew_s=10, retry_s=2), clock=clock)
@@ -122,7 +124,7 @@ def test_a_stale_epoch_writes_nothing(db: SQLiteDatabase) -> None:
         leases.close()
 
 
-def test_attempts_are_counted_before_posting_and_rows_close_once(db: SQLiteDatabase) -> None:
+def test_attempts_are_counted_before_posting_and_rows_close_once(db: Database) -> None:
     store = ReviewStore(db, Clock())
     row = store.record(decision(), [approve_row()]).outboxes[0]
     started = store.begin_attempt(row.id)
@@ -134,7 +136,7 @@ def test_attempts_are_counted_before_posting_and_rows_close_once(db: SQLiteDatab
     assert final is not None and (final.status, final.forge_review_id) == ("posted", 5)
 
 
-def test_missing_checks_keep_their_first_sighting(db: SQLiteDatabase) -> None:
+def test_missing_checks_keep_their_first_sighting(db: Database) -> None:
     clock = Clock()
     store = ReviewStore(db, clock)
     first = store.note_missing("github", "acme/api", 7, HEAD, ["ci/test"])

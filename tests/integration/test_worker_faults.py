@@ -30,11 +30,11 @@ class FlakyDatabase(SQLiteDatabase):
     refused = 0
 
     @contextmanager
-    def write(self, *, durable: bool = False) -> Iterator[Any]:
+    def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[Any]:
         if self.failing:
             self.refused += 1
             raise sqlite3.OperationalError("disk I/O error")
-        with super().write(durable=durable) as tx:
+        with super().write(durable=durable, serialized=serialized) as tx:
             yield tx
 
 

@@ -304,3 +304,19 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     )
     problems = [line for line in done.stderr.splitlines() if str(copy) in line]
     assert done.returncode == 0 and not problems, done.stderr
+
+
+def test_postgres_service_is_opt_in_and_keeps_its_data() -> None:
+    data = compose()
+    svc = data["services"]["postgres"]
+    assert svc["profiles"] == ["postgres"]  # the default `up` never starts it
+    assert "POSTGRES_PASSWORD" not in svc["environment"]  # a secret: from postgres.env only
+    assert svc["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    (volume,) = svc["volumes"]
+    name, target = volume.split(":")
+    assert name in data["volumes"] and target == "/var/lib/postgresql/data"
+    # The URL the comment tells operators to set names this service and its database.
+    user, db = svc["environment"]["POSTGRES_USER"], svc["environment"]["POSTGRES_DB"]
+    assert (
+        f"postgresql://{user}:THE_PASSWORD@postgres/{db}" in (DEPLOY / "compose.yaml").read_text()
+    )

@@ -1,7 +1,8 @@
 """``reviewbot db``: the workflow database's managed routes on the command line.
 
 ``apply FILE`` runs a migration from ``db/migrations/``; ``query SQL`` reads; ``mutate SQL``
-changes rows; ``log`` shows the migration ledger; ``backups`` lists pre-migration snapshots.
+changes rows; ``log`` shows the migration ledger; ``backups`` lists pre-migration snapshots;
+``export`` / ``import`` move the bot's data between stores (SQLite and PostgreSQL).
 ``REVIEWBOT_DB_ACCESS`` bounds what this process may do and ``--access`` can only lower it.
 With read-write access the store is opened as the bot opens it (folders created, the bot's
 own migrations applied); with read access nothing is written.
@@ -15,9 +16,9 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, transfer
 from reviewbot.config import load_settings
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 from reviewbot.workflowdb.migrations import (
@@ -113,6 +114,8 @@ def register(sub: Any) -> None:
     )
     backups.set_defaults(func=_backups)
 
+    transfer.register(add, _context)
+
 
 # --- shared plumbing ------------------------------------------------------------------------
 
@@ -128,7 +131,7 @@ def _limits(max_rows: int = DEFAULT_MAX_ROWS) -> QueryLimits:
     return QueryLimits(timeout_s=load_settings().query_timeout_s, max_rows=max(1, max_rows))
 
 
-def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+def _open(paths: WorkflowPaths, access: DBAccess) -> Database:
     """The store as this access allows: bootstrapped when read-write, read-only otherwise."""
     require(access, DBAccess.READ)
     try:
@@ -139,7 +142,7 @@ def _open(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
     return open_existing_store(paths)
 
 
-def _open_read(paths: WorkflowPaths, access: DBAccess) -> SQLiteDatabase:
+def _open_read(paths: WorkflowPaths, access: DBAccess) -> Database:
     """The existing store, read-only, for commands that only read (never creates one)."""
     require(access, DBAccess.READ)
     return open_existing_store(paths)

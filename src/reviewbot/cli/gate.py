@@ -28,7 +28,7 @@ from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
 from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner
 from reviewbot.store import decisions, journal
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import NewDelivery
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -104,7 +104,7 @@ async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> 
 
 
 async def _gate_file(
-    settings: Settings, db: SQLiteDatabase, path: Path, environ: dict[str, str]
+    settings: Settings, db: Database, path: Path, environ: dict[str, str]
 ) -> dict[str, Any]:
     now = time.time()
     env = {
@@ -160,9 +160,7 @@ def _load(path: Path, now: float) -> tuple[DeliveryFile, bytes] | tuple[str, str
         return known or f"file-error:{attempt}", detail
 
 
-def _record_unreadable(
-    db: SQLiteDatabase, delivery_id: str, detail: str, now: float
-) -> dict[str, Any]:
+def _record_unreadable(db: Database, delivery_id: str, detail: str, now: float) -> dict[str, Any]:
     journal.insert_delivery(
         db,
         NewDelivery(

@@ -23,7 +23,7 @@ from reviewbot.progress import Progress
 from reviewbot.runtime.explain import explain_decision
 from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.store import journal
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_store
@@ -145,7 +145,7 @@ async def replay_many(
 
 async def _review_eligible(
     settings: Settings,
-    db: SQLiteDatabase,
+    db: Database,
     forges: dict[str, Forge],
     replayed: list[tuple[str, list[DecisionRecord]]],
     reviews: dict[str, list[dict[str, Any]]],

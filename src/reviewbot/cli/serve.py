@@ -173,7 +173,8 @@ async def serve(
     if sim_session is not None:
         await sim_session.connect(base)
         _say(sim_session.describe())
-    _say(f"reviewbot: listening on {base} (store {settings.database_path})")
+    store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
+    _say(f"reviewbot: listening on {base} (store {store})")
     _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
 
     stop = asyncio.Event()

@@ -32,7 +32,7 @@ from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.state import SimPull, SimReview
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 from reviewbot.store.tokens import create_token
 
@@ -116,7 +116,7 @@ class DemoWorld:
     wait_s: float = WAIT_S
 
     @property
-    def db(self) -> SQLiteDatabase:
+    def db(self) -> Database:
         db = self.service.db
         assert db is not None
         return db

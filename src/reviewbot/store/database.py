@@ -1,8 +1,10 @@
 """The small interface every store implementation provides, and its SQLite implementation.
 
-SQL written by callers uses ``?`` placeholders and portable SQL; a PostgreSQL
-implementation translates placeholders and takes row locks where SQLite takes the
-database write lock (``BEGIN IMMEDIATE``).
+SQL written by callers uses ``?`` placeholders and portable SQL (``INSERT ... ON CONFLICT``,
+``RETURNING``, ``CASE`` rather than the two-argument ``max``), so one query serves both
+stores; :mod:`reviewbot.store.postgres` translates placeholders and serializes its write
+transactions the way SQLite's ``BEGIN IMMEDIATE`` does, except on the paths that take row
+locks instead (``write(serialized=False)``).
 
 The one rule for async code: the event loop never calls the database itself. It awaits
 :meth:`Database.run`, which runs a blocking store call on the database's own bounded pool
@@ -22,14 +24,39 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+import psycopg
+
 BUSY_TIMEOUT_MS = 10_000
 STORE_THREADS = 4  # the bound on store calls running at once for the event loop
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-Row = sqlite3.Row
 Params = Sequence[Any]
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+
+
+class Row(Protocol):
+    """A result row: by column name or position (``sqlite3.Row`` and the PostgreSQL rows)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+    def __len__(self) -> int: ...
+
+
+class Cursor(Protocol):
+    """What callers use of a cursor: the rows a statement returned and how many it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
 
 
 def opt_float(value: Any) -> float | None:
@@ -48,28 +75,56 @@ def is_row_fault(exc: BaseException) -> bool:
         | TypeError
         | sqlite3.IntegrityError
         | sqlite3.DataError
-        | sqlite3.InterfaceError,
+        | sqlite3.InterfaceError
+        | psycopg.errors.IntegrityError
+        | psycopg.errors.DataError,
     )
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A store error that may clear by itself (disk full, I/O error, busy, locked)."""
-    return isinstance(exc, sqlite3.OperationalError)
+    """A store error that may clear by itself (disk full, I/O error, busy, locked, a lost
+    connection to the server)."""
+    return isinstance(exc, sqlite3.OperationalError | psycopg.OperationalError)
 
 
 class Tx(Protocol):
     """An open transaction."""
 
-    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor: ...
+    @property
+    def dialect(self) -> str: ...
+
+    def execute(self, sql: str, params: Params = ()) -> Cursor: ...
 
     def one(self, sql: str, params: Params = ()) -> Row | None: ...
 
     def all(self, sql: str, params: Params = ()) -> list[Row]: ...
 
+    def lock_text(self, text: str, *, space: int) -> None:
+        """Hold a lock named ``(space, text)`` until the transaction ends (PostgreSQL: an
+        advisory lock; SQLite: nothing more, its write transaction excludes all others)."""
+        ...
+
+
+def skip_locked(tx: Tx) -> str:
+    """The clause that makes a claim query replica-safe: PostgreSQL locks the rows it picks
+    and skips those another transaction is claiming; SQLite's write lock already keeps every
+    other writer out, and it has no such clause."""
+    return " FOR UPDATE SKIP LOCKED" if tx.dialect == POSTGRESQL else ""
+
 
 class Database(Protocol):
-    def write(self, *, durable: bool = False) -> Any:
-        """Context manager: a write transaction that holds the write lock from its start."""
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        ...
+
+    def write(self, *, durable: bool = False, serialized: bool = True) -> Any:
+        """Context manager: a write transaction that holds the write lock from its start.
+
+        ``serialized=False`` (PostgreSQL): the transaction takes only the row locks its
+        statements take, for the paths written to be safe under concurrency on their own
+        (``FOR UPDATE SKIP LOCKED`` claims, ``ON CONFLICT`` inserts); SQLite ignores it.
+        """
         ...
 
     def read(self) -> Any:
@@ -108,6 +163,8 @@ class StoreExecutor:
 
 
 class _SQLiteTx:
+    dialect = SQLITE
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
@@ -120,6 +177,9 @@ class _SQLiteTx:
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         return list(self.conn.execute(sql, params).fetchall())
+
+    def lock_text(self, text: str, *, space: int) -> None:
+        """Nothing: ``BEGIN IMMEDIATE`` holds the database write lock already."""
 
 
 def connect_sqlite(
@@ -183,6 +243,8 @@ class ThreadConnections:
 class SQLiteDatabase:
     """One file, one connection per thread; every write transaction is ``BEGIN IMMEDIATE``."""
 
+    dialect = SQLITE
+
     def __init__(self, path: Path, *, read_only: bool = False, immutable: bool = False) -> None:
         self.path = path
         # Read-only: every connection opens with ``mode=ro``; write() then fails in the engine.
@@ -200,8 +262,9 @@ class SQLiteDatabase:
         return self._conns.get()
 
     @contextmanager
-    def write(self, *, durable: bool = False) -> Iterator[_SQLiteTx]:
-        """``durable`` commits with ``synchronous=FULL`` (the delivery journal)."""
+    def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[_SQLiteTx]:
+        """``durable`` commits with ``synchronous=FULL`` (the delivery journal); every
+        transaction holds the database write lock, whatever ``serialized`` says."""
         conn = self._conn()
         if durable:
             conn.execute("PRAGMA synchronous = FULL")

@@ -248,8 +248,8 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
     key = item.semantic_key
     if key is not None and any(r.decision != Outcome.ERROR.value for r in rows):
         tx.execute(
-            "INSERT OR IGNORE INTO delivery_semantic_keys "
-            "(semantic_key, delivery_id, claimed_at) VALUES (?, ?, ?)",
+            "INSERT INTO delivery_semantic_keys "
+            "(semantic_key, delivery_id, claimed_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             (key, delivery_id, rows[0].decided_at),
         )
         owner = tx.one(
@@ -298,7 +298,7 @@ def _insert(tx: Tx, r: DecisionRecord) -> DecisionRecord:
     cur = tx.execute(
         "INSERT INTO pr_gate_decisions (delivery_id, source, forge, repo, number, head_sha, "
         "event, action, decision, reason_code, detail, reasons, semantic_key, decided_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             r.delivery_id,
             r.source,
@@ -316,7 +316,8 @@ def _insert(tx: Tx, r: DecisionRecord) -> DecisionRecord:
             r.decided_at,
         ),
     )
-    return replace(r, id=cur.lastrowid)
+    row = cur.fetchone()
+    return replace(r, id=None if row is None else int(row["id"]))
 
 
 def for_delivery(db: Database, delivery_id: str) -> list[DecisionRecord]:

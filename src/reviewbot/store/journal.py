@@ -4,7 +4,7 @@ Acknowledgement speed comes from group commit: one writer thread owns a connecti
 ``synchronous=FULL`` and writes every delivery waiting at that moment in one transaction, so
 one fsync covers a whole batch. Each caller waits for the commit of the batch that holds its
 delivery, never for a later one. A second delivery with an id already stored is reported as a
-duplicate (``INSERT OR IGNORE``), also inside one batch.
+duplicate (``ON CONFLICT DO NOTHING``), also inside one batch.
 
 Each delivery of a batch is written inside its own savepoint: one whose values cannot be
 stored (a header with a byte that is not UTF-8) is refused alone, with
@@ -14,6 +14,12 @@ The rest of the module moves deliveries through their states
 (``queued -> processing -> done | failed | dead``) for the worker pool and reads them back.
 A delivery whose decisions could not be recorded goes back to ``queued`` with a
 ``next_attempt_at`` and is not claimed before then; after its last attempt it is ``dead``.
+
+Several processes on one PostgreSQL database claim with a :class:`DeliveryClaim`: the rows
+are picked ``FOR UPDATE SKIP LOCKED`` (two claimers never get the same delivery, and never
+wait for each other), marked with the claimer and a term, and a delivery whose claimer died
+is taken up by anyone once the term lapsed. On PostgreSQL the group-commit writer writes
+each batch in one transaction on the store's pool (:class:`GroupCommitJournal` ``database``).
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ from reviewbot.store.database import (
     connect_sqlite,
     is_row_fault,
     opt_float,
+    skip_locked,
 )
+from reviewbot.store.postgres import PgTx
 
 QUEUED = "queued"
 PROCESSING = "processing"
@@ -56,11 +64,14 @@ class UnwritableDelivery(Refused):
 
 
 _INSERT = (
-    "INSERT OR IGNORE INTO deliveries "
+    "INSERT INTO deliveries "
     "(delivery_id, source, forge, event, headers, received_at, status) "
-    "VALUES (?, ?, ?, ?, ?, ?, 'queued')"
+    "VALUES (?, ?, ?, ?, ?, ?, 'queued') ON CONFLICT DO NOTHING"
 )
-_INSERT_BODY = "INSERT OR REPLACE INTO delivery_bodies (delivery_id, body) VALUES (?, ?)"
+_INSERT_BODY = (
+    "INSERT INTO delivery_bodies (delivery_id, body) VALUES (?, ?)"
+    " ON CONFLICT (delivery_id) DO UPDATE SET body = excluded.body"
+)
 _SELECT = (
     "SELECT d.*, b.body FROM deliveries d "
     "LEFT JOIN delivery_bodies b ON b.delivery_id = d.delivery_id"
@@ -129,6 +140,15 @@ class StoredDelivery:
         )
 
 
+@dataclass(frozen=True)
+class DeliveryClaim:
+    """Who claims deliveries (one process), at what time, and until when."""
+
+    worker: str
+    now: float
+    until: float
+
+
 _Waiter = tuple[NewDelivery, "asyncio.Future[bool] | None", "threading.Event | None", list[Any]]
 _STOP = object()
 
@@ -149,8 +169,11 @@ class GroupCommitJournal:
         max_batch: int = 1024,
         checkpoints: bool = True,
         on_commit: Callable[[list[str]], None] | None = None,
+        database: Database | None = None,
     ) -> None:
         self.path = path
+        # A server database (PostgreSQL): batches go through its pool, not an SQLite file.
+        self.database = database
         self.max_batch = max_batch
         # False: another connection (the workers') checkpoints the WAL, so copying pages
         # back into the database never delays an acknowledgement.
@@ -168,14 +191,16 @@ class GroupCommitJournal:
 
     def start(self) -> GroupCommitJournal:
         if self._thread is None:
-            conn = connect_sqlite(self.path)
-            conn.execute("PRAGMA synchronous = FULL")
-            # The writer waits for the write lock itself (see _begin), in small steps: the
-            # engine's busy handler sleeps in steps of up to 100 ms, too coarse for a 202.
-            conn.execute("PRAGMA busy_timeout = 0")
-            if not self.checkpoints:
-                conn.execute("PRAGMA wal_autocheckpoint = 0")
-            self._conn = conn
+            if self.database is None:
+                conn = connect_sqlite(self.path)
+                conn.execute("PRAGMA synchronous = FULL")
+                # The writer waits for the write lock itself (see _begin), in small steps:
+                # the engine's busy handler sleeps in steps of up to 100 ms, too coarse for
+                # a 202.
+                conn.execute("PRAGMA busy_timeout = 0")
+                if not self.checkpoints:
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+                self._conn = conn
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
         return self
@@ -223,8 +248,6 @@ class GroupCommitJournal:
         return bool(result)
 
     def _run(self) -> None:
-        assert self._conn is not None
-        conn = self._conn
         stopping = False
         while not stopping:
             first = self._queue.get()
@@ -240,18 +263,38 @@ class GroupCommitJournal:
                     stopping = True
                     break
                 batch.append(item)
-            self._write_batch(conn, batch)
+            self._write_batch(batch)
 
-    def _write_batch(self, conn: sqlite3.Connection, batch: Sequence[_Waiter]) -> None:
+    def _commit(self, batch: Sequence[_Waiter]) -> list[bool | BaseException]:
+        """Write the batch in one transaction; each delivery's answer."""
+        if self.database is not None:
+            # Inserts that skip a stored id need no store-wide lock: only row locks.
+            deliveries = [d for d, *_ in batch]
+            with self.database.write(durable=True, serialized=False) as tx:
+                assert isinstance(tx, PgTx)
+                try:
+                    with tx.conn.transaction():  # a savepoint: a row fault undoes the try
+                        return _insert_pipelined(tx, deliveries)
+                except Exception as exc:
+                    if not is_row_fault(exc):
+                        raise
+                # One delivery cannot be stored: each alone, so only that one is refused.
+                return [_insert_alone(tx, d) for d in deliveries]
+        assert self._conn is not None
+        conn = self._conn
+        _begin(conn)
+        try:
+            results = [_insert_alone(conn, d) for d, *_ in batch]
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return results
+
+    def _write_batch(self, batch: Sequence[_Waiter]) -> None:
         results: list[bool | BaseException]
         try:
-            _begin(conn)
-            try:
-                results = [_insert_alone(conn, d) for d, *_ in batch]
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            results = self._commit(batch)
             self.batches += 1
             self.appended += sum(1 for r in results if r is True)
         except Exception as exc:  # the whole batch failed: every waiter hears why
@@ -281,7 +324,17 @@ class GroupCommitJournal:
             self.on_commit(new_ids)
 
 
-def _insert_alone(conn: sqlite3.Connection, delivery: NewDelivery) -> bool | BaseException:
+def _insert_pipelined(tx: PgTx, deliveries: Sequence[NewDelivery]) -> list[bool | BaseException]:
+    """PostgreSQL: the whole batch in two round trips rather than four per delivery. A
+    repeated id (stored already, or earlier in the batch) returns no row: a duplicate."""
+    rows = tx.returning_many(f"{_INSERT} RETURNING delivery_id", [d.params() for d in deliveries])
+    new = [row is not None for row in rows]
+    bodies = [(d.delivery_id, d.body) for d, fresh in zip(deliveries, new, strict=True) if fresh]
+    tx.returning_many(f"{_INSERT_BODY} RETURNING delivery_id", bodies)
+    return list(new)
+
+
+def _insert_alone(conn: sqlite3.Connection | Tx, delivery: NewDelivery) -> bool | BaseException:
     """:func:`_insert` in a savepoint: a row fault refuses this delivery only."""
     conn.execute("SAVEPOINT delivery")
     try:
@@ -331,10 +384,20 @@ def insert_delivery(db: Database, delivery: NewDelivery) -> bool:
         return _insert(tx, delivery)
 
 
-def resume_unfinished(db: Database) -> list[str]:
-    """At start: work left ``processing`` by a crash goes back to ``queued``; all queued ids."""
+def resume_unfinished(db: Database, *, lapsed_at: float | None = None) -> list[str]:
+    """At start: work left ``processing`` by a crash goes back to ``queued``; all queued ids.
+
+    ``lapsed_at`` (replicas): only the deliveries whose claim lapsed by then go back; the
+    others are being gated by a live process."""
     with db.write() as tx:
-        tx.execute("UPDATE deliveries SET status = 'queued' WHERE status = 'processing'")
+        if lapsed_at is None:
+            tx.execute("UPDATE deliveries SET status = 'queued' WHERE status = 'processing'")
+        else:
+            tx.execute(
+                "UPDATE deliveries SET status = 'queued', claimed_by = NULL"
+                " WHERE status = 'processing' AND claim_until <= ?",
+                (lapsed_at,),
+            )
         rows = tx.all(
             "SELECT delivery_id FROM deliveries WHERE status = 'queued' "
             "ORDER BY received_at, delivery_id"
@@ -360,16 +423,25 @@ def claim(db: Database, delivery_id: str, *, charge: bool = True) -> StoredDeliv
     return None if row is None else StoredDelivery.from_row(row)
 
 
-def claim_batch(db: Database, limit: int, now: float | None = None) -> list[StoredDelivery]:
+def claim_batch(
+    db: Database, limit: int, now: float | None = None, *, claim: DeliveryClaim | None = None
+) -> list[StoredDelivery]:
     """The oldest ``limit`` queued deliveries that are due at ``now`` (``None``: all),
-    moved to ``processing`` in one transaction."""
-    with db.write() as tx:
+    moved to ``processing`` in one transaction.
+
+    With ``claim`` they are marked as its worker's until ``claim.until``, and deliveries
+    left ``processing`` by a claimer whose term lapsed at ``claim.now`` are taken too."""
+    lapsed = "" if claim is None else " OR (status = 'processing' AND claim_until <= ?)"
+    claimed: tuple[object, ...] = () if claim is None else (claim.worker, claim.until)
+    with db.write(serialized=False) as tx:
         ids = tx.all(
-            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1 "
-            "WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'queued' "
-            "AND (next_attempt_at IS NULL OR ? IS NULL OR next_attempt_at <= ?) "
-            "ORDER BY received_at, delivery_id LIMIT ?) RETURNING delivery_id",
-            (now, now, limit),
+            "UPDATE deliveries SET status = 'processing', attempts = attempts + 1"
+            + ("" if claim is None else ", claimed_by = ?, claim_until = ?")
+            + " WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE"
+            " (status = 'queued' AND (next_attempt_at IS NULL OR CAST(? AS TEXT) IS NULL"
+            f" OR next_attempt_at <= ?)){lapsed}"
+            f" ORDER BY received_at, delivery_id LIMIT ?{skip_locked(tx)}) RETURNING delivery_id",
+            (*claimed, now, now, *(() if claim is None else (claim.now,)), limit),
         )
     if not ids:
         return []
@@ -417,7 +489,11 @@ def oldest_queued(db: Database) -> float | None:
 def probe_write(db: Database, at: float) -> None:
     """A real write (and commit) that fails as the store's writes would: disk full, I/O."""
     with db.write() as tx:
-        tx.execute("INSERT OR REPLACE INTO health_probe (id, probed_at) VALUES (1, ?)", (at,))
+        tx.execute(
+            "INSERT INTO health_probe (id, probed_at) VALUES (1, ?)"
+            " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at",
+            (at,),
+        )
 
 
 def finish(db: Database, delivery_id: str, *, ok: bool, error: str | None, at: float) -> None:

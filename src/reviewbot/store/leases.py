@@ -1,5 +1,11 @@
 """Leases and worker identities in the store: one ``BEGIN IMMEDIATE`` transaction per call.
 
+On PostgreSQL, where replicas share the database, a grant, heartbeat, release or
+supersession holds the target's own lock (an advisory lock named by the target) for its
+transaction instead of the store-wide write lock: two replicas granting the same target
+queue one behind the other, so each reads the epoch the other wrote and epochs stay strictly
+increasing; grants of other targets do not wait.
+
 The rules are in :mod:`reviewbot.core.leases`; this module reads the current row, asks the
 core, and writes what it answers, all inside one write transaction, so two callers can never
 both see a target free.
@@ -72,6 +78,7 @@ from reviewbot.core.sandbox import ledger_file
 from reviewbot.store import lease_history
 from reviewbot.store.database import (
     BUSY_TIMEOUT_MS,
+    Database,
     P,
     Params,
     Row,
@@ -87,6 +94,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
+TARGET_LOCKS = 0x52424C53  # the advisory-lock space of lease targets ("RBLS")
+# The larger of the stored and the new epoch (SQLite's two-argument max() is not portable).
+_LARGER_EPOCH = (
+    "CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch ELSE lease_epochs.epoch END"
+)
 _MAX_TEXT = 200
 
 
@@ -136,6 +148,12 @@ class GuardedWriteError(LeaseStoreError):
 
 def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
     return (target.forge, target.repo, target.number, target.role.value)
+
+
+def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
+    """Hold the targets' locks until the transaction ends (in one order: no deadlock)."""
+    for name in sorted({EpochLedger.target_name(t) for t in targets}):
+        tx.lock_text(name, space=TARGET_LOCKS)
 
 
 def _lease(row: Row) -> Lease:
@@ -194,13 +212,13 @@ class EpochLedger:
         return self._conns.get()
 
     @staticmethod
-    def _name(target: LeaseTarget) -> str:
+    def target_name(target: LeaseTarget) -> str:
         return f"{target.forge}:{target.repo}#{target.number}/{target.role.value}"
 
     def high_water(self, target: LeaseTarget) -> int:
         row = (
             self._conn()
-            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self._name(target),))
+            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self.target_name(target),))
             .fetchone()
         )
         return int(row[0]) if row else 0
@@ -213,12 +231,17 @@ class EpochLedger:
             conn.execute(
                 "INSERT INTO lease_epochs (target, epoch) VALUES (?, ?) ON CONFLICT (target)"
                 " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
-                (self._name(target), epoch),
+                (self.target_name(target), epoch),
             )
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def marks(self) -> list[tuple[str, int]]:
+        """Every target's mark, as ``(target name, epoch)`` (for ``db export``)."""
+        rows = self._conn().execute("SELECT target, epoch FROM lease_epochs").fetchall()
+        return [(str(name), int(epoch)) for name, epoch in rows]
 
     def close(self) -> None:
         self._conns.close()
@@ -234,7 +257,7 @@ class LeaseStore:
 
     def __init__(
         self,
-        db: SQLiteDatabase,
+        db: Database,
         timing: LeaseTiming = DEFAULT_TIMING,
         *,
         clock: Clock = time.time,
@@ -248,14 +271,21 @@ class LeaseStore:
         self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
-        self.ledger = EpochLedger(ledger_path or default_ledger_path(db.path))
+        # SQLite: the epoch ledger file beside the database (see above). PostgreSQL has no
+        # file of its own on this machine, and replicas on other machines could not share
+        # one: the high-water mark is the lease_epochs table, read and raised under the
+        # target's lock (see docs/scaling.md on restores).
+        if ledger_path is None and isinstance(db, SQLiteDatabase):
+            ledger_path = default_ledger_path(db.path)
+        self.ledger = None if ledger_path is None else EpochLedger(ledger_path)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await one of this store's calls on the database's executor (the async door)."""
         return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
-        self.ledger.close()
+        if self.ledger is not None:
+            self.ledger.close()
 
     # --- workers --------------------------------------------------------------------------------
 
@@ -405,7 +435,8 @@ class LeaseStore:
     ) -> Lease:
         """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
         request = AcquireRequest(target, worker, head_sha, ttl_s)
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, target)
             now = self.clock()
             if tx.one("SELECT 1 FROM workers WHERE identity = ?", (worker,)) is None:
                 raise UnknownWorker(
@@ -419,7 +450,8 @@ class LeaseStore:
                 f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
             )
             high_water = max(
-                int(table_mark[0]) if table_mark else 0, self.ledger.high_water(target)
+                int(table_mark[0]) if table_mark else 0,
+                self.ledger.high_water(target) if self.ledger is not None else 0,
             )
             result = core.acquire(current, high_water, request, now, self.timing)
             if isinstance(result, Refused):
@@ -428,11 +460,12 @@ class LeaseStore:
             lease = result.lease
             if result.kind is not GrantKind.RENEWED:
                 # Durable outside this database before anyone can see the grant.
-                self.ledger.raise_to(target, lease.epoch)
+                if self.ledger is not None:
+                    self.ledger.raise_to(target, lease.epoch)
                 tx.execute(
                     "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
                     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number, role)"
-                    " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
+                    f" DO UPDATE SET epoch = {_LARGER_EPOCH}",
                     (*_key(target), lease.epoch),
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
@@ -534,7 +567,8 @@ class LeaseStore:
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
         repo = repo_key(repo)
         changed: list[Lease] = []
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, *(LeaseTarget(forge, repo, number, role) for role in Role))
             now = self.clock()
             rows = tx.all(
                 "SELECT * FROM leases WHERE forge = ? AND repo = ? AND number = ?",
@@ -707,7 +741,8 @@ class LeaseStore:
         reason: str,
         actor: str,
     ) -> Lease:
-        with self.db.write() as tx:
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, claim.target)
             now = self.clock()
             # A refusal rolls this back: a refused call changes nothing, not even liveness.
             self._touch_worker(tx, claim.worker, now)

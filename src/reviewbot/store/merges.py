@@ -121,9 +121,9 @@ class MergeStore:
         """Record that a merge call is about to be sent; raises ``LeaseRefused`` if not held."""
         t = claim.target
         with self.leases.under(claim) as tx:
-            cur = tx.execute(
+            row = tx.one(
                 "INSERT INTO merge_attempts (forge, repo, number, head_sha, holder, epoch,"
-                " method, status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " method, status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     t.forge,
                     t.repo,
@@ -136,8 +136,8 @@ class MergeStore:
                     self.clock(),
                 ),
             )
-            assert cur.lastrowid is not None
-            return int(cur.lastrowid)
+            assert row is not None
+            return int(row["id"])
 
     def refused(
         self, claim: LeaseClaim, head_sha: str, method: str, codes: tuple[str, ...], detail: str
@@ -146,10 +146,10 @@ class MergeStore:
         t = claim.target
         now = self.clock()
         with self.leases.under(claim) as tx:
-            cur = tx.execute(
+            row = tx.one(
                 "INSERT INTO merge_attempts (forge, repo, number, head_sha, holder, epoch,"
                 " method, status, codes, detail, started_at, finished_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     t.forge,
                     t.repo,
@@ -165,8 +165,8 @@ class MergeStore:
                     now,
                 ),
             )
-            assert cur.lastrowid is not None
-            return int(cur.lastrowid)
+            assert row is not None
+            return int(row["id"])
 
     def finish(
         self,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewbot.store.database import Database, Tx
+import psycopg
+
+from reviewbot.store.database import SQLITE, Database, Tx
 
 # Every table whose ``repo`` column holds a canonical key, with the columns that together
 # with (forge, repo) identify a row (a rewrite that would collide leaves the old row).
@@ -141,18 +143,37 @@ def _resolve(tx: Tx, forge: str, repo: str) -> str:
     return str(row["repo"]) if row is not None else repo
 
 
-def _rename(tx: Tx, forge: str, old: str, new: str, at: float) -> None:
-    for table in KEYED_TABLES:
+def _move_rows(tx: Tx, table: str, forge: str, old: str, new: str) -> None:
+    """Re-key the rows of ``old`` to ``new``; a row whose new key is taken stays as it is."""
+    if tx.dialect == SQLITE:
         tx.execute(
             f"UPDATE OR IGNORE {table} SET repo = ? WHERE forge = ? AND repo = ?",
             (new, forge, old),
         )
+        return
+    # PostgreSQL has no UPDATE OR IGNORE: each row moves in a savepoint of its own.
+    rows = tx.all(
+        f"SELECT ctid::text AS at FROM {table} WHERE forge = ? AND repo = ?", (forge, old)
+    )
+    for row in rows:
+        tx.execute("SAVEPOINT move_row")
+        try:
+            tx.execute(f"UPDATE {table} SET repo = ? WHERE ctid = ?::tid", (new, row["at"]))
+        except psycopg.errors.UniqueViolation:
+            tx.execute("ROLLBACK TO SAVEPOINT move_row")
+        tx.execute("RELEASE SAVEPOINT move_row")
+
+
+def _rename(tx: Tx, forge: str, old: str, new: str, at: float) -> None:
+    for table in KEYED_TABLES:
+        _move_rows(tx, table, forge, old, new)
     # Fencing epochs only grow: the new key keeps the larger of the two.
     tx.execute(
         "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
         " SELECT forge, ?, number, role, epoch FROM lease_epochs WHERE forge = ? AND repo = ?"
         " ON CONFLICT (forge, repo, number, role) DO UPDATE SET"
-        " epoch = MAX(lease_epochs.epoch, excluded.epoch)",
+        " epoch = CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch"
+        " ELSE lease_epochs.epoch END",
         (new, forge, old),
     )
     tx.execute("DELETE FROM lease_epochs WHERE forge = ? AND repo = ?", (forge, old))

@@ -4,13 +4,16 @@ A job is inserted with the gate's eligible decision (same transaction, see
 :mod:`reviewbot.store.decisions`), already claimed by the process that gated it. Claims
 lapse; :func:`claim_lapsed` hands unfinished jobs whose claim lapsed to whoever asks, so a
 restart resumes every one of them.
+
+Replicas on PostgreSQL claim with ``FOR UPDATE SKIP LOCKED``: two processes asking at once
+get different jobs, and neither waits for the other.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewbot.store.database import Database, Row, Tx
+from reviewbot.store.database import Database, Row, Tx, skip_locked
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def insert_in(
     cur = tx.execute(
         "INSERT INTO review_jobs (decision_id, delivery_id, source, forge, repo, number,"
         " head_sha, event, action, sender, attempts, claimed_by, claim_until, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (
             decision_id,
             delivery_id,
@@ -92,17 +95,18 @@ def insert_in(
             created_at,
         ),
     )
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid)
+    row = cur.fetchone()
+    assert row is not None
+    return int(row["id"])
 
 
 def claim_lapsed(db: Database, claim: JobClaim, now: float, limit: int = 10) -> list[ReviewJob]:
     """Claim unfinished jobs whose claim lapsed, oldest first."""
-    with db.write() as tx:
+    with db.write(serialized=False) as tx:
         rows = tx.all(
             "UPDATE review_jobs SET claimed_by = ?, claim_until = ?, attempts = attempts + 1"
             " WHERE id IN (SELECT id FROM review_jobs WHERE status = 'queued'"
-            " AND claim_until <= ? ORDER BY id LIMIT ?) RETURNING *",
+            f" AND claim_until <= ? ORDER BY id LIMIT ?{skip_locked(tx)}) RETURNING *",
             (claim.worker, claim.until, now, limit),
         )
     return sorted((ReviewJob.from_row(r) for r in rows), key=lambda j: j.id)
@@ -110,7 +114,7 @@ def claim_lapsed(db: Database, claim: JobClaim, now: float, limit: int = 10) -> 
 
 def renew(db: Database, job_id: int, claim: JobClaim) -> bool:
     """Extend a claim still held; False when it lapsed and another process took the job."""
-    with db.write() as tx:
+    with db.write(serialized=False) as tx:
         cur = tx.execute(
             "UPDATE review_jobs SET claim_until = ? WHERE id = ? AND claimed_by = ?"
             " AND status = 'queued'",
@@ -120,7 +124,7 @@ def renew(db: Database, job_id: int, claim: JobClaim) -> bool:
 
 
 def finish(db: Database, job_id: int, worker: str, at: float, error: str | None = None) -> None:
-    with db.write() as tx:
+    with db.write(serialized=False) as tx:
         tx.execute(
             "UPDATE review_jobs SET status = 'done', finished_at = ?, last_error = ?"
             " WHERE id = ? AND claimed_by = ?",

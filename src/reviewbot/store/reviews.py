@@ -261,11 +261,11 @@ class ReviewStore:
             rnd = _round(tx, decision.forge, decision.repo, decision.number, decision.head_sha)
             decision_id = _insert_decision(tx, decision, now, outbox_id=None)
             for new in outboxes:
-                cur = tx.execute(
-                    "INSERT OR IGNORE INTO review_outbox (forge, repo, number, head_sha, "
+                inserted = tx.one(
+                    "INSERT INTO review_outbox (forge, repo, number, head_sha, "
                     "verdict, round, event, body, comments, status, decision_id, worker, epoch, "
                     "created_at, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?, 'pending', ?, "
-                    "?, ?, ?, ?)",
+                    "?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
                     (
                         decision.forge,
                         decision.repo,
@@ -284,8 +284,8 @@ class ReviewStore:
                         now,
                     ),
                 )
-                if cur.rowcount == 1:
-                    oid = int(cur.lastrowid or 0)
+                if inserted is not None:
+                    oid = int(inserted["id"])
                     tx.execute(
                         "UPDATE review_outbox SET body = ? WHERE id = ?",
                         (new.render_body(outbox_marker(oid)), oid),
@@ -518,8 +518,9 @@ class ReviewStore:
         with self.db.write() as tx:
             rnd = _round(tx, forge, repo, number, head_sha)
             tx.execute(
-                "INSERT OR IGNORE INTO review_reviewer_runs (forge, repo, number, head_sha, "
-                "round, run_id, findings, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO review_reviewer_runs (forge, repo, number, head_sha, "
+                "round, run_id, findings, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
                 (
                     forge,
                     repo,
@@ -552,8 +553,9 @@ class ReviewStore:
         with self.db.write() as tx:
             for name in names:
                 tx.execute(
-                    "INSERT OR IGNORE INTO review_missing_checks (forge, repo, number, "
-                    "head_sha, name, first_seen) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO review_missing_checks (forge, repo, number, "
+                    "head_sha, name, first_seen) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
                     (forge, repo, number, head_sha, name, now),
                 )
             marks = ",".join("?" for _ in names)
@@ -664,7 +666,8 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
     cur = tx.execute(
         "INSERT INTO review_decisions (forge, repo, number, head_sha, decision, reason_code, "
         "detail, blockers, pending, missing, failed, delivery_id, source, worker, epoch, "
-        "outbox_id, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "outbox_id, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (
             d.forge,
             d.repo,
@@ -685,4 +688,5 @@ def _insert_decision(tx: Tx, d: NewDecision, now: float, *, outbox_id: int | Non
             now,
         ),
     )
-    return int(cur.lastrowid or 0)
+    row = cur.fetchone()
+    return 0 if row is None else int(row["id"])

@@ -53,7 +53,7 @@ def record_tool_call(
     with db.write() as tx:
         cur = tx.execute(
             "INSERT INTO session_tool_calls (session_id, owner_session_id, run_id, tool, "
-            "outcome, detail, called_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "outcome, detail, called_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 session_id,
                 owner_session_id,
@@ -64,7 +64,8 @@ def record_tool_call(
                 called_at,
             ),
         )
-        return int(cur.lastrowid or 0)
+        row = cur.fetchone()
+        return 0 if row is None else int(row["id"])
 
 
 def tool_calls(

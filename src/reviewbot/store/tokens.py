@@ -122,12 +122,11 @@ def create_token(
         taken = tx.one("SELECT 1 FROM api_tokens WHERE name = ? AND revoked_at IS NULL", (name,))
         if taken is not None:
             raise TokenError(f"an active token named {name!r} exists; revoke it first")
-        cur = tx.execute(
+        row = tx.one(
             "INSERT INTO api_tokens (name, token_hash, prefix, scopes, repo, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING *",
             (name, hash_token(plain), plain[:8], ",".join(scope_list), binding, now),
         )
-        row = tx.one("SELECT * FROM api_tokens WHERE id = ?", (cur.lastrowid,))
     assert row is not None
     return plain, TokenInfo.from_row(row)
 

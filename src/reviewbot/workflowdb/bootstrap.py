@@ -9,6 +9,12 @@ unless the ledger already holds that file with the same statement hash.
 Two processes starting at once on one database apply each migration once: the whole
 start-up holds an exclusive lock on ``db/migrations/.lock``, and the engine checks the
 ledger again inside its ``BEGIN IMMEDIATE`` transaction.
+
+With ``database_url = "postgresql://..."`` the store is PostgreSQL
+(:mod:`reviewbot.store.postgres`): the packaged PostgreSQL migrations are applied from the
+package through the same engine, and starters on other machines serialize on a
+session-level advisory lock held across the whole start-up (the file lock only covers one
+machine).
 """
 
 from __future__ import annotations
@@ -20,14 +26,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
+from psycopg_pool import PoolTimeout
+
 from reviewbot.config import CONFIG_ENV, ConfigError, Settings, config_file_path
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import SQLITE, Database, SQLiteDatabase
+from reviewbot.store.postgres import (
+    MIGRATION_LOCK,
+    REVIEWBOT_LOCKS,
+    PostgresDatabase,
+    redact_url,
+)
 from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.migrations import (
     MigrationError,
     MigrationResult,
     apply_workflow_db_migration,
     has_tables,
+    table_exists,
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
@@ -69,14 +86,30 @@ def install_migration(paths: WorkflowPaths, name: str, data: bytes) -> Path:
     return target
 
 
+@contextmanager
+def database_migration_lock(db: Database) -> Iterator[None]:
+    """PostgreSQL: an advisory lock on the database, held across machines, for the start-up."""
+    if not isinstance(db, PostgresDatabase):
+        yield
+        return
+    with db.connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", (REVIEWBOT_LOCKS, MIGRATION_LOCK))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (REVIEWBOT_LOCKS, MIGRATION_LOCK))
+
+
 def apply_packaged_migrations(
-    paths: WorkflowPaths, db: SQLiteDatabase, *, applied_by: str = APPLIED_BY
+    paths: WorkflowPaths, db: Database, *, applied_by: str = APPLIED_BY
 ) -> list[MigrationResult]:
     """Install and apply every packaged migration not yet in the ledger (same hash).
 
     A migration that changes existing data is applied after a pre-migration snapshot, as
     every destructive migration is, except on a store this call creates: it holds nothing.
     """
+    if db.dialect != SQLITE:
+        return _apply_packaged_from_package(paths, db, applied_by)
     results = []
     with migrations_lock(paths):
         with db.read() as tx:
@@ -98,13 +131,56 @@ def apply_packaged_migrations(
     return results
 
 
-def open_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+def _apply_packaged_from_package(
+    paths: WorkflowPaths, db: Database, applied_by: str
+) -> list[MigrationResult]:
+    results = []
+    with migrations_lock(paths), database_migration_lock(db):
+        for name, data in packaged_migrations(db.dialect):
+            results.append(
+                apply_workflow_db_migration(
+                    name,
+                    paths=paths,
+                    access=DBAccess.READ_WRITE,
+                    applied_by=applied_by,
+                    db=db,
+                    skip_if_applied=True,
+                    packaged=True,
+                    packaged_text=data,
+                )
+            )
+    return results
+
+
+def open_postgres_store(url: str, paths: WorkflowPaths) -> PostgresDatabase:
+    """Connect to PostgreSQL and bring the bot's schema up to date there."""
+    try:
+        paths.ensure()
+    except OSError as exc:
+        raise _not_writable(paths, exc) from None
+    try:
+        db = PostgresDatabase(url)
+    except (psycopg.Error, PoolTimeout) as exc:
+        raise ConfigError(
+            f"database_url {redact_url(url)}: cannot connect to PostgreSQL ({exc})"
+        ) from None
+    try:
+        apply_packaged_migrations(paths, db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_store(source: Settings | WorkflowPaths) -> Database:
     """Create the workflow folders, bring the bot's schema up to date, return the store.
 
     Raises :class:`~reviewbot.workflowdb.migrations.MigrationError` if a packaged migration
     cannot be installed or applied.
     """
     paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    if paths.database_url is not None:
+        return open_postgres_store(paths.database_url, paths)
     try:
         paths.ensure()
         db = SQLiteDatabase(paths.db_file)
@@ -126,7 +202,7 @@ def open_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
     return db
 
 
-def open_existing_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
+def open_existing_store(source: Settings | WorkflowPaths) -> Database:
     """The store, read-only, for commands that only read; it is never created here.
 
     A missing store is a configuration problem (the command runs where another data
@@ -134,6 +210,8 @@ def open_existing_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
     at and how to point elsewhere. Nothing is written, so a read-only data directory works.
     """
     paths = source if isinstance(source, WorkflowPaths) else WorkflowPaths.from_settings(source)
+    if paths.database_url is not None:
+        return _open_existing_postgres(paths.database_url)
     db_file = paths.db_file
     if not db_file.is_file():
         config = config_file_path()
@@ -157,6 +235,25 @@ def open_existing_store(source: Settings | WorkflowPaths) -> SQLiteDatabase:
         db.close()
         where = db_file.absolute()
         raise ConfigError(f"cannot read the reviewbot store at {where}: {exc}") from None
+    return db
+
+
+def _open_existing_postgres(url: str) -> PostgresDatabase:
+    """The PostgreSQL store for a reader: nothing is written, not even the bot's schema."""
+    try:
+        db = PostgresDatabase(url)
+    except (psycopg.Error, PoolTimeout) as exc:
+        raise ConfigError(
+            f"database_url {redact_url(url)}: cannot connect to PostgreSQL ({exc})"
+        ) from None
+    with db.read() as tx:
+        ready = table_exists(tx, LEDGER_TABLE)
+    if not ready:
+        db.close()
+        raise ConfigError(
+            f"no reviewbot store in the database {redact_url(url)} (no {LEDGER_TABLE} table);"
+            " start reviewbot once against it, or check database_url"
+        )
     return db
 
 

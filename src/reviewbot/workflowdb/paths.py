@@ -16,9 +16,14 @@ class WorkflowPaths:
     # ``REVIEWBOT_DATABASE_URL=sqlite:///PATH`` puts the database file elsewhere; migrations
     # and their backups stay in the workflow folder.
     database_file: Path | None = None
+    # ``REVIEWBOT_DATABASE_URL=postgresql://...``: the store is that server database; the
+    # workflow folder still holds the migrations folder, backups and runs.
+    database_url: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> WorkflowPaths:
+        if settings.postgres_url is not None:
+            return cls(settings.data_dir, None, settings.postgres_url)
         return cls(settings.data_dir, settings.database_path)
 
     @property

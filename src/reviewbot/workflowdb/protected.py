@@ -48,9 +48,15 @@ class ProtectedTable(AccessDenied):
         self.table = table
 
 
-def packaged_migrations() -> list[tuple[str, bytes]]:
-    """The package's migration files ``(name, bytes)``, in name order."""
+def packaged_migrations(dialect: str = "sqlite") -> list[tuple[str, bytes]]:
+    """The package's migration files ``(name, bytes)`` for ``dialect``, in name order.
+
+    SQLite's are ``store/migrations/NNNN_name.sql``; PostgreSQL's, the same schema in its
+    types, are ``store/migrations/postgresql/NNNN_name.sql`` under the same names.
+    """
     folder = resources.files("reviewbot.store").joinpath("migrations")
+    if dialect != "sqlite":
+        folder = folder.joinpath(dialect)
     found = [
         (entry.name, entry.read_bytes())
         for entry in folder.iterdir()

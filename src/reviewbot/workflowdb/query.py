@@ -62,6 +62,21 @@ class QueryFailed(ReviewbotError, RuntimeError):
     code = "statement_failed"
 
 
+class QueryUnsupported(QueryFailed):
+    """The store is PostgreSQL, where these routes are not offered yet: their confinement
+    (read-only connection, SQLite's authorizer on the bot's tables and secrets) has no
+    equivalent here yet, so they refuse rather than run unconfined."""
+
+    code = "unsupported_store"
+
+
+def _require_sqlite(paths: WorkflowPaths, route: str) -> None:
+    if paths.database_url is not None:
+        raise QueryUnsupported(
+            f"{route}: not available on a PostgreSQL store (docs/scaling.md); nothing ran"
+        )
+
+
 class QueryTimeout(QueryFailed):
     """The statement ran past its time limit and was interrupted (nothing was changed)."""
 
@@ -376,6 +391,7 @@ def query_workflow_db(
     target = _describe_target(stmt)
     if target is None:
         check_query(sql)
+    _require_sqlite(paths, "query")
     _require_db(paths)
     db = SQLiteDatabase(paths.db_file, read_only=True)
     try:
@@ -416,6 +432,7 @@ def mutate_workflow_db(
     """
     require(access, DBAccess.READ_WRITE)
     stmt = check_mutation(sql)
+    _require_sqlite(paths, "mutate")
     _require_db(paths)
     db = SQLiteDatabase(paths.db_file)
     try:

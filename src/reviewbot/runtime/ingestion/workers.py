@@ -30,7 +30,7 @@ from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
-from reviewbot.store.journal import StoredDelivery
+from reviewbot.store.journal import DeliveryClaim, StoredDelivery
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,6 +44,7 @@ RESTART = RetryPolicy(max_attempts=1_000_000, base_s=0.05, max_s=5.0)
 # takes a small batch): a burst is acknowledged first and gated right after, and sustained
 # load still gets gated.
 DEFER_STEP_S = 0.005
+POLL_MAX_S = 5.0  # replicas look for unclaimed or lapsed work at least this often
 
 
 class WorkerPool:
@@ -59,8 +60,14 @@ class WorkerPool:
         clock: Clock = time.time,
         restart: RetryPolicy = RESTART,
         retry: RetryPolicy | None = None,
+        claim_as: tuple[str, float] | None = None,
     ):
         self.db = db
+        # (holder, term in seconds): replicas on one database claim deliveries with a term,
+        # so a replica that dies leaves them to lapse and another takes them up; ``None``
+        # (one process per store): a start takes up everything left unfinished.
+        self.claim_as = claim_as
+        self._poller: asyncio.Task[None] | None = None
         self.process_batch = process_batch
         self.size = size
         self.batch = batch
@@ -87,13 +94,26 @@ class WorkerPool:
 
     async def start(self) -> int:
         """Take up unfinished deliveries and start the workers; returns how many were found."""
-        resumed = await self._store(journal.resume_unfinished, self.db)
+        lapsed_at = None if self.claim_as is None else self.clock()
+        resumed = await self._store(
+            functools.partial(journal.resume_unfinished, lapsed_at=lapsed_at), self.db
+        )
         if resumed:
             log.info("resuming %d unfinished deliveries", len(resumed))
         for n in range(self.size):
             self._tasks.append(asyncio.create_task(self._supervise(n), name=f"gate-worker-{n}"))
+        if self.claim_as is not None:
+            self._poller = asyncio.create_task(self._poll(self.claim_as[1]), name="gate-poll")
         self.submit(resumed or ["start"])
         return len(resumed)
+
+    async def _poll(self, term_s: float) -> None:
+        """Replicas: look for work now and then. Another replica may have acknowledged a
+        delivery and died before claiming it, or died holding claims that have lapsed since;
+        nothing else would wake this pool for them."""
+        while True:
+            await asyncio.sleep(min(max(term_s / 4, 0.05), POLL_MAX_S))
+            self.submit()
 
     def submit(self, delivery_ids: Iterable[str] = ()) -> None:
         """New deliveries are in the journal: wake the workers (the ids are not needed)."""
@@ -113,6 +133,8 @@ class WorkerPool:
         """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
         if self._retry_timer is not None:
             self._retry_timer.cancel()
+        if self._poller is not None:
+            self._poller.cancel()
         for task in self._tasks:
             task.cancel()  # idle workers stop at once; busy ones are shielded below
         in_flight = dict(self._in_flight)
@@ -229,7 +251,13 @@ class WorkerPool:
     async def _claim(self) -> list[StoredDelivery]:
         size = await self._defer_to_ingress()
         now = self.clock()
-        claim = asyncio.ensure_future(self._store(journal.claim_batch, self.db, size, now))
+        mine = None
+        if self.claim_as is not None:
+            holder, term_s = self.claim_as
+            mine = DeliveryClaim(holder, now, now + term_s)
+        claim = asyncio.ensure_future(
+            self._store(functools.partial(journal.claim_batch, claim=mine), self.db, size, now)
+        )
         self._claims.add(claim)
         claim.add_done_callback(self._claim_done)
         try:
