@@ -124,6 +124,8 @@ class Service:
     api_tokens: ApiTokenCallers | None = None
     started: bool = False
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
+    # False: leave deliveries another process may be gating alone (``mcp --stdio``).
+    resume_deliveries: bool = True
 
     # -- start -----------------------------------------------------------------------------
 
@@ -285,6 +287,7 @@ class Service:
             ingress_busy=self.journal.busy if self.journal is not None else None,
             clock=self.clock,
             retry=self.runner.retry,
+            resume=self.resume_deliveries,
         )
 
     def _eligible_hook(self) -> EligibleHook | None:
@@ -375,6 +378,7 @@ def build_service(
     shutdown_grace_s: float = 10.0,
     backoff_base_s: float = 2.0,
     reload_settings: Callable[[], Settings] | None = None,
+    resume_deliveries: bool = True,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -384,6 +388,7 @@ def build_service(
     registered itself (``reviewbot merge`` reviews a moved head under its own worker).
     ``reload_settings`` reads the settings again the way they were read (``serve`` passes
     it), so the runtime view can tell when the configuration on disk changed.
+    ``resume_deliveries=False``: the workers reset no delivery left ``processing`` at start.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -403,4 +408,5 @@ def build_service(
         forges=dict(forges) if forges is not None else {},
         owns_forges=forges is None,
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
+        resume_deliveries=resume_deliveries,
     )
