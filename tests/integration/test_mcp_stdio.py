@@ -5,6 +5,7 @@ bindings as ``/mcp``, with the token checked before anything is served."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import reviewbot
 from reviewbot.config import load_settings
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store import decisions, journal
+from reviewbot.store.journal import NewDelivery
 from reviewbot.store.tokens import create_token, revoke_token
 from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.mcp_support import mcp_stdio, ok, refused
@@ -198,3 +200,32 @@ async def test_stdio_workers_leave_a_serves_delivery_in_processing_alone(
             assert (after.status, after.attempts) == ("processing", 1)
             assert decisions.count_for_delivery(local.db, held_id) == 0
         assert serve.proc.returncode is None  # the serve still holds it
+
+
+@pytest.mark.parametrize("resume", [False, True])
+async def test_a_delivery_a_crash_left_processing_is_resumed_only_with_resume(
+    local: Local, sim: Simulator, resume: bool
+) -> None:
+    pr = sim.open_pr(FORGE, REPO, author="alice")
+    body = json.dumps({"forge": FORGE, "repo": REPO, "number": pr.number}).encode()
+    crashed = NewDelivery(
+        delivery_id=f"api:crashed-{resume}",
+        source="api",
+        body=body,
+        received_at=NOW,
+        forge=FORGE,
+        event="review_request",
+        headers={"X-Reviewbot-Token": "t"},
+    )
+    assert journal.insert_delivery(local.db, crashed)
+    assert journal.claim(local.db, crashed.delivery_id) is not None  # then the holder died
+    token = local.token("review,read", f"resume-{resume}")
+    args = ("--resume",) if resume else ()
+    async with mcp_stdio(local.env_with(token), *args) as client:
+        queued = ok(await call(client, "review_pr", forge=FORGE, repo=REPO, number=pr.number))
+        await wait_for_status(local.db, queued["delivery_id"], {"done"})
+        if resume:  # the operator said nothing else works on this store
+            await wait_for_status(local.db, crashed.delivery_id, {"done"})
+        else:
+            stored = journal.get_delivery(local.db, crashed.delivery_id)
+            assert stored is not None and (stored.status, stored.attempts) == ("processing", 1)
