@@ -128,6 +128,8 @@ class Service:
     api_tokens: ApiTokenCallers | None = None
     started: bool = False
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
+    # False: leave deliveries another process may be gating alone (``mcp --stdio``).
+    resume_deliveries: bool = True
 
     # -- start -----------------------------------------------------------------------------
 
@@ -303,6 +305,7 @@ class Service:
                 f"{self.client}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}",
                 self.settings.delivery_claim_s,
             ),
+            resume=self.resume_deliveries,
         )
 
     def _eligible_hook(self) -> EligibleHook | None:
@@ -431,6 +434,7 @@ def build_service(
     backoff_base_s: float = 2.0,
     reload_settings: Callable[[], Settings] | None = None,
     telemetry: Telemetry | None = None,
+    resume_deliveries: bool = True,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -441,6 +445,7 @@ def build_service(
     ``reload_settings`` reads the settings again the way they were read (``serve`` passes
     it), so the runtime view can tell when the configuration on disk changed.
     ``telemetry`` defaults to a new one with its own metrics registry.
+    ``resume_deliveries=False``: the workers reset no delivery left ``processing`` at start.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -461,4 +466,5 @@ def build_service(
         forges=dict(forges) if forges is not None else {},
         owns_forges=forges is None,
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
+        resume_deliveries=resume_deliveries,
     )

@@ -7,7 +7,9 @@ for the same call, and nothing is written when a call is refused.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,20 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from reviewbot.core.prstate import STATE_MARKER, parse_pr_state
 from reviewbot.sim import SimServer, Simulator
 from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.merge_support import REPO, World, bot_world, set_check
 
 FORGE = "gitea"
+READ_TOOLS = {
+    "explain",
+    "pr_state",
+    "list_leases",
+    "resolve_capability",
+    "lease_history",
+    "runtime",
+}
 
 
 @pytest.fixture
@@ -120,11 +131,7 @@ async def test_a_client_of_the_2025_protocol_is_served_too(world: World) -> None
     # answer it as well as the per-request envelope of the newer revision.
     async with mcp_http(world.base, world.token("read"), mode="legacy") as client:
         assert client.protocol_version.startswith("2025-")
-        assert {t.name for t in (await client.list_tools()).tools} == {
-            "explain",
-            "pr_state",
-            "list_leases",
-        }
+        assert {t.name for t in (await client.list_tools()).tools} == READ_TOOLS
         assert ok(await client.call_tool("list_leases", {})) == {"leases": []}
         code, _ = refused(await client.call_tool("merge_pr", {}))
         assert code == "missing_scope"
@@ -173,7 +180,7 @@ async def test_a_read_token_cannot_merge_or_lease(world: World) -> None:
         epoch = ok(await agent.acquire(pr.number, pr.head_sha))["epoch"]
     async with mcp_http(world.base, reader) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
-        assert listed == {"explain", "pr_state", "list_leases"}
+        assert listed == READ_TOOLS
         thief = Agent(client)
         thief.identity = agent.identity
         code, detail = refused(await thief.merge(pr.number, pr.head_sha, epoch))
@@ -336,6 +343,16 @@ async def test_review_pr_is_journaled_gated_and_explained(world: World) -> None:
         )
         assert state["state"] == "open" and state["head_sha"] == pr.head_sha
         assert state["state_comment"] and pr.head_sha[:12] in state["state_comment"]
+        # The canonical fields are the ones the comment on the forge carries, key for key.
+        await world.settle()
+        posted = [
+            c.body
+            for c in world.sim.pull(FORGE, REPO, pr.number).comments
+            if STATE_MARKER in c.body
+        ]
+        assert len(posted) == 1
+        assert state["canonical"] == json.loads(json.dumps(asdict(parse_pr_state(posted[0]))))
+        assert state["canonical"]["head_sha"] == pr.head_sha
         # The same delivery through the REST API: the same body.
         status, rest = await world.call(
             "GET", f"/api/v1/deliveries/{queued['delivery_id']}", world.token("read")

@@ -5,20 +5,26 @@ bindings as ``/mcp``, with the token checked before anything is served."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 import reviewbot
 from reviewbot.config import load_settings
 from reviewbot.sim import SimServer, Simulator
+from reviewbot.store import decisions, journal
+from reviewbot.store.journal import NewDelivery
 from reviewbot.store.tokens import create_token, revoke_token
 from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.mcp_support import mcp_stdio, ok, refused
 from tests.integration.merge_support import BOT, REPO, prepare_sim, set_check
+from tests.integration.process_support import serve_process
+from tests.integration.server_support import WAIT_S
 
 pytestmark = pytest.mark.slow
 FORGE = "gitea"
@@ -114,7 +120,8 @@ async def test_a_bound_token_and_a_revoked_one_over_stdio(local: Local, sim: Sim
         listed = {t.name for t in (await client.list_tools()).tools}
         assert listed == {"explain", "pr_state", "list_leases", "register_worker",
                           "worker_heartbeat", "acquire_lease", "heartbeat_lease",
-                          "release_lease"}  # fmt: skip
+                          "release_lease", "resolve_capability", "lease_history",
+                          "runtime"}  # fmt: skip
         identity = ok(
             await call(client, "register_worker", name="b", client="t", session_id="s", role="m")
         )["worker_identity"]
@@ -146,3 +153,79 @@ async def test_no_or_a_bad_token_exits_with_one_line(
     assert proc.returncode != 0 and out == b""
     lines = [line for line in err.decode().splitlines() if line.startswith("reviewbot:")]
     assert len(lines) == 1 and expected in lines[0], err.decode()
+
+
+async def wait_for_status(db: Any, delivery_id: str, wanted: set[str]) -> Any:
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            found = journal.get_delivery(db, delivery_id)
+            if found is not None and found.status in wanted:
+                return found
+            await asyncio.sleep(0.05)
+
+
+async def test_stdio_workers_leave_a_serves_delivery_in_processing_alone(
+    local: Local, sim: Simulator, tmp_path: Path
+) -> None:
+    held = sim.open_pr(FORGE, REPO, author="alice", head_ref="held")
+    mine = sim.open_pr(FORGE, REPO, author="alice", head_ref="mine")
+    # The forge hangs on the held PR: the serve's worker claims its delivery and stays on it.
+    sim.faults.add(
+        forge=FORGE, method="GET", path=f"/repos/{REPO}/pulls/{held.number}", delay=120.0,
+        times=100,
+    )  # fmt: skip
+    token = local.token("review,read", "shared-store")
+    async with serve_process(cwd=tmp_path, env=local.env) as serve:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                serve.base + "/api/v1/reviews",
+                json={"forge": FORGE, "repo": REPO, "number": held.number},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as resp,
+        ):
+            assert resp.status == 202, await resp.text()
+            held_id = (await resp.json())["delivery_id"]
+        before = await wait_for_status(local.db, held_id, {"processing"})
+        assert before.attempts == 1
+
+        async with mcp_stdio(local.env_with(token)) as client:
+            # The stdio process runs workers of its own: they gate what it journals...
+            queued = ok(await call(client, "review_pr", forge=FORGE, repo=REPO, number=mine.number))
+            await wait_for_status(local.db, queued["delivery_id"], {"done"})
+            assert decisions.count_for_delivery(local.db, queued["delivery_id"]) == 1
+            # ...and never took over the serve's delivery: not reset, not claimed again.
+            after = journal.get_delivery(local.db, held_id)
+            assert after is not None
+            assert (after.status, after.attempts) == ("processing", 1)
+            assert decisions.count_for_delivery(local.db, held_id) == 0
+        assert serve.proc.returncode is None  # the serve still holds it
+
+
+@pytest.mark.parametrize("resume", [False, True])
+async def test_a_delivery_a_crash_left_processing_is_resumed_only_with_resume(
+    local: Local, sim: Simulator, resume: bool
+) -> None:
+    pr = sim.open_pr(FORGE, REPO, author="alice")
+    body = json.dumps({"forge": FORGE, "repo": REPO, "number": pr.number}).encode()
+    crashed = NewDelivery(
+        delivery_id=f"api:crashed-{resume}",
+        source="api",
+        body=body,
+        received_at=NOW,
+        forge=FORGE,
+        event="review_request",
+        headers={"X-Reviewbot-Token": "t"},
+    )
+    assert journal.insert_delivery(local.db, crashed)
+    assert journal.claim(local.db, crashed.delivery_id) is not None  # then the holder died
+    token = local.token("review,read", f"resume-{resume}")
+    args = ("--resume",) if resume else ()
+    async with mcp_stdio(local.env_with(token), *args) as client:
+        queued = ok(await call(client, "review_pr", forge=FORGE, repo=REPO, number=pr.number))
+        await wait_for_status(local.db, queued["delivery_id"], {"done"})
+        if resume:  # the operator said nothing else works on this store
+            await wait_for_status(local.db, crashed.delivery_id, {"done"})
+        else:
+            stored = journal.get_delivery(local.db, crashed.delivery_id)
+            assert stored is not None and (stored.status, stored.attempts) == ("processing", 1)

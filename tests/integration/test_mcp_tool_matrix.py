@@ -60,6 +60,9 @@ REST: dict[str, tuple[str, str] | None] = {
     "list_leases": ("GET", "/api/v1/leases"),
     "explain": ("GET", "/api/v1/decisions"),
     "pr_state": None,  # MCP only for now
+    "resolve_capability": ("GET", "/api/v1/capability"),
+    "lease_history": ("GET", "/api/v1/leases/history"),
+    "runtime": ("GET", "/api/v1/runtime"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 

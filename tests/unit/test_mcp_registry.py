@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reviewbot.config import Settings
 from reviewbot.core.errors import Refused
-from reviewbot.server.mcp_registry import Caller, Registry, ToolEnv
+from reviewbot.server.mcp_registry import SESSION_TOOLS, Caller, Registry, ToolEnv
 from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.service import build_service
@@ -115,3 +115,10 @@ def test_every_tool_is_documented_with_a_valid_example(tool: Any) -> None:
     assert definition.output_schema is not None
     assert definition.input_schema["examples"] == [tool.example]
     assert tool.scope in ("read", "review", "lease", "merge")
+
+
+def test_every_tool_is_in_the_agents_page_table() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    names = [t.name for t in TOOLS] + list(SESSION_TOOLS)
+    missing = [n for n in names if f"| `{n}` |" not in page]
+    assert not missing, f"docs/agents.md does not list {missing}"

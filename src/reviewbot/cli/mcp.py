@@ -38,6 +38,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="only journal review requests; a process with workers gates them",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="at start, put deliveries left 'processing' back in the queue (only when no "
+        "`serve` or other process gates deliveries of this store: it would take theirs over)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -58,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(settings)
 
     try:
-        asyncio.run(serve_stdio(settings, token, run_workers=not args.no_workers))
+        asyncio.run(
+            serve_stdio(settings, token, run_workers=not args.no_workers, resume=args.resume)
+        )
     except ReviewbotError as exc:
         raise CommandError(f"{exc.code}: {exc.detail}") from None
     return 0

@@ -29,7 +29,7 @@ from reviewbot.server.lease_bodies import (
 )
 from reviewbot.service import MergeParts, Service
 from reviewbot.store import repositories
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo
 
 
@@ -66,7 +66,7 @@ def merge_parts(service: Service) -> MergeParts:
     return service.merge
 
 
-def database(service: Service) -> SQLiteDatabase:
+def database(service: Service) -> Database:
     assert service.db is not None
     return service.db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -67,9 +67,15 @@ async def read_model(request: web.Request, model: type[M], limit: int = MAX_JSON
         raise Refused(f"the body is not JSON: {exc}", code="invalid_request") from None
     if not isinstance(data, dict):
         raise Refused("the body must be a JSON object", code="invalid_request")
+    return as_model(model, data)
+
+
+def as_model(model: type[M], data: dict[str, Any], *, whole: str = "body") -> M:
+    """``data`` validated by ``model`` (a body, a query, tool arguments); the first problem
+    is the detail of an ``invalid_request`` refusal."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "body"
+        where = ".".join(str(p) for p in err["loc"]) or whole
         raise Refused(f"{where}: {err['msg']}", code="invalid_request") from None

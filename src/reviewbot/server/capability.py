@@ -4,26 +4,19 @@ May this caller review or merge this PR now, and if not, every reason at once (s
 ``docs/capability.md``). Scope ``read``; a token bound to another repository is refused
 ``403 repo_not_allowed`` before anything is read, so nothing about another repository's PR
 leaks. The scopes the action itself needs (``review``; ``lease`` and ``merge``) are
-reported as blockers, not refused: the answer is what the caller asked.
+reported as blockers, not refused: the answer is what the caller asked. The
+``resolve_capability`` MCP tool calls the same :func:`read_actions.capability`.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from reviewbot.core.capability import Action
-from reviewbot.core.errors import Refused
-from reviewbot.core.leases import WorkerOwner
-from reviewbot.runtime.capability import Caller, read_capability
+from reviewbot.server import read_actions
 from reviewbot.server.app_keys import SERVICE
-from reviewbot.server.history import bound_pr
-
-_ACTIONS = {
-    "review": Action.REVIEW,
-    "reviewer": Action.REVIEW,
-    "merge": Action.MERGE,
-    "merger": Action.MERGE,
-}
+from reviewbot.server.auth import authenticate
+from reviewbot.server.body import as_model
+from reviewbot.server.history import query_pr
 
 
 def add_routes(app: web.Application) -> None:
@@ -31,25 +24,11 @@ def add_routes(app: web.Application) -> None:
 
 
 async def api_capability(request: web.Request) -> web.Response:
-    info, pr = await bound_pr(request, "read")
+    info = await authenticate(request, "read")
     q = request.query
-    action = _ACTIONS.get(q.get("role", ""))
-    if action is None:
-        raise Refused("role must be review or merge", code="invalid_request")
-    worker = q.get("worker") or None
-    if worker is not None and (len(worker) > 200 or not worker.isprintable()):
-        raise Refused("worker: 1-200 printable characters", code="invalid_request")
-    service = request.app[SERVICE]
-    parts = service.merge
-    if parts is None:
-        raise Refused("this server does not run the lease API", code="not_found")
-    answer = await read_capability(
-        action=action,
-        pr=pr,
-        worker=worker,
-        caller=Caller(frozenset(info.scopes), info.repo, WorkerOwner(info.id, None, info.name)),
-        forges=service.forges,
-        leases=parts.leases,
-        settings=service.settings,
+    query = as_model(
+        read_actions.CapabilityQuery,
+        {"pr": query_pr(request), "role": q.get("role", ""), "worker": q.get("worker") or None},
+        whole="query",
     )
-    return web.json_response(answer.to_json())
+    return web.json_response(await read_actions.capability(request.app[SERVICE], info, query))

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import mcp_types as types
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from reviewbot.core.errors import Refused
 from reviewbot.runtime.reviewers.findings import FindingModel
 from reviewbot.runtime.reviewers.sessions import Session, SessionError
 from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryArgs
 from reviewbot.server.auth import require_scope
+from reviewbot.server.body import as_model
 from reviewbot.server.tools import call_as_token, token_access_of
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
@@ -203,12 +204,7 @@ def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[
 
 def parse_args(model: type[M], arguments: dict[str, Any] | None) -> M:
     """Arguments validated by the body model of the HTTP route; the first problem is named."""
-    try:
-        return model.model_validate(arguments or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        raise Refused(f"{where}: {err['msg']}", code="invalid_request") from None
+    return as_model(model, arguments or {}, whole="arguments")
 
 
 async def call_tool(

@@ -5,6 +5,15 @@ The same tools and checks as ``/mcp``: the process's token (``REVIEWBOT_TOKEN`` 
 revoked while the client runs stops working at its next call. The process runs the journal,
 the gate workers, the review pipeline and the merger, like ``reviewbot serve`` without its
 HTTP face (``run_workers=False``: only the journal and the merger, as ``serve --no-workers``).
+
+Unlike ``serve``, its workers run no recovery at start: a client starts this process
+whenever it likes, often while a ``serve`` (or another stdio process) is gating deliveries
+of the same store, and a delivery in ``processing`` carries no owner, so one abandoned by a
+crash cannot be told from one a live process is gating. Resetting them all to ``queued``
+would gate the live ones a second time. So the process only claims queued deliveries (a
+claim is atomic) and leaves ``processing`` ones to their holder; what a crash left behind
+is taken up by the next ``serve`` start, or by ``mcp --stdio --resume`` when the operator
+knows no other process works on the store.
 """
 
 from __future__ import annotations
@@ -50,9 +59,11 @@ def stdio_server_for(service: Service, token: str) -> Server[Any]:
     return build_server(TOOLS, service, caller_of)
 
 
-async def serve_stdio(settings: Settings, token: str | None, *, run_workers: bool = True) -> None:
+async def serve_stdio(
+    settings: Settings, token: str | None, *, run_workers: bool = True, resume: bool = False
+) -> None:
     parts = STDIO_PARTS if run_workers else Parts.JOURNAL | Parts.MERGE
-    service = build_service(settings, parts=parts, client="reviewbot-mcp")
+    service = build_service(settings, parts=parts, client="reviewbot-mcp", resume_deliveries=resume)
     async with service:
         await check_stdio_token(service, token)
         assert token is not None

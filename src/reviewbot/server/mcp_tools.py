@@ -1,9 +1,8 @@
 """The MCP tools: each one registration over the action its HTTP route calls (``actions.py``).
 
-The inputs are the HTTP bodies' models, so a value the REST route refuses is refused here
-with the same code. The workflow-DB tools and ``record_finding`` are session tools, listed
-and resolved by ``mcp_registry.py``. ``resolve_capability`` and ``runtime`` join this list
-as two more registrations over their shared functions.
+The inputs are the HTTP bodies' (or queries') models, so a value the REST route refuses is
+refused here with the same code. The workflow-DB tools and ``record_finding`` are session
+tools, listed and resolved by ``mcp_registry.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions
+from reviewbot.server import actions, pull_actions, read_actions
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -22,8 +21,10 @@ from reviewbot.server.lease_bodies import (
     WorkerBody,
     WorkerHeartbeatBody,
 )
+from reviewbot.server.mcp_outputs import CanonicalState, CapabilityAnswer, History, Runtime
 from reviewbot.server.mcp_registry import Registry, ToolEnv
 from reviewbot.server.pull_actions import PullBody
+from reviewbot.server.read_actions import CapabilityQuery, HistoryQuery, RuntimeQuery
 from reviewbot.store.tokens import TokenInfo
 
 TOOLS = Registry()
@@ -96,6 +97,7 @@ class PrState(_Out):
     head_sha: str
     leases: list[Lease]
     state_comment: str | None = None
+    canonical: CanonicalState
 
 
 class ExplainArgs(BaseModel):
@@ -246,7 +248,39 @@ async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[s
     return await actions.list_leases(env.service, info, args)
 
 
-# resolve_capability (scope "read": may this caller review or merge this PR now, and every
-# reason why not) and runtime (scope "read": the running version, schema and configuration)
-# are registered here, each one decorated function over the shared function its REST route
-# (GET /api/v1/capability, GET /api/v1/runtime) calls. test_mcp_tool_matrix.py picks them up.
+@TOOLS.tool(
+    scope="read",
+    input=CapabilityQuery,
+    output=CapabilityAnswer,
+    example={"pr": read_actions.PR_EXAMPLE, "role": "merge", "worker": WORKER},
+)
+async def resolve_capability(
+    env: ToolEnv, info: TokenInfo, args: CapabilityQuery
+) -> dict[str, Any]:
+    """May this caller (and ``worker``) review or merge the PR now? ``allowed``, or every
+    reason at once in ``blockers`` (scope, binding, a lease held by whom until when, head
+    moved since approval, checks not green, not approved at this head, the author's own PR,
+    closed or draft), each with its ``next_action``. Same answer as ``GET /api/v1/capability``."""
+    return await read_actions.capability(env.service, info, args)
+
+
+@TOOLS.tool(
+    scope="read",
+    input=HistoryQuery,
+    output=History,
+    example={"pr": read_actions.PR_EXAMPLE, "role": "merger"},
+)
+async def lease_history(env: ToolEnv, info: TokenInfo, args: HistoryQuery) -> dict[str, Any]:
+    """The PR's lease audit trail, oldest first: every grant, renewal, release (with its
+    reason), expiry and takeover, with the holder, epoch, head and the token or session that
+    did it (``actor``). Same answer as ``GET /api/v1/leases/history``."""
+    return await read_actions.lease_history(env.service, info, args)
+
+
+@TOOLS.tool(scope="read", input=RuntimeQuery, output=Runtime, example={})
+async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str, Any]:
+    """What is running: version and commit, schema version and last migration, the
+    configuration's hash, start time, the sandbox state, and whether the code or the
+    configuration on disk differs (``restart_needed`` and its ``reasons``). Same answer as
+    ``GET /api/v1/runtime`` (the configuration itself only to a token bound to no repository)."""
+    return await read_actions.runtime(env.service, info)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
 from reviewbot.core.models import repo_key
+from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, state_view
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
@@ -92,8 +95,10 @@ async def request_review(
 
 
 async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
-    """The PR as the forge shows it now, its live leases, and the state comment the bot
-    renders for it from its records (``None`` before any review decision)."""
+    """The PR as the forge shows it now, its live leases, the state comment the bot renders
+    for it from its records (``None`` before any review decision), and ``canonical``: the
+    fields of that comment's ``reviewbot-state`` block (STATE, WHO_IS_NEXT, NEXT_ACTION...),
+    from the same core renderer, also before the first decision."""
     require_scope(info, "read")
     body = await current_name(service, body)
     check_binding(info, body.forge, body.repo)
@@ -117,15 +122,36 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
             review.comments.render, body.forge, body.repo, body.number, pull
         )
     now = api.leases.clock()
+    state = "merged" if pull.merged else pull.state
+    pr = f"{body.forge}:{body.repo}#{body.number}"
+    if comment is not None:
+        view = parse_pr_state(comment)  # the very fields an agent reads off the comment
+    else:  # before the first review decision the bot posts no comment; the core still says
+        lines = tuple(
+            LeaseLine(x.target.role.value, x.holder, x.phase.value, x.head_sha, iso(x.expires_at))
+            for x in leases
+        )
+        view = state_view(
+            PRStateRecords(
+                pr=pr,
+                pr_state=state,
+                head_sha=pull.head_sha,
+                author=pull.author or "the author",
+                decision=None,
+                leases=lines,
+                draft=pull.draft,
+            )
+        )
     return {
-        "pr": f"{body.forge}:{body.repo}#{body.number}",
-        "state": "merged" if pull.merged else pull.state,
+        "pr": pr,
+        "state": state,
         "draft": pull.draft,
         "head_sha": pull.head_sha,
         "author": pull.author,
         "title": pull.title,
         "leases": [lease_json(lease, now) for lease in leases],
         "state_comment": comment,
+        "canonical": asdict(view),
     }
 
 

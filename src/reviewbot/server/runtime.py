@@ -4,15 +4,15 @@ Scope ``read``. The answer (see ``docs/capability.md``): version and commit, sch
 and last migration, the configuration's hash (and the configuration itself, secrets shown as
 ``<secret>``; not to a token bound to one repository, as it names every repository), start
 time, the sandbox state, and whether the code or the configuration on disk differs from
-the running one (``restart_needed`` and its ``reasons``).
+the running one (``restart_needed`` and its ``reasons``). The ``runtime`` MCP tool calls the
+same :func:`read_actions.runtime`.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from reviewbot.core.errors import Refused
-from reviewbot.runtime.parity import runtime_report
+from reviewbot.server import read_actions
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate
 
@@ -23,14 +23,4 @@ def add_routes(app: web.Application) -> None:
 
 async def api_runtime(request: web.Request) -> web.Response:
     info = await authenticate(request, "read")
-    service = request.app[SERVICE]
-    db, boot = service.db, service.boot
-    if db is None or boot is None:
-        raise Refused("this server keeps no runtime record", code="not_found")
-    sandbox = service.external.sandbox.state.describe()
-    # Hashing the package's files and reading the configuration again are blocking.
-    report = await db.run(runtime_report, boot, db, sandbox)
-    body = report.to_json()
-    if info.repo is not None:
-        del body["config"]
-    return web.json_response(body)
+    return web.json_response(await read_actions.runtime(request.app[SERVICE], info))

@@ -5,8 +5,10 @@ transaction), gates them one after the other, and records all their decisions an
 them in one transaction. Batches keep the store's write lock, which the acknowledgement path
 needs for its journal commits, free most of the time. The journal wakes the workers when it
 commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
-taken up again. On stop, a batch in flight gets a grace period; what does not finish in it
-goes back to ``queued`` for the next start.
+taken up again (``resume=False`` leaves ``processing`` ones alone: a pool sharing the store
+with a process that may be working on them must not take them over). On stop, a batch in
+flight gets a grace period; what does not finish in it goes back to ``queued`` for the next
+start.
 
 The workers are supervised: one that raises is logged and started again after a backoff, and
 a store error (disk full, I/O error, busy) while claiming, gating or re-queueing backs off
@@ -61,6 +63,7 @@ class WorkerPool:
         restart: RetryPolicy = RESTART,
         retry: RetryPolicy | None = None,
         claim_as: tuple[str, float] | None = None,
+        resume: bool = True,
     ):
         self.db = db
         # (holder, term in seconds): replicas on one database claim deliveries with a term,
@@ -76,6 +79,7 @@ class WorkerPool:
         self.clock = clock
         self.restart = restart
         self.retry = retry or RetryPolicy()  # of one delivery that keeps failing
+        self.resume = resume
         self.restarts = 0  # workers started again after they raised (health, metrics)
         self.store_errors = 0  # transient store errors retried
         self._retry_timer: asyncio.TimerHandle | None = None
@@ -93,10 +97,18 @@ class WorkerPool:
         self.processed = 0
 
     async def start(self) -> int:
-        """Take up unfinished deliveries and start the workers; returns how many were found."""
+        """Take up unfinished deliveries and start the workers; returns how many were found.
+
+        Without ``resume``, nothing is reset: queued deliveries are still claimed one by one
+        (a claim is atomic, so no delivery is gated twice), ``processing`` ones are left to
+        whoever holds them."""
         lapsed_at = None if self.claim_as is None else self.clock()
-        resumed = await self._store(
-            functools.partial(journal.resume_unfinished, lapsed_at=lapsed_at), self.db
+        resumed = (
+            await self._store(
+                functools.partial(journal.resume_unfinished, lapsed_at=lapsed_at), self.db
+            )
+            if self.resume
+            else []
         )
         if resumed:
             log.info("resuming %d unfinished deliveries", len(resumed))

@@ -1,0 +1,93 @@
+"""The results of the MCP read tools over the canonical PR state, capability resolution,
+lease history and runtime parity: the JSON their shared functions (``read_actions.py``,
+``pull_actions.pr_state``) answer, declared as each tool's output schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StateLease(_Out):
+    role: str
+    holder: str
+    phase: str
+    head_sha: str
+    expires_at: str
+
+
+class CanonicalState(_Out):
+    """The fields of the state comment's ``reviewbot-state`` block, in its key order."""
+
+    pr: str
+    state: str
+    who_is_next: str
+    next_action: str
+    head_sha: str
+    review_status: str
+    merge_ready: bool
+    blockers: list[str]
+    leases: list[StateLease]
+    last_updated_by: str
+    last_updated_at: str
+    what_happened: str
+    why: str
+
+
+class CapabilityBlocker(_Out):
+    code: str
+    detail: str
+    next_action: str
+    holder: str | None = None
+    expires_at: str | None = None
+
+
+class CapabilityAnswer(_Out):
+    action: str
+    pr: str
+    worker: str | None
+    head_sha: str
+    allowed: bool
+    codes: list[str]
+    blockers: list[CapabilityBlocker]
+    next_action: str
+
+
+class HistoryEntry(_Out):
+    forge: str
+    repo: str
+    number: int
+    role: str
+    event: str
+    holder: str
+    epoch: int
+    head_sha: str | None
+    at: str
+    expires_at: str | None
+    reason: str | None
+    actor: str | None
+    previous_holder: str | None
+
+
+class History(_Out):
+    pr: str
+    history: list[HistoryEntry]
+
+
+class Runtime(_Out):
+    version: str
+    commit: str | None
+    started_at: str
+    schema_version: int | None
+    last_migration: dict[str, Any] | None
+    config_hash: str
+    sandbox: dict[str, Any]
+    code_changed: bool
+    config_changed: bool | None
+    restart_needed: bool
+    reasons: list[str]
