@@ -216,6 +216,8 @@ class Settings(BaseSettings):
     # long one such body may take to arrive: an unauthenticated sender cannot hold more.
     unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
     body_read_timeout_s: float = Field(30.0, gt=0)
+    # What ``serve`` runs: ingest (acknowledge and journal), work (gate, review, merge), all.
+    role: Literal["ingest", "work", "all"] = "all"
     workers: int = Field(4, ge=1, le=64)
     delivery_max_attempts: int = Field(5, ge=1, le=100)
     delivery_retry_base_s: float = Field(1.0, ge=0)
