@@ -20,7 +20,7 @@ p50/p99/max latency (wrk's own histogram) and non-2xx answers.
 Usage:
   python benchmarks/ingress_wrk.py                 # 10 s per point
   python benchmarks/ingress_wrk.py --seconds 5 --rounds 3
-  python benchmarks/ingress_wrk.py --variants journal,all --serve-args=--role=all
+  python benchmarks/ingress_wrk.py --before ../main   # also serve as a main worktree has it
 
 Needs ``wrk`` (Debian: ``apt-get install -y wrk``) and ``taskset`` for the pinning.
 """
@@ -52,7 +52,12 @@ LABELS = {
     "journal": "durable group-commit receiver",
     "ingest": "serve --role ingest",
     "all": "serve --role all",
+    "before-ingest": "before: serve --no-workers",
+    "before-all": "before: serve",
 }
+# --before SRC: the same serve variants from another checkout's src/ (the code before a
+# change), measured in the same run.
+BEFORE_SRC: list[str] = []
 POOL = 256  # distinct signed bodies
 
 LUA = r"""
@@ -135,6 +140,8 @@ def start(variant: str, port: int, data_dir: Path, core: int | None) -> subproce
         )
         cmd = [sys.executable, "-m", "reviewbot", "serve", "--port", str(port)]
         cmd += ROLE_ARGS[variant]
+        if variant.startswith("before-"):
+            env["PYTHONPATH"] = BEFORE_SRC[0]
     pinned = [] if core is None else ["taskset", "-c", str(core)]
     proc = subprocess.Popen(
         pinned + cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -143,7 +150,12 @@ def start(variant: str, port: int, data_dir: Path, core: int | None) -> subproce
     return proc
 
 
-ROLE_ARGS: dict[str, list[str]] = {"ingest": ["--role", "ingest"], "all": ["--role", "all"]}
+ROLE_ARGS: dict[str, list[str]] = {
+    "ingest": ["--role", "ingest"],
+    "all": ["--role", "all"],
+    "before-ingest": ["--no-workers"],
+    "before-all": [],
+}
 
 
 def drained(port: int, timeout_s: float = 600.0) -> float:
@@ -199,11 +211,11 @@ def measure(
         out: dict[str, Any] = {}
         try:
             for c in args.connections:
-                if variant == "all":
+                if variant.endswith("all"):
                     drained(port)
                 run = f"{variant}-{c}-{time.monotonic_ns()}"
                 out[f"c{c}"] = run_wrk(port, c, args.seconds, pool, run, cores[1])
-            if variant == "all":
+            if variant.endswith("all"):
                 out["drain_s"] = drained(port)
         finally:
             proc.terminate()
@@ -243,10 +255,10 @@ def report(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace, si
                 f"{med('p50_ms'):>8.2f} {med('p99_ms'):>8.2f} {med('max_ms'):>8.2f} "
                 f"{med('non2xx') + med('socket_errors'):>8.0f}"
             )
-    if "all" in variants:
-        drain = statistics.median(r["all"]["drain_s"] for r in rounds)
-        lines.append("")
-        lines.append(f"serve --role all: {drain:.1f} s to gate the backlog after the last point")
+    lines.append("")
+    for variant in (v for v in variants if v.endswith("all")):
+        drain = statistics.median(r[variant]["drain_s"] for r in rounds)
+        lines.append(f"{LABELS[variant]}: {drain:.1f} s to gate the backlog after the last point")
     return "\n".join(lines)
 
 
@@ -267,6 +279,12 @@ def main() -> None:
         metavar="VARIANT=ARGS",
         help="replace a variant's serve arguments, e.g. ingest=--no-workers",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure serve from this checkout (e.g. a worktree of main)",
+    )
     parser.add_argument("--tmp", default=None, help="folder for the stores (default: tmp)")
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--json", action="store_true")
@@ -281,6 +299,9 @@ def main() -> None:
     if not args.no_pin and (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
         cores = (0, 1)
     variants = args.variants.split(",")
+    if args.before is not None:
+        BEFORE_SRC.append(str(args.before.resolve() / "src"))
+        variants += ["before-ingest", "before-all"]
     rounds: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="wrk-pool-") as tmp:
         pool = Path(tmp) / "pool.bin"
