@@ -224,6 +224,8 @@ class Settings(BaseSettings):
     # long one such body may take to arrive: an unauthenticated sender cannot hold more.
     unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)
     body_read_timeout_s: float = Field(30.0, gt=0)
+    # What ``serve`` runs: ingest (acknowledge and journal), work (gate, review, merge), all.
+    role: Literal["ingest", "work", "all"] = "all"
     workers: int = Field(4, ge=1, le=64)
     # PostgreSQL replicas: how long a replica's claim on a delivery lasts (the deliveries of
     # a replica that died wait this long before another takes them up).

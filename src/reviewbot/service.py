@@ -21,14 +21,16 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Flag, auto
+from enum import Flag, StrEnum, auto
 
 from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
 from reviewbot.observe import Telemetry, logs
+from reviewbot.runtime.health import Check, readiness
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
+from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
@@ -45,6 +47,7 @@ from reviewbot.store.database import SQLITE, Database
 from reviewbot.store.journal import GroupCommitJournal
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
+from reviewbot.store.process_lock import ProcessLock
 from reviewbot.store.reviews import ReviewStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -66,6 +69,42 @@ class Parts(Flag):
     MERGE = auto()  # the merger (the lease and merge API, ``reviewbot merge``)
     AUTOMERGE = auto()  # this process's merger worker taking approved PRs over
     SERVE = JOURNAL | WORKERS | REVIEW | DRAIN | RECONCILE | MERGE | AUTOMERGE
+    # Wake the workers for deliveries other processes journal (``serve --role ingest``).
+    WATCH = auto()
+
+
+class Routes(Flag):
+    """The route groups a server answers; the others answer 404 ``wrong_role``.
+    Reads, ``/healthz``, ``/readyz`` and ``/metrics`` are served by every role."""
+
+    NONE = 0
+    INGRESS = auto()  # webhooks, Crew, ``POST /api/v1/reviews``: acknowledge and journal
+    WORK = auto()  # the lease and merge API, the session tools of external reviewers
+
+
+class Role(StrEnum):
+    """What a ``serve`` process does: ``ingest`` acknowledges and journals, ``work`` gates,
+    reviews and merges what any process journalled, ``all`` does both."""
+
+    INGEST = "ingest"
+    WORK = "work"
+    ALL = "all"
+
+    @property
+    def parts(self) -> Parts:
+        # A work process keeps a journal of its own: the sweep and a moved head queue there.
+        return Parts.JOURNAL if self is Role.INGEST else Parts.SERVE | Parts.WATCH
+
+    @property
+    def routes(self) -> Routes:
+        return {
+            Role.INGEST: Routes.INGRESS,
+            Role.WORK: Routes.WORK,
+            Role.ALL: Routes.INGRESS | Routes.WORK,
+        }[self]
+
+
+WORKERS_LOCK = "workers.lock"  # beside the SQLite file: one process gates a store
 
 
 @dataclass
@@ -111,6 +150,7 @@ class Service:
     telemetry: Telemetry  # this service's metrics registry and event log
     on_eligible: EligibleHook | None = None
     worker: str | None = None  # a reviewer identity the caller registered (the command line)
+    role: Role | None = None  # a ``serve`` process's role; commands have none
     shutdown_grace_s: float = 10.0
     backoff_base_s: float = 2.0
     db: Database | None = None
@@ -126,10 +166,36 @@ class Service:
     reconciler: Reconciler | None = None
     tools: ToolDispatcher | None = None
     api_tokens: ApiTokenCallers | None = None
+    watch: JournalWatch | None = None
+    workers_lock: ProcessLock | None = None
     started: bool = False
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
+
+    @property
+    def routes(self) -> Routes:
+        """The route groups this process answers (a command's service: all of them)."""
+        return (self.role or Role.ALL).routes
+
+    @property
+    def role_name(self) -> str:
+        return (self.role or Role.ALL).value
+
+    async def readiness(self) -> list[Check]:
+        """The readiness checks of this process's role: an ``ingest`` process neither gates
+        nor calls a forge, so neither the queue's age nor a forge makes it unready (a load
+        balancer must not take the acknowledgement path away because gating lags)."""
+        ingest_only = self.role is Role.INGEST
+        return await readiness(
+            self.settings,
+            self.db,
+            {} if ingest_only else self.forges,
+            self.clock,
+            self.pool,
+            expect_workers=self.runner is not None or self.pool is not None,
+            queue_age=not ingest_only,
+        )
 
     # -- start -----------------------------------------------------------------------------
 
@@ -139,6 +205,14 @@ class Service:
             self.db = await asyncio.to_thread(open_store, self.settings)
             self.owns_db = True
         db = self.db
+        # On SQLite one process gates a store; PostgreSQL replicas share it through claims.
+        if self.role is not None and Parts.WORKERS in self.parts and db.dialect == SQLITE:
+            try:
+                self._lock_workers()
+            except ConfigError:
+                if self.owns_db:
+                    db.close()
+                raise
         if self.owns_forges:
             self.forges = configured_forges(self.settings, self.telemetry)
         self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
@@ -178,6 +252,11 @@ class Service:
             self._start_workers(db)
         if self.pool is not None:
             await self.pool.start()
+            # Another process's commits on SQLite; PostgreSQL replicas poll (POLL_MAX_S).
+            if Parts.WATCH in self.parts and db.dialect == SQLITE:
+                self.watch = JournalWatch(
+                    WorkflowPaths.from_settings(self.settings).db_file, self.pool.submit
+                ).start()
         if self.review is not None and Parts.DRAIN in self.parts:
             self.review.drainer.start()
         if self.review is not None and self.runner is not None and self.on_eligible is None:
@@ -196,6 +275,19 @@ class Service:
             self.reconciler.start()
         self.started = True
         return self
+
+    def _lock_workers(self) -> None:
+        """One process gates a SQLite store: two would take each other's claims back at
+        start. Any number of ``ingest`` processes may journal beside it."""
+        path = WorkflowPaths.from_settings(self.settings).db_file.with_name(WORKERS_LOCK)
+        lock = ProcessLock(path)
+        holder = lock.try_acquire()
+        if holder is not None:
+            raise ConfigError(
+                f"another process already gates and reviews the store at {path.parent} "
+                f"({holder}); start this one with --role ingest, or stop the other"
+            )
+        self.workers_lock = lock
 
     def _committed(self, delivery_ids: list[str]) -> None:
         """The journal committed new deliveries: hand them to the workers, when they run."""
@@ -341,6 +433,8 @@ class Service:
     async def aclose(self) -> None:
         """Stop in reverse: the sweep and the drainer, merges in flight, the workers (work in
         flight finishes within the grace period or goes back to the queue), then the store."""
+        if self.watch is not None:
+            await self.watch.stop()
         if self.reconciler is not None:
             await self.reconciler.stop()
         if self.review is not None:
@@ -364,6 +458,8 @@ class Service:
                     log.exception("closing the %s client failed", forge.name)
         if self.owns_db and self.db is not None:
             self.db.close()
+        if self.workers_lock is not None:
+            self.workers_lock.release()
 
     async def __aenter__(self) -> Service:
         return await self.start()
@@ -425,7 +521,8 @@ def build_service(
     clock: Clock = time.time,
     forges: Mapping[str, Forge] | None = None,
     db: Database | None = None,
-    parts: Parts = Parts.SERVE,
+    parts: Parts | None = None,
+    role: Role | None = None,
     client: str = "reviewbot-serve",
     on_eligible: EligibleHook | None = None,
     worker: str | None = None,
@@ -446,12 +543,13 @@ def build_service(
     it), so the runtime view can tell when the configuration on disk changed.
     ``telemetry`` defaults to a new one with its own metrics registry.
     ``resume_deliveries=False``: the workers reset no delivery left ``processing`` at start.
+    ``role`` (``serve``) picks the parts and the routes, unless ``parts`` is given too.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
         settings=settings,
         clock=clock,
-        parts=parts,
+        parts=parts if parts is not None else (role or Role.ALL).parts,
         client=client,
         sessions=manager,
         # External reviewers run as sessions of the manager the tools route answers for,
@@ -460,6 +558,7 @@ def build_service(
         telemetry=telemetry if telemetry is not None else Telemetry(),
         on_eligible=on_eligible,
         worker=worker,
+        role=role,
         shutdown_grace_s=shutdown_grace_s,
         backoff_base_s=backoff_base_s,
         db=db,

@@ -58,6 +58,14 @@ def register(sub: Any) -> None:
         "--sim", action="store_true", help="connect both forges to an in-process simulator"
     )
     parser.add_argument(
+        "--role",
+        choices=("ingest", "work", "all"),
+        help="ingest: acknowledge and journal deliveries only; work: gate, review and merge "
+        "what any process journalled (no webhook routes); all: both (default: settings "
+        "role, REVIEWBOT_ROLE, all). On SQLite one work (or all) process and any number of "
+        "ingest processes may share one data directory",
+    )
+    parser.add_argument(
         "--no-workers",
         action="store_true",
         help="only journal deliveries; a later start (with workers) gates them",
@@ -89,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    if args.role:
+        overrides["role"] = args.role
     settings = load_settings(**overrides)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
@@ -122,7 +132,7 @@ async def serve(
 ) -> None:
     # Start-up cost: every command's module loads with `reviewbot --help`; the server only here.
     from reviewbot.server.app import create_app, create_metrics_app
-    from reviewbot.service import Parts, build_service, configure_logging
+    from reviewbot.service import Parts, Role, build_service, configure_logging
 
     sim_session = None
     if sim:
@@ -136,9 +146,14 @@ async def serve(
     configure_logging(settings, log_format=log_format, level=log_level)
     # Without workers only the journal and the lease API run: deliveries wait for a start
     # with workers, which gates (and reviews) them.
-    parts = Parts.SERVE if run_workers else Parts.JOURNAL | Parts.MERGE
+    role = Role(settings.role)
+    parts = None if run_workers else Parts.JOURNAL | Parts.MERGE
     service = build_service(
-        settings, parts=parts, shutdown_grace_s=shutdown_grace_s, reload_settings=reload_settings
+        settings,
+        role=role,
+        parts=parts,
+        shutdown_grace_s=shutdown_grace_s,
+        reload_settings=reload_settings,
     )
     app = create_app(service)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -174,7 +189,7 @@ async def serve(
         await sim_session.connect(base)
         _say(sim_session.describe())
     store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
-    _say(f"reviewbot: listening on {base} (store {store})")
+    _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
     _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
 
     stop = asyncio.Event()

@@ -43,12 +43,14 @@ async def readiness(
     pool: WorkerPool | None = None,
     *,
     expect_workers: bool = True,
+    queue_age: bool = True,
 ) -> list[Check]:
     """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it."""
     checks = [await _store(db, clock)]
     if expect_workers:
         checks.append(_workers(pool))
-    checks.append(await _queue_age(settings, db, clock))
+    if queue_age:
+        checks.append(await _queue_age(settings, db, clock))
     for name, forge in sorted(forges.items()):
         checks.append(await _forge(name, forge))
     return checks

@@ -11,15 +11,16 @@ import logging
 from aiohttp import web
 from pydantic import SecretStr
 
+from reviewbot.core.errors import Refused
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
-from reviewbot.server.app_keys import SERVICE, STATE, ServerState
+from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
 from reviewbot.server.mcp_http import add_mcp_route
 from reviewbot.server.metrics import Metrics
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
 from reviewbot.server.ui import pages as ui_pages
-from reviewbot.service import Service
+from reviewbot.service import Routes, Service
 from reviewbot.workflowdb.query import cancel_submitted
 
 log = logging.getLogger(__name__)
@@ -45,17 +46,20 @@ def create_app(service: Service) -> web.Application:
     app[SERVICE] = service
     app[STATE] = state
     app[SESSIONS] = service.sessions  # the manager the tools route answers for
-    app.router.add_post("/webhooks/github", webhooks.github_webhook)
-    app.router.add_post("/webhooks/gitea", webhooks.gitea_webhook)
-    app.router.add_post("/webhooks/crew", entry.crew_webhook)
-    app.router.add_post("/api/v1/reviews", entry.api_reviews)
+    # The routes of a role this process does not serve answer 404 wrong_role, one line.
+    role = _RoleRouter(app, service.routes)
+    role.add(Routes.INGRESS, "POST", "/webhooks/github", webhooks.github_webhook)
+    role.add(Routes.INGRESS, "POST", "/webhooks/gitea", webhooks.gitea_webhook)
+    role.add(Routes.INGRESS, "POST", "/webhooks/crew", entry.crew_webhook)
+    role.add(Routes.INGRESS, "POST", "/api/v1/reviews", entry.api_reviews)
+    role.add(Routes.WORK, "POST", TOOLS_ROUTE, _tools)
+    for method, path, handler in leases.routes():
+        role.add(Routes.WORK, method, path, handler)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", health.metrics)
-    app.router.add_post(TOOLS_ROUTE, _tools)
-    leases.add_routes(app)
     history.add_routes(app)
     capability.add_routes(app)
     runtime.add_routes(app)
@@ -80,6 +84,28 @@ def create_metrics_app(app: web.Application) -> web.Application:
     metrics_app[STATE] = app[STATE]
     metrics_app.router.add_get("/metrics", health.open_metrics)
     return metrics_app
+
+
+class _RoleRouter:
+    """Adds a group's routes with their handlers when this process serves the group, and
+    with :func:`_wrong_role` when it does not."""
+
+    def __init__(self, app: web.Application, served: Routes) -> None:
+        self.app = app
+        self.served = served
+
+    def add(self, group: Routes, method: str, path: str, handler: Handler) -> None:
+        self.app.router.add_route(method, path, handler if group in self.served else _wrong_role)
+
+
+async def _wrong_role(request: web.Request) -> web.Response:
+    role = request.app[SERVICE].role
+    other = "work" if role is not None and role.value == "ingest" else "ingest"
+    raise Refused(
+        f"this reviewbot process serves the {role.value if role else 'all'} role; "
+        f"send {request.method} {request.path} to a process with --role {other} or all",
+        code="wrong_role",
+    )
 
 
 async def _tools(request: web.Request) -> web.Response:

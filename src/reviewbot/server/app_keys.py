@@ -3,6 +3,7 @@ import them without importing each other)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -22,6 +23,8 @@ class ServerState:
     owns_service: bool
     body_budget: BodyBudget
 
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SERVICE = web.AppKey("reviewbot.service", Service)
 STATE = web.AppKey("reviewbot", ServerState)

@@ -29,28 +29,38 @@ class BodyBudget:
         self.wait_s = wait_s
         self.in_use = 0
         self.peak = 0
-        self._room = asyncio.Condition()
+        self._waiting = 0
+        self._freed = asyncio.Event()
 
     @asynccontextmanager
     async def reserve(self, size: int) -> AsyncIterator[None]:
         size = max(size, 1)
-        async with self._room:
-            try:
-                await asyncio.wait_for(
-                    self._room.wait_for(lambda: self.in_use + size <= self.limit), self.wait_s
-                )
-            except TimeoutError:
-                raise Refused(
-                    "the server is reading as many unverified bodies as it buffers at once; "
-                    "try again shortly",
-                    code="server_busy",
-                    retry_after_s=RETRY_AFTER_S,
-                ) from None
-            self.in_use += size
-            self.peak = max(self.peak, self.in_use)
+        # The common case takes its share at once, without a lock or a timer (this is on
+        # every acknowledgement); nobody overtakes a request that is already waiting.
+        if self._waiting or self.in_use + size > self.limit:
+            await self._wait_for_room(size)
+        self.in_use += size
+        self.peak = max(self.peak, self.in_use)
         try:
             yield
         finally:
-            async with self._room:
-                self.in_use -= size
-                self._room.notify_all()
+            self.in_use -= size
+            if self._waiting:
+                self._freed.set()
+
+    async def _wait_for_room(self, size: int) -> None:
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self.wait_s):
+                while self.in_use + size > self.limit:
+                    self._freed.clear()
+                    await self._freed.wait()
+        except TimeoutError:
+            raise Refused(
+                "the server is reading as many unverified bodies as it buffers at once; "
+                "try again shortly",
+                code="server_busy",
+                retry_after_s=RETRY_AFTER_S,
+            ) from None
+        finally:
+            self._waiting -= 1

@@ -53,6 +53,7 @@ STATUS: dict[str, int] = {
     "head_unknown": 404,
     "forge_url_wrong": 404,
     "worker_unproven": 404,
+    "wrong_role": 404,
     "method_not_allowed": 405,
     "body_timeout": 408,
     "unknown_event": 400,

@@ -9,7 +9,6 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.runtime.health import readiness
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import authenticate
 from reviewbot.store import journal as journal_store
@@ -25,28 +24,26 @@ async def healthz(request: web.Request) -> web.Response:
         raise ReviewbotError(str(exc), code="store_unavailable") from None
     # The reviewer sandbox is shown here so that ``sandbox = "off"`` is never a silent state.
     sandbox = service.external.sandbox.state.describe()
-    return web.json_response({"status": "ok", "deliveries": counts, "sandbox": sandbox})
+    return web.json_response(
+        {"status": "ok", "role": service.role_name, "deliveries": counts, "sandbox": sandbox}
+    )
 
 
 async def readyz(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    checks = await readiness(
-        service.settings,
-        service.db,
-        service.forges,
-        service.clock,
-        service.pool,
-        expect_workers=service.runner is not None or service.pool is not None,
-    )
+    checks = await service.readiness()
     failing = [c.name for c in checks if not c.ok]
     if failing:
         raise ReviewbotError(
             "not ready: " + ", ".join(failing),
             code="not_ready",
+            role=service.role_name,
             failing=failing,
             checks=[c.to_json() for c in checks],
         )
-    return web.json_response({"status": "ready", "checks": [c.to_json() for c in checks]})
+    return web.json_response(
+        {"status": "ready", "role": service.role_name, "checks": [c.to_json() for c in checks]}
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -19,7 +19,7 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.leases import Role
 from reviewbot.server import actions
 from reviewbot.server.actions import LeaseQuery
-from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.app_keys import SERVICE, Handler
 from reviewbot.server.auth import authenticate
 from reviewbot.server.body import read_model
 from reviewbot.server.lease_bodies import (
@@ -32,14 +32,17 @@ from reviewbot.server.lease_bodies import (
 from reviewbot.server.reads import query_number, query_repo
 
 
-def add_routes(app: web.Application) -> None:
-    app.router.add_post("/api/v1/workers", api_register_worker)
-    app.router.add_post("/api/v1/workers/heartbeat", api_worker_heartbeat)
-    app.router.add_post("/api/v1/leases/acquire", api_acquire)
-    app.router.add_post("/api/v1/leases/heartbeat", api_heartbeat)
-    app.router.add_post("/api/v1/leases/release", api_release)
-    app.router.add_get("/api/v1/leases", api_list_leases)
-    app.router.add_post("/api/v1/merges", api_merge)
+def routes() -> list[tuple[str, str, Handler]]:
+    """The lease and merge API: (method, path, handler)."""
+    return [
+        ("POST", "/api/v1/workers", api_register_worker),
+        ("POST", "/api/v1/workers/heartbeat", api_worker_heartbeat),
+        ("POST", "/api/v1/leases/acquire", api_acquire),
+        ("POST", "/api/v1/leases/heartbeat", api_heartbeat),
+        ("POST", "/api/v1/leases/release", api_release),
+        ("GET", "/api/v1/leases", api_list_leases),
+        ("POST", "/api/v1/merges", api_merge),
+    ]
 
 
 # Each route authenticates (the scope is checked before the body is read), reads its body

@@ -369,6 +369,32 @@ def _begin(conn: sqlite3.Connection) -> None:
             time.sleep(LOCK_STEP_S)
 
 
+class CommitWatch:
+    """Has any other connection committed to the store since the last look?
+
+    SQLite's ``PRAGMA data_version`` changes when another connection (of this process or
+    another) commits; reading it costs no I/O beyond the WAL index. The first look says yes.
+    Used from one thread at a time.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._seen: int | None = None
+
+    def changed(self) -> bool:
+        if self._conn is None:
+            self._conn = connect_sqlite(self.path)
+        version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        changed, self._seen = version != self._seen, version
+        return changed
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
 # --- delivery states (worker side) -------------------------------------------------------
 
 

@@ -42,11 +42,15 @@ RETRY_AFTER_FAILURE_S = 1.0
 # Backoff of a worker restarted after it raised, and of a store call that failed transiently.
 RESTART = RetryPolicy(max_attempts=1_000_000, base_s=0.05, max_s=5.0)
 # While acknowledgements are being written, a worker waits for a quiet moment (checking
-# every DEFER_STEP_S) before it takes a batch, but never longer than max_defer_s (then it
-# takes a small batch): a burst is acknowledged first and gated right after, and sustained
-# load still gets gated.
+# every DEFER_STEP_S) before it takes a batch. Meanwhile the pool as a whole gates in
+# slices: one small batch at a time, and after a slice that took t seconds the next waits
+# t * (1 - GATE_SHARE) / GATE_SHARE, so gating takes at most GATE_SHARE of the time while
+# acknowledgements keep coming. A slice takes longer the busier the process is, so under a
+# burst that saturates it the ack path keeps its priority, and under a load it can carry
+# the slices follow quickly and the queue keeps up. A burst is gated right after it.
 DEFER_STEP_S = 0.005
 POLL_MAX_S = 5.0  # replicas look for unclaimed or lapsed work at least this often
+GATE_SHARE = 0.2
 
 
 class WorkerPool:
@@ -58,7 +62,7 @@ class WorkerPool:
         size: int = 4,
         batch: int = 16,
         ingress_busy: Callable[[], bool] | None = None,
-        max_defer_s: float = 0.25,
+        gate_share: float = GATE_SHARE,
         clock: Clock = time.time,
         restart: RetryPolicy = RESTART,
         retry: RetryPolicy | None = None,
@@ -75,7 +79,9 @@ class WorkerPool:
         self.size = size
         self.batch = batch
         self.ingress_busy = ingress_busy
-        self.max_defer_s = max_defer_s
+        self.gate_share = gate_share
+        self._slice_due = 0.0  # loop time from which the next slice may start (busy only)
+        self._slice_started: float | None = None  # the slice running now, if one is
         self.clock = clock
         self.restart = restart
         self.retry = retry or RetryPolicy()  # of one delivery that keeps failing
@@ -232,12 +238,15 @@ class WorkerPool:
             while True:  # claim until the journal has nothing queued
                 generation = self._generation
                 self._busy += 1
+                sliced = False
                 try:
-                    claimed = await self._claim()
+                    claimed, sliced = await self._claim()
                     if claimed:
                         await self._run(claimed)
                 finally:
                     self._busy -= 1
+                    if sliced:
+                        self._end_slice()
                 if not claimed:
                     break
             if generation == self._generation:
@@ -246,22 +255,49 @@ class WorkerPool:
                 if self._busy == 0 and generation == self._generation:
                     self._idle.set()
 
-    async def _defer_to_ingress(self) -> int:
-        """Wait for a quiet spell; the batch size to take (smaller when none came)."""
+    async def _defer_to_ingress(self) -> tuple[int, bool]:
+        """Wait for a quiet spell or for the pool's next slice: the batch size to take, and
+        whether it is a slice (ended by :meth:`_end_slice`)."""
         if self.ingress_busy is None:
-            return self.batch
+            return self.batch, False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_defer_s
-        while self.ingress_busy():
-            if loop.time() >= deadline:
-                # Still busy: take a small batch, so each slice of gating between
-                # acknowledgements stays short.
-                return max(1, self.batch // 4)
+        quiet = 0
+        while quiet < 2:
+            # Quiet twice with a turn of the loop between: requests that arrived while the
+            # loop was stalled (by gating, say) are read in that turn and make it busy.
+            if not self.ingress_busy():
+                quiet += 1
+                if quiet == 1:
+                    await asyncio.sleep(DEFER_STEP_S)
+                continue
+            quiet = 0
+            now = loop.time()
+            if self._slice_started is None and now >= self._slice_due:
+                # Still busy: a small batch, so each slice between acknowledgements is short.
+                self._slice_started = now
+                return max(1, self.batch // 4), True
             await asyncio.sleep(DEFER_STEP_S)
-        return self.batch
+        return self.batch, False
 
-    async def _claim(self) -> list[StoredDelivery]:
-        size = await self._defer_to_ingress()
+    def _end_slice(self) -> None:
+        """The slice this worker ran is over: the next waits in proportion to its length."""
+        started, self._slice_started = self._slice_started, None
+        if started is None:
+            return
+        now = asyncio.get_running_loop().time()
+        self._slice_due = now + (now - started) * (1 - self.gate_share) / self.gate_share
+
+    async def _claim(self) -> tuple[list[StoredDelivery], bool]:
+        """Claimed deliveries, and whether they are a slice taken while ingress is busy."""
+        size, sliced = await self._defer_to_ingress()
+        try:
+            return await self._claim_size(size), sliced
+        except BaseException:
+            if sliced:
+                self._end_slice()
+            raise
+
+    async def _claim_size(self, size: int) -> list[StoredDelivery]:
         now = self.clock()
         mine = None
         if self.claim_as is not None:
