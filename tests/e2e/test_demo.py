@@ -102,6 +102,26 @@ def test_demo_plays_every_step_and_the_printed_explain_command_works(tmp_path: P
     assert merged.returncode == 0, merged.stderr
     assert "gitea:acme/web#1 was merged at" in merged.stdout
 
+    # The bot's own log: each step's decision, review and merge is one findable JSON line.
+    log_file = data_dir / "reviewbot.log"
+    assert (
+        f"The bot's log (one JSON line per delivery, decision, review and merge): {log_file}" in out
+    )
+    events = [json.loads(line) for line in log_file.read_text().splitlines()]
+
+    def find(msg: str, **keys: object) -> list[dict[str, object]]:
+        return [
+            e for e in events if e.get("msg") == msg and all(e.get(k) == v for k, v in keys.items())
+        ]
+
+    assert find("delivery refused", reason_codes=["signature_invalid"])
+    assert find("gated", forge="github", repo="acme/api", pr=1, decision="eligible")
+    assert find("reviewed", forge="github", repo="acme/api", pr=1, decision="request_changes")
+    assert find("reviewed", forge="gitea", repo="acme/web", pr=1, decision="approve")
+    [merge_line] = find("merged", forge="gitea", repo="acme/web", pr=1, decision="merged")
+    assert merge_line["head"] == rows[2][1] or str(merge_line["head"]).startswith(rows[2][1])
+    assert "rbt_" not in log_file.read_text()  # no bearer token in the log
+
 
 def test_a_step_that_does_not_do_what_it_said_fails_the_demo(tmp_path: Path) -> None:
     done = run_demo(

@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+LOG_NAME = "reviewbot.log"
+
+
 def run(args: argparse.Namespace) -> int:
     # Start-up cost: the demo (a simulator and a whole server) loads only when it runs.
     from reviewbot.demo import FAULTS, DataDirInUse, fresh_data_dir, run_demo
@@ -63,9 +66,13 @@ def run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, file=stream, flush=True)
 
-    # The story reports what happens; the server's own warnings would only interleave.
-    logging.basicConfig(level=logging.ERROR, format="reviewbot: %(levelname)s %(message)s")
-    report = asyncio.run(run_demo(data_dir, say, fault=args.inject_fault))
+    # The story reports what happens on the screen; the bot's own log lines (one per
+    # delivery, decision, review and merge) go to a file beside its store, not in between.
+    log_path = data_dir / LOG_NAME
+    with log_path.open("a", encoding="utf-8") as log:
+        report = asyncio.run(run_demo(data_dir, say, fault=args.inject_fault, log=log))
+        logging.getLogger().handlers.clear()  # nothing writes to the file once it is closed
+    report.log_file = log_path
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

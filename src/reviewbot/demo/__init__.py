@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.demo.report import DemoReport, SummaryRow, explain_commands, summary_rows
@@ -35,10 +36,12 @@ def fresh_data_dir(data_dir: Path | None) -> Path:
     return data_dir
 
 
-async def run_demo(data_dir: Path, say: Say, *, fault: str | None = None) -> DemoReport:
-    """Play the story; ``say`` receives each line as it happens."""
+async def run_demo(
+    data_dir: Path, say: Say, *, fault: str | None = None, log: TextIO | None = None
+) -> DemoReport:
+    """Play the story; ``say`` receives each line as it happens, ``log`` the bot's log."""
     started = time.monotonic()
-    async with demo_world(data_dir) as world:
+    async with demo_world(data_dir, log=log) as world:
         say("reviewbot demo: a forge simulator and the bot, talking only through HTTP.")
         say(
             f"  forge simulator  {world.sim_server.base_url}  (GitHub API under /github, "

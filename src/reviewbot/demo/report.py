@@ -99,6 +99,7 @@ class DemoReport:
     seconds: float
     sim_url: str = ""
     bot_url: str = ""
+    log_file: Path | None = None  # the bot's JSON log lines, when the command kept them
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +113,7 @@ class DemoReport:
             "simulator_url": self.sim_url,
             "bot_url": self.bot_url,
             "bot_login": BOT,
+            "log_file": str(self.log_file) if self.log_file else None,
         }
 
     def render(self) -> str:
@@ -126,4 +128,9 @@ class DemoReport:
             lines.append(f"{done} of {self.total_steps} steps did what they said; {which} did not.")
         lines.append(f"The bot's store is kept in {self.data_dir}. Dig into any pull request:")
         lines += [f"  {cmd}" for cmd in self.explain]
+        if self.log_file is not None:
+            lines.append(
+                f"The bot's log (one JSON line per delivery, decision, review and merge): "
+                f"{self.log_file}"
+            )
         return "\n".join(lines)

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import aiohttp
 from aiohttp import web
@@ -27,7 +27,7 @@ from reviewbot.config import Settings
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import Outcome
 from reviewbot.server.app import create_app
-from reviewbot.service import Service, build_service
+from reviewbot.service import Service, build_service, configure_logging
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.state import SimPull, SimReview
 from reviewbot.store import decisions as decision_store
@@ -244,12 +244,20 @@ async def _quiesce(service: Service, wait_s: float) -> None:
 
 
 @contextlib.asynccontextmanager
-async def demo_world(data_dir: Path, *, wait_s: float = WAIT_S) -> AsyncIterator[DemoWorld]:
-    """Start the simulator and the bot; stop both (work in flight finishes) on exit."""
+async def demo_world(
+    data_dir: Path, *, wait_s: float = WAIT_S, log: TextIO | None = None
+) -> AsyncIterator[DemoWorld]:
+    """Start the simulator and the bot; stop both (work in flight finishes) on exit.
+
+    ``log``: the bot's log lines go there as JSON (its secrets redacted), one line per
+    delivery, decision, review and merge, so each step can be found in it afterwards."""
     sim = Simulator()
-    async with SimServer(sim, host="127.0.0.1", port=0) as sim_server:
+    async with contextlib.AsyncExitStack() as stack:
+        sim_server = await stack.enter_async_context(SimServer(sim, host="127.0.0.1", port=0))
         tokens = prepare_forges(sim)
         settings = demo_settings(data_dir, sim_server, tokens)
+        if log is not None:
+            configure_logging(settings, log_format="json", stream=log)
         service = build_service(settings, backoff_base_s=0.05, shutdown_grace_s=2.0)
         app = create_app(service)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
