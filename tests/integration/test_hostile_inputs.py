@@ -1,0 +1,86 @@
+"""Hostile values against the read, lease and MCP routes of a real server, over HTTP.
+
+A PR number or an epoch that the store cannot hold (2^63 and above), or digits that are not
+ASCII, is a caller's mistake: ``400 invalid_request`` naming the field, never a ``500``, and
+never a review request journaled that no worker can ever record.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.mcp_support import mcp_http, refused
+from tests.integration.server_support import Running, make_settings, running_server
+
+HUGE = 2**63  # one more than SQLite's largest INTEGER
+HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Running]:
+    async with running_server(make_settings(tmp_path / "data"), forges={}) as running:
+        yield running
+
+
+def q(path: str, **params: str) -> str:
+    return f"{path}?{urllib.parse.urlencode(params)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        q("/api/v1/leases/history", pr=f"gitea:acme/api#{HUGE}"),
+        q("/api/v1/leases/history", forge="gitea", repo="acme/api", number=str(HUGE)),
+        q("/api/v1/leases/history", pr=f"gitea:acme/api#{2**70}"),
+        q("/api/v1/capability", pr=f"gitea:acme/api#{HUGE}", role="merge"),
+        q("/api/v1/leases", repo="acme/api", number=str(HUGE)),
+        q("/api/v1/decisions", forge="gitea", repo="acme/api", number=str(HUGE)),
+        # "²".isdigit() is true, int("²") is not a number
+        q("/api/v1/decisions", forge="gitea", repo="acme/api", number="²"),
+        q("/api/v1/leases", number="١٢"),
+    ],
+)
+async def test_numbers_the_store_cannot_hold_are_refused(server: Running, path: str) -> None:
+    status, body = await server.get(path, server.token("read"))
+    assert (status, body["error"]) == (400, "invalid_request"), body
+    assert "number" in body["detail"]
+
+
+async def test_lease_and_review_bodies_refuse_huge_numbers(server: Running) -> None:
+    token = server.token("lease,review")
+    target = {"forge": "gitea", "repo": "acme/api", "role": "merger"}
+    claim = {**target, "number": 12, "worker_identity": "w-20260101T000000Z-1a2b3c4d"}
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("/api/v1/leases/acquire", {**claim, "number": HUGE, "head_sha": HEAD}),
+        ("/api/v1/leases/heartbeat", {**claim, "epoch": HUGE}),
+        ("/api/v1/leases/release", {**claim, "epoch": HUGE}),
+        ("/api/v1/reviews", {"forge": "gitea", "repo": "acme/api", "number": HUGE}),
+    ]
+    for path, body in cases:
+        async with server.http.post(
+            server.base + path, json=body, headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            answer = await resp.json()
+            assert (resp.status, answer["error"]) == (400, "invalid_request"), (path, answer)
+    # Nothing was journaled: a request no worker could record is not accepted at all.
+    assert server.stored_ids() == []
+
+
+async def test_mcp_tools_refuse_huge_numbers(server: Running) -> None:
+    token = server.token("read,review,lease")
+    calls = [
+        ("list_leases", {"repo": "acme/api", "number": HUGE}),
+        ("explain", {"forge": "gitea", "repo": "acme/api", "number": HUGE}),
+        ("pr_state", {"forge": "gitea", "repo": "acme/api", "number": HUGE}),
+        ("review_pr", {"forge": "gitea", "repo": "acme/api", "number": HUGE}),
+    ]
+    async with mcp_http(server.base, token) as client:
+        for name, args in calls:
+            code, detail = refused(await client.call_tool(name, args))
+            assert code == "invalid_request", (name, detail)
+            assert "number" in detail
