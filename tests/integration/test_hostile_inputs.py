@@ -7,6 +7,7 @@ never a review request journaled that no worker can ever record.
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from reviewbot.runtime.health import PROBE_TTL_S
 from tests.integration.mcp_support import mcp_http, refused
-from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.server_support import Running, make_settings, running_server, sim_world
 
 HUGE = 2**63  # one more than SQLite's largest INTEGER
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
@@ -84,3 +86,50 @@ async def test_mcp_tools_refuse_huge_numbers(server: Running) -> None:
             code, detail = refused(await client.call_tool(name, args))
             assert code == "invalid_request", (name, detail)
             assert "number" in detail
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_readiness_callers_cannot_spend_the_forge_rate_limit(tmp_path: Path) -> None:
+    """``/readyz`` needs no token and every status page load checks readiness; each forge
+    probe is a request on the bot's credentials. A burst of callers costs one probe per forge
+    per PROBE_TTL_S, not one per call."""
+    clock = FakeClock()
+    async with (
+        sim_world(tmp_path / "data") as world,
+        running_server(world.settings, clock=clock) as srv,
+    ):
+
+        def probes() -> dict[str, int]:
+            seen = [r.forge for r in world.sim.requests if r.route == "/user"]
+            return {forge: seen.count(forge) for forge in ("github", "gitea")}
+
+        before = probes()
+        reader = srv.token("read")
+
+        async def readyz() -> int:
+            async with srv.http.get(srv.base + "/readyz") as resp:
+                return resp.status
+
+        async def status_page() -> int:
+            headers = {"Authorization": f"Bearer {reader}"}
+            async with srv.http.get(srv.base + "/", headers=headers) as resp:
+                return resp.status
+
+        statuses = await asyncio.gather(*[readyz() for _ in range(20)])
+        statuses += [await readyz() for _ in range(10)]
+        statuses += [await status_page() for _ in range(5)]
+        assert set(statuses) == {200}
+        spent = {f: n - before[f] for f, n in probes().items()}
+        assert spent == {"github": 1, "gitea": 1}
+
+        clock.now += PROBE_TTL_S + 1  # the answer is stale: the next caller asks again
+        assert await readyz() == 200
+        spent = {f: n - before[f] for f, n in probes().items()}
+        assert spent == {"github": 2, "gitea": 2}

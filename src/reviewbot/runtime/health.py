@@ -4,6 +4,11 @@
 ``queue_age`` (the oldest delivery waiting to be gated is younger than
 ``ready_max_queue_age_s``) and ``forge_<name>`` (one live request is answered within its rate
 limits; ``unreachable: URL`` when no answer came).
+
+``/readyz`` needs no token and the status page checks readiness on every load, while each
+forge probe is one request on the bot's own forge credentials and rate limit. So the server
+asks through :class:`ForgeProbes`: one probe per forge at a time, its answer reused for
+``PROBE_TTL_S``, however many callers ask.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from reviewbot.store import journal
 from reviewbot.store.database import Database
 
 FORGE_TIMEOUT_S = 5.0
+PROBE_TTL_S = 10.0  # about a load balancer's probe interval
 
 
 @dataclass(frozen=True)
@@ -43,15 +49,38 @@ async def readiness(
     pool: WorkerPool | None = None,
     *,
     expect_workers: bool = True,
+    probes: ForgeProbes | None = None,
 ) -> list[Check]:
-    """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it."""
+    """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it.
+    Without ``probes`` every forge is asked now (``reviewbot doctor``)."""
     checks = [await _store(db, clock)]
     if expect_workers:
         checks.append(_workers(pool))
     checks.append(await _queue_age(settings, db, clock))
     for name, forge in sorted(forges.items()):
-        checks.append(await _forge(name, forge))
+        checks.append(await (probes.check(name, forge) if probes else _forge(name, forge)))
     return checks
+
+
+class ForgeProbes:
+    """The forges' last probe answers, each reused for ``ttl_s`` (see the module's text)."""
+
+    def __init__(self, clock: Clock, ttl_s: float = PROBE_TTL_S) -> None:
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._last: dict[str, tuple[float, Check]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def check(self, name: str, forge: Forge) -> Check:
+        # Callers arriving while a probe runs wait for it and share its answer.
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            last = self._last.get(name)
+            now = self._clock()
+            if last is not None and 0 <= now - last[0] < self._ttl_s:
+                return last[1]
+            check = await _forge(name, forge)
+            self._last[name] = (self._clock(), check)
+            return check
 
 
 async def _store(db: Database | None, clock: Clock) -> Check:

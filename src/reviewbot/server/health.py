@@ -36,6 +36,7 @@ async def readyz(request: web.Request) -> web.Response:
         service.clock,
         service.pool,
         expect_workers=service.runner is not None or service.pool is not None,
+        probes=request.app[STATE].probes,
     )
     failing = [c.name for c in checks if not c.ok]
     if failing:

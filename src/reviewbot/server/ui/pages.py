@@ -19,7 +19,7 @@ from reviewbot.core.errors import Refused, ReviewbotError
 from reviewbot.core.models import PullRef, RepoRef
 from reviewbot.runtime.explain import pull_facts
 from reviewbot.runtime.health import readiness
-from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import check_binding
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
@@ -120,6 +120,7 @@ async def status_page(request: web.Request) -> web.Response:
         service.clock,
         service.pool,
         expect_workers=service.runner is not None or service.pool is not None,
+        probes=request.app[STATE].probes,
     )
     snap = await db.run(snapshot, db, scope, now)
     csrf = access.csrf_value(request)
