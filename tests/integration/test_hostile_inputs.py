@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from reviewbot.runtime.health import PROBE_TTL_S
+from reviewbot.store import repositories
 from tests.integration.mcp_support import mcp_http, refused
 from tests.integration.server_support import Running, make_settings, running_server, sim_world
 
@@ -133,3 +134,40 @@ async def test_readiness_callers_cannot_spend_the_forge_rate_limit(tmp_path: Pat
         assert await readyz() == 200
         spent = {f: n - before[f] for f, n in probes().items()}
         assert spent == {"github": 2, "gitea": 2}
+
+
+async def test_a_binding_to_a_renamed_repositorys_old_name_reads_nothing_of_it(
+    server: Running,
+) -> None:
+    """``acme/api`` was renamed ``acme/api2``; a token made afterwards for ``acme/api`` (a
+    new repository may take the name) must not read ``acme/api2``'s rows on any route."""
+    common = {"forge": "gitea", "signed": True, "seen_at": 1_800_000_000.0}
+    repositories.observe(server.db, repo="acme/api", display_name="acme/api", forge_id=7, **common)
+    repositories.observe(
+        server.db, repo="acme/api2", display_name="acme/api2", forge_id=7, **common
+    )
+    with server.db.write() as tx:
+        tx.execute(
+            "INSERT INTO leases (forge, repo, number, role, holder, epoch, head_sha, phase,"
+            " ttl_s, acquired_at, heartbeat_at, expires_at) VALUES ('gitea', 'acme/api2', 12,"
+            " 'merger', 'worker-private-holder', 3, ?, 'claimed', 60, 0, 0, 4000000000)",
+            (HEAD,),
+        )
+    old_name = server.token("read", repo="gitea:acme/api")
+    owner = server.token("read", repo="gitea:acme/api2")
+
+    async def page(path: str, token: str) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with server.http.get(server.base + path, headers=headers) as resp:
+            return resp.status, await resp.text()
+
+    for path in ("/", "/?repo=gitea:acme/api", "/pr/gitea/acme/api/12"):
+        status, text = await page(path, old_name)
+        assert status == 403 and "worker-private-holder" not in text, path
+        assert "repo_not_allowed" in text or "bound to" in text, path
+    status, body = await server.get(q("/api/v1/leases/history", pr="gitea:acme/api#12"), old_name)
+    assert (status, body["error"]) == (403, "repo_not_allowed")
+    # The renamed repository's own token reads it under either name.
+    for path in ("/", "/?repo=gitea:acme/api", "/pr/gitea/acme/api/12"):
+        status, text = await page(path, owner)
+        assert status == 200 and "worker-private-holder" in text, path

@@ -13,9 +13,8 @@ from reviewbot.core.leases import Role
 from reviewbot.core.models import PullRef
 from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.server.app_keys import SERVICE
-from reviewbot.server.auth import authenticate, check_binding
+from reviewbot.server.auth import authenticate, current_bound
 from reviewbot.server.reads import query_number
-from reviewbot.store import repositories
 from reviewbot.store.tokens import TokenInfo
 
 _MAX_LIMIT = 5000
@@ -58,8 +57,7 @@ async def bound_pr(request: web.Request, scope: str) -> tuple[TokenInfo, PullRef
     pr = query_pr(request)
     db = request.app[SERVICE].db
     assert db is not None
-    current = await db.run(repositories.resolve, db, pr.forge, pr.full_name)
-    check_binding(info, pr.forge, current)
+    current = await current_bound(db, info, pr.forge, pr.full_name)
     owner, _, name = current.partition("/")
     return info, PullRef(pr.forge, owner, name, pr.number)
 
