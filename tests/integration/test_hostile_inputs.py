@@ -8,6 +8,7 @@ never a review request journaled that no worker can ever record.
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -171,3 +172,56 @@ async def test_a_binding_to_a_renamed_repositorys_old_name_reads_nothing_of_it(
     for path in ("/", "/?repo=gitea:acme/api", "/pr/gitea/acme/api/12"):
         status, text = await page(path, owner)
         assert status == 200 and "worker-private-holder" in text, path
+
+
+async def raw_request(srv: Running, head: bytes, body: bytes = b"") -> bytes:
+    """One request written byte for byte (no client would send these headers); the status
+    line of the answer."""
+    host, port = srv.base.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        length = f"Content-Length: {len(body)}\r\n".encode() if body else b""
+        writer.write(head + b"Host: x\r\nConnection: close\r\n" + length + b"\r\n" + body)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 20)
+    finally:
+        writer.close()
+    return answer.split(b"\r\n", 1)[0]
+
+
+async def test_header_bytes_that_are_not_ascii_are_refused_or_ignored(server: Running) -> None:
+    token = server.token("read").encode()
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "1"},
+            },
+        }
+    ).encode()
+    # /mcp hands headers to the SDK: UTF-8 in one of them is passed on as bytes, not a 500.
+    status = await raw_request(
+        server,
+        b"POST /mcp HTTP/1.1\r\nAuthorization: Bearer " + token + b"\r\n"
+        b"X-Client-Name: \xe4\xb8\xad\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json, text/event-stream\r\n",
+        init,
+    )
+    assert status == b"HTTP/1.1 200 OK"
+    # A session cookie whose signature is not ASCII is no session: to the sign-in form.
+    status = await raw_request(
+        server, b"GET / HTTP/1.1\r\nCookie: reviewbot_session=1.99999999999.\xff\xfe\r\n"
+    )
+    assert status == b"HTTP/1.1 303 See Other"
+    # A CSRF cookie of undecodable bytes is a form that expired, not a 500.
+    status = await raw_request(
+        server,
+        b"POST /logout HTTP/1.1\r\nCookie: reviewbot_csrf=\xff\xfe\xfd\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n",
+        b"csrf=%ED%A0%80",
+    )
+    assert status == b"HTTP/1.1 403 Forbidden"
