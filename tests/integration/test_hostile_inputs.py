@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.config import GiteaSettings
 from reviewbot.runtime.health import PROBE_TTL_S
 from reviewbot.store import repositories
 from tests.integration.mcp_support import mcp_http, refused
@@ -225,3 +226,28 @@ async def test_header_bytes_that_are_not_ascii_are_refused_or_ignored(server: Ru
         b"csrf=%ED%A0%80",
     )
     assert status == b"HTTP/1.1 403 Forbidden"
+
+
+async def test_credentials_in_a_configured_url_are_never_shown(tmp_path: Path) -> None:
+    """A forge URL may carry credentials in its user part (a proxy's basic auth, a token as
+    the user name): ``/readyz`` needs no token, and the runtime report and the status page
+    show the configuration to any ``read`` token."""
+    settings = make_settings(
+        tmp_path / "data",
+        gitea=GiteaSettings(url="http://bot:url-password-9f3@127.0.0.1:9", token="t"),
+    )
+    async with running_server(settings) as srv:
+        reader = srv.token("read")
+        answers = []
+        for path, token in (("/readyz", None), ("/api/v1/runtime", reader), ("/", reader)):
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            async with srv.http.get(srv.base + path, headers=headers) as resp:
+                answers.append((path, resp.status, await resp.text()))
+        for path, _, text in answers:
+            assert "url-password-9f3" not in text, path
+            assert "bot:" not in text, path
+        readyz = json.loads(answers[0][2])
+        gitea = next(c for c in readyz["checks"] if c["name"] == "forge_gitea")
+        assert "http://<secret>@127.0.0.1:9" in gitea["detail"]  # still says which forge
+        runtime = json.loads(answers[1][2])
+        assert runtime["config"]["gitea"]["url"] == "http://<secret>@127.0.0.1:9"

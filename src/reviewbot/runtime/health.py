@@ -21,6 +21,7 @@ from typing import Any
 from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.core.redact import url_for_display
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.ingestion.workers import WorkerPool
@@ -119,17 +120,16 @@ async def _queue_age(settings: Settings, db: Database | None, clock: Clock) -> C
 async def _forge(name: str, forge: Forge) -> Check:
     """One live request to the forge, even when ``bot_login`` is configured."""
     check = f"forge_{name}"
+    url = url_for_display(forge.url)
     try:
         login = await asyncio.wait_for(forge.probe(), FORGE_TIMEOUT_S)
     except TimeoutError:
-        return Check(
-            check, False, f"unreachable: {forge.url} (no answer within {FORGE_TIMEOUT_S:g} s)"
-        )
+        return Check(check, False, f"unreachable: {url} (no answer within {FORGE_TIMEOUT_S:g} s)")
     except ForgeError as exc:  # rate limited, refused, unreachable: the forge says why
         reason = reason_for(exc)
         if reason is ReasonCode.FORGE_UNREACHABLE:
-            return Check(check, False, f"unreachable: {forge.url} ({exc})")
-        return Check(check, False, f"{reason.value}: {exc} ({forge.url})")
+            return Check(check, False, f"unreachable: {url} ({exc})")
+        return Check(check, False, f"{reason.value}: {exc} ({url})")
     except Exception as exc:
-        return Check(check, False, f"{type(exc).__name__}: {exc} ({forge.url})")
-    return Check(check, True, f"answers as {login} ({forge.url})")
+        return Check(check, False, f"{type(exc).__name__}: {exc} ({url})")
+    return Check(check, True, f"answers as {login} ({url})")

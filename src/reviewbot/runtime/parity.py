@@ -28,6 +28,7 @@ from pydantic import BaseModel, SecretStr
 import reviewbot
 from reviewbot.config import Settings
 from reviewbot.core.clock import iso
+from reviewbot.core.redact import url_for_display
 from reviewbot.store.database import Database
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.protected import PACKAGED_NAME
@@ -55,6 +56,8 @@ def _plain(value: Any, *, for_hash: bool) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [_plain(v, for_hash=for_hash) for v in value]
         return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, str) and not for_hash:
+        return url_for_display(value)  # a URL's user part may be a credential
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)  # paths, enums
