@@ -9,18 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp.test_utils import TestServer
 
-from reviewbot.config import GiteaSettings
+from reviewbot.config import GiteaSettings, Settings
 from reviewbot.runtime.health import PROBE_TTL_S
+from reviewbot.server.app import create_app
+from reviewbot.service import Parts, build_service
 from reviewbot.store import repositories
 from tests.integration.mcp_support import mcp_http, refused
-from tests.integration.server_support import Running, make_settings, running_server, sim_world
+from tests.integration.server_support import (
+    WAIT_S,
+    Running,
+    make_settings,
+    running_server,
+    sim_world,
+)
 
 HUGE = 2**63  # one more than SQLite's largest INTEGER
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
@@ -251,3 +262,45 @@ async def test_credentials_in_a_configured_url_are_never_shown(tmp_path: Path) -
         assert "http://<secret>@127.0.0.1:9" in gitea["detail"]  # still says which forge
         runtime = json.loads(answers[1][2])
         assert runtime["config"]["gitea"]["url"] == "http://<secret>@127.0.0.1:9"
+
+
+async def test_a_flood_of_runtime_reads_neither_stalls_the_store_nor_multiplies(
+    tmp_path: Path,
+) -> None:
+    """``GET /api/v1/runtime`` hashes the code and reads the configuration again. Twenty
+    ``read`` callers at once share one comparison, and while it runs (held here until the
+    test lets it go) the store still answers the lease API."""
+    settings = make_settings(tmp_path / "data")
+    release = threading.Event()
+    reloads: list[float] = []
+
+    def slow_reload() -> Settings:
+        reloads.append(0.0)
+        release.wait(WAIT_S)
+        return settings
+
+    service = build_service(
+        settings, parts=Parts.JOURNAL | Parts.MERGE, reload_settings=slow_reload
+    )
+    server = TestServer(create_app(service), host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as http:
+            srv = Running(server.app, f"http://127.0.0.1:{server.port}", http)
+            token = srv.token("read")
+            flood = [asyncio.create_task(srv.get("/api/v1/runtime", token)) for _ in range(20)]
+            for _ in range(int(WAIT_S / 0.01)):
+                if reloads:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # let every caller arrive
+            try:
+                status, body = await asyncio.wait_for(srv.get("/api/v1/leases", token), 10)
+                assert (status, body) == (200, {"leases": []})
+            finally:
+                release.set()
+            answers = await asyncio.gather(*flood)
+            assert {status for status, _ in answers} == {200}
+            assert len(reloads) == 1
+    finally:
+        await server.close()

@@ -25,6 +25,7 @@ from reviewbot.core.redact import url_for_display
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.runtime.reuse import Reused
 from reviewbot.store import journal
 from reviewbot.store.database import Database
 
@@ -67,21 +68,10 @@ class ForgeProbes:
     """The forges' last probe answers, each reused for ``ttl_s`` (see the module's text)."""
 
     def __init__(self, clock: Clock, ttl_s: float = PROBE_TTL_S) -> None:
-        self._clock = clock
-        self._ttl_s = ttl_s
-        self._last: dict[str, tuple[float, Check]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._answers: Reused[Check] = Reused(clock, ttl_s)
 
     async def check(self, name: str, forge: Forge) -> Check:
-        # Callers arriving while a probe runs wait for it and share its answer.
-        async with self._locks.setdefault(name, asyncio.Lock()):
-            last = self._last.get(name)
-            now = self._clock()
-            if last is not None and 0 <= now - last[0] < self._ttl_s:
-                return last[1]
-            check = await _forge(name, forge)
-            self._last[name] = (self._clock(), check)
-            return check
+        return await self._answers.get(name, lambda: _forge(name, forge))
 
 
 async def _store(db: Database | None, clock: Clock) -> Check:

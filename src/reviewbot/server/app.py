@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.runtime.health import ForgeProbes
+from reviewbot.runtime.reuse import Reused
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, ServerState
 from reviewbot.server.budget import BodyBudget
@@ -41,6 +42,7 @@ def create_app(service: Service) -> web.Application:
         owns_service=not service.started,
         body_budget=BodyBudget(settings.unverified_body_budget_bytes),
         probes=ForgeProbes(service.clock),
+        reports=Reused(service.clock),
     )
     state.metrics.watch_budget(state.body_budget)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from reviewbot.runtime.health import ForgeProbes
+from reviewbot.runtime.parity import RuntimeReport
+from reviewbot.runtime.reuse import Reused
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.metrics import Metrics
 from reviewbot.service import Service
@@ -15,14 +17,16 @@ from reviewbot.service import Service
 
 @dataclass
 class ServerState:
-    """What the HTTP face keeps beside the service: its counters, the webhook secrets and
-    the byte budget of unverified bodies, and the forge probes readiness shares."""
+    """What the HTTP face keeps beside the service: its counters, the webhook secrets, the
+    byte budget of unverified bodies, and the answers reused rather than computed per call
+    (forge probes, runtime reports)."""
 
     metrics: Metrics
     secrets: dict[str, bytes | None]
     owns_service: bool
     body_budget: BodyBudget
     probes: ForgeProbes
+    reports: Reused[RuntimeReport]
 
 
 SERVICE = web.AppKey("reviewbot.service", Service)
