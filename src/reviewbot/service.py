@@ -28,13 +28,14 @@ from reviewbot.core.clock import Clock
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
 from reviewbot.observe import Telemetry, logs
-from reviewbot.runtime.health import Check, readiness
+from reviewbot.runtime.health import Check, ForgeProbes, readiness
+from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
-from reviewbot.runtime.parity import Boot, boot_snapshot
+from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
 from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
@@ -170,6 +171,8 @@ class Service:
     workers_lock: ProcessLock | None = None
     started: bool = False
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
+    # Callers asking while a comparison with the disk runs share it (any entry path).
+    runtime_reports: Reused[RuntimeReport] | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
 
@@ -182,7 +185,7 @@ class Service:
     def role_name(self) -> str:
         return (self.role or Role.ALL).value
 
-    async def readiness(self) -> list[Check]:
+    async def readiness(self, probes: ForgeProbes | None = None) -> list[Check]:
         """The readiness checks of this process's role: an ``ingest`` process neither gates
         nor calls a forge, so neither the queue's age nor a forge makes it unready (a load
         balancer must not take the acknowledgement path away because gating lags)."""
@@ -195,6 +198,7 @@ class Service:
             self.pool,
             expect_workers=self.runner is not None or self.pool is not None,
             queue_age=not ingest_only,
+            probes=probes,  # the server's shared forge answers (an anonymous route)
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -565,5 +569,6 @@ def build_service(
         forges=dict(forges) if forges is not None else {},
         owns_forges=forges is None,
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
+        runtime_reports=Reused(clock),
         resume_deliveries=resume_deliveries,
     )

@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from reviewbot.core.clock import iso
-from reviewbot.core.models import FORGES, repo_key
+from reviewbot.core.models import FORGES, number_problem, repo_key
 from reviewbot.core.reasons import ReasonCode
 
 # The ceiling of the ``max_lease_s`` setting itself.
@@ -122,8 +122,9 @@ class LeaseTarget:
             object.__setattr__(self, "repo", repo_key(self.repo))
         except ValueError as exc:
             raise ValueError(f"repo must look like OWNER/NAME, not {self.repo!r} ({exc})") from None
-        if self.number < 1:
-            raise ValueError(f"PR number must be positive, not {self.number}")
+        problem = number_problem(self.number)
+        if problem is not None:
+            raise ValueError(f"PR number: {problem}")
         object.__setattr__(self, "role", Role(self.role))
 
     def __str__(self) -> str:

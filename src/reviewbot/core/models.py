@@ -97,6 +97,20 @@ class RepoRef:
         return f"{self.forge}:{self.owner}/{self.name}"
 
 
+# The largest integer the store keeps (SQLite's signed 64-bit INTEGER). A PR number or a
+# fencing epoch beyond it cannot be looked up or written, so every entry refuses it.
+MAX_NUMBER = 2**63 - 1
+
+
+def number_problem(value: int) -> str | None:
+    """Why ``value`` cannot be a PR number (or an epoch), or ``None`` when it can."""
+    if value < 1:
+        return f"{value} is not positive"
+    if value > MAX_NUMBER:
+        return f"{value} is larger than {MAX_NUMBER}"
+    return None
+
+
 def _canonical_parts(obj: object) -> None:
     """Case-fold ``owner`` and ``name`` of a frozen model in place.
 
@@ -131,6 +145,9 @@ class PullRef:
     number: int
 
     def __post_init__(self) -> None:
+        problem = number_problem(self.number)
+        if problem is not None:
+            raise ValueError(f"PR number: {problem}")
         _canonical_parts(self)
 
     @property

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from reviewbot.core.models import Trigger
+from reviewbot.core.models import MAX_NUMBER, Trigger
 from reviewbot.ingress.envelope import default_forge, parse_sha, split_repo
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.payload import parse_json_object
@@ -27,7 +27,7 @@ class ReviewRequestBody(BaseModel):
 
     forge: Literal["github", "gitea"] | None = None
     repo: str = Field(description="OWNER/NAME")
-    number: int = Field(gt=0, strict=True)
+    number: int = Field(gt=0, le=MAX_NUMBER, strict=True)
     head_sha: str | None = None
 
     @field_validator("repo")

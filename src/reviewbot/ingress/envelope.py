@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewbot.core.models import FORGES
+from reviewbot.core.models import FORGES, number_problem
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.headers import forge_of_headers
 from reviewbot.ingress.payload import EventReader, is_sha, shown, type_name
@@ -359,6 +359,8 @@ def parse_number(value: object, where: str) -> int:
         raise TriggerError(f"number: {shown(value)} is not an integer (from {where})")
     if number <= 0:
         raise TriggerError(f"number: {shown(value)} is not a positive PR number (from {where})")
+    if number_problem(number) is not None:  # beyond what the store holds
+        raise TriggerError(f"number: {shown(value)} is too large a PR number (from {where})")
     return number
 
 

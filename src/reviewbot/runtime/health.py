@@ -4,6 +4,11 @@
 ``queue_age`` (the oldest delivery waiting to be gated is younger than
 ``ready_max_queue_age_s``) and ``forge_<name>`` (one live request is answered within its rate
 limits; ``unreachable: URL`` when no answer came).
+
+``/readyz`` needs no token and the status page checks readiness on every load, while each
+forge probe is one request on the bot's own forge credentials and rate limit. So the server
+asks through :class:`ForgeProbes`: one probe per forge at a time, its answer reused for
+``PROBE_TTL_S``, however many callers ask.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from typing import Any
 from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.core.redact import url_for_display
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.runtime.reuse import Reused
 from reviewbot.store import journal
 from reviewbot.store.database import Database
 
 FORGE_TIMEOUT_S = 5.0
+PROBE_TTL_S = 10.0  # about a load balancer's probe interval
 
 
 @dataclass(frozen=True)
@@ -44,16 +52,28 @@ async def readiness(
     *,
     expect_workers: bool = True,
     queue_age: bool = True,
+    probes: ForgeProbes | None = None,
 ) -> list[Check]:
-    """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it."""
+    """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it.
+    Without ``probes`` every forge is asked now (``reviewbot doctor``)."""
     checks = [await _store(db, clock)]
     if expect_workers:
         checks.append(_workers(pool))
     if queue_age:
         checks.append(await _queue_age(settings, db, clock))
     for name, forge in sorted(forges.items()):
-        checks.append(await _forge(name, forge))
+        checks.append(await (probes.check(name, forge) if probes else _forge(name, forge)))
     return checks
+
+
+class ForgeProbes:
+    """The forges' last probe answers, each reused for ``ttl_s`` (see the module's text)."""
+
+    def __init__(self, clock: Clock, ttl_s: float = PROBE_TTL_S) -> None:
+        self._answers: Reused[Check] = Reused(clock, ttl_s)
+
+    async def check(self, name: str, forge: Forge) -> Check:
+        return await self._answers.get(name, lambda: _forge(name, forge))
 
 
 async def _store(db: Database | None, clock: Clock) -> Check:
@@ -92,17 +112,16 @@ async def _queue_age(settings: Settings, db: Database | None, clock: Clock) -> C
 async def _forge(name: str, forge: Forge) -> Check:
     """One live request to the forge, even when ``bot_login`` is configured."""
     check = f"forge_{name}"
+    url = url_for_display(forge.url)
     try:
         login = await asyncio.wait_for(forge.probe(), FORGE_TIMEOUT_S)
     except TimeoutError:
-        return Check(
-            check, False, f"unreachable: {forge.url} (no answer within {FORGE_TIMEOUT_S:g} s)"
-        )
+        return Check(check, False, f"unreachable: {url} (no answer within {FORGE_TIMEOUT_S:g} s)")
     except ForgeError as exc:  # rate limited, refused, unreachable: the forge says why
         reason = reason_for(exc)
         if reason is ReasonCode.FORGE_UNREACHABLE:
-            return Check(check, False, f"unreachable: {forge.url} ({exc})")
-        return Check(check, False, f"{reason.value}: {exc} ({forge.url})")
+            return Check(check, False, f"unreachable: {url} ({exc})")
+        return Check(check, False, f"{reason.value}: {exc} ({url})")
     except Exception as exc:
-        return Check(check, False, f"{type(exc).__name__}: {exc} ({forge.url})")
-    return Check(check, True, f"answers as {login} ({forge.url})")
+        return Check(check, False, f"{type(exc).__name__}: {exc} ({url})")
+    return Check(check, True, f"answers as {login} ({url})")

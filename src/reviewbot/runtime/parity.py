@@ -28,6 +28,7 @@ from pydantic import BaseModel, SecretStr
 import reviewbot
 from reviewbot.config import Settings
 from reviewbot.core.clock import iso
+from reviewbot.core.redact import url_for_display
 from reviewbot.store.database import Database
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.protected import PACKAGED_NAME
@@ -55,6 +56,8 @@ def _plain(value: Any, *, for_hash: bool) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [_plain(v, for_hash=for_hash) for v in value]
         return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, str) and not for_hash:
+        return url_for_display(value)  # a URL's user part may be a credential
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)  # paths, enums
@@ -192,6 +195,16 @@ def schema_state(db: Database) -> tuple[int | None, dict[str, Any] | None]:
 
 def runtime_report(boot: Boot, db: Database, sandbox: dict[str, Any]) -> RuntimeReport:
     """Compare the running process with the disk now (blocking: reads files and the DB)."""
+    return disk_report(boot, schema_state(db), sandbox)
+
+
+def disk_report(
+    boot: Boot,
+    schema: tuple[int | None, dict[str, Any] | None],
+    sandbox: dict[str, Any],
+) -> RuntimeReport:
+    """:func:`runtime_report` with the schema state already read (blocking: reads files,
+    not the store, so a server runs it off the store's threads)."""
     reasons: list[str] = []
     changed_code = code_hash(boot.package_dir) != boot.code_hash
     if changed_code:
@@ -211,7 +224,7 @@ def runtime_report(boot: Boot, db: Database, sandbox: dict[str, Any]) -> Runtime
             config_changed = disk_hash != boot.config_hash
             if config_changed:
                 reasons.append("the configuration on disk differs from the running one")
-    version, last = schema_state(db)
+    version, last = schema
     return RuntimeReport(
         version=boot.version,
         commit=boot.commit,

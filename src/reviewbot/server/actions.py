@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
-from reviewbot.core.models import repo_key
+from reviewbot.core.models import MAX_NUMBER, repo_key
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.errors import Conflict
@@ -50,7 +50,7 @@ class LeaseQuery(BaseModel):
 
     forge: str | None = Field(None, max_length=20)
     repo: str | None = Field(None, max_length=200, description="OWNER/NAME, any casing")
-    number: int | None = Field(None, ge=1)
+    number: int | None = Field(None, ge=1, le=MAX_NUMBER)
     role: Role | None = None
     live: bool = False
 

@@ -12,6 +12,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from reviewbot.core.errors import Refused
+from reviewbot.runtime.health import ForgeProbes
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
 from reviewbot.server.budget import BodyBudget
@@ -36,6 +37,7 @@ def create_app(service: Service) -> web.Application:
         },
         owns_service=not service.started,
         body_budget=BodyBudget(settings.unverified_body_budget_bytes),
+        probes=ForgeProbes(service.clock),
     )
     state.metrics.watch_budget(state.body_budget)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from reviewbot.runtime.health import ForgeProbes
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.metrics import Metrics
 from reviewbot.service import Service
@@ -15,13 +16,15 @@ from reviewbot.service import Service
 
 @dataclass
 class ServerState:
-    """What the HTTP face keeps beside the service: its counters, the webhook secrets and
-    the byte budget of unverified bodies."""
+    """What the HTTP face keeps beside the service: its counters, the webhook secrets, the
+    byte budget of unverified bodies, and the answers reused rather than computed per call
+    (the forge probes; the runtime reports are the service's)."""
 
     metrics: Metrics
     secrets: dict[str, bytes | None]
     owns_service: bool
     body_budget: BodyBudget
+    probes: ForgeProbes
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

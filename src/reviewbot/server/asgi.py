@@ -36,10 +36,9 @@ def asgi_scope(request: web.Request, extra: dict[str, Any] | None = None) -> Sco
         "raw_path": request.raw_path.split("?", 1)[0].encode("latin-1"),
         "root_path": "",
         "query_string": request.query_string.encode("latin-1"),
-        "headers": [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in request.headers.items()
-        ],
+        # The bytes as received: a header value may hold UTF-8 (or any byte), which the
+        # decoded text could not be encoded back to latin-1 from.
+        "headers": [(name.lower(), value) for name, value in request.raw_headers],
         "client": tuple(peer[:2]) if isinstance(peer, tuple) else None,
         "server": tuple(sock[:2]) if isinstance(sock, tuple) else None,
         "state": {},

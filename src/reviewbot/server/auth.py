@@ -10,6 +10,7 @@ from aiohttp import web
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import RepoRef
 from reviewbot.server.app_keys import SERVICE
+from reviewbot.store import repositories
 from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo, lookup_token
 
@@ -65,6 +66,15 @@ def check_binding(info: TokenInfo, forge: str | None, repo: str | None) -> None:
         raise Refused(
             f"token {info.name!r} is bound to {info.repo}, not {target}", code="repo_not_allowed"
         )
+
+
+async def current_bound(db: Database, info: TokenInfo, forge: str, repo: str) -> str:
+    """``repo``'s current key (a renamed repository's old name is the same repository),
+    checked against the token's binding after resolving: a binding naming the name a
+    renamed repository left (a token made after the rename) never reaches its rows."""
+    key = await db.run(repositories.resolve, db, forge, repo)
+    check_binding(info, forge, key)
+    return key
 
 
 def bound_target(

@@ -31,7 +31,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    checks = await service.readiness()
+    checks = await service.readiness(probes=request.app[STATE].probes)
     failing = [c.name for c in checks if not c.ok]
     if failing:
         raise ReviewbotError(

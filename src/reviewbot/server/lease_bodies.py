@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
-from reviewbot.core.models import repo_key
+from reviewbot.core.models import MAX_NUMBER, repo_key
 
 
 class _Body(BaseModel):
@@ -34,7 +34,7 @@ def _canonical_repo_key(value: str) -> str:
 class TargetBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
-    number: int = Field(ge=1)
+    number: int = Field(ge=1, le=MAX_NUMBER)
 
     _canonical_repo = field_validator("repo")(_canonical_repo_key)
     role: Role
@@ -51,7 +51,7 @@ class AcquireBody(TargetBody):
 
 class ClaimBody(TargetBody):
     worker_identity: str = Field(min_length=1, max_length=200)
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=MAX_NUMBER)
     # Why a release happens (kept in the lease history); only for /release.
     reason: str | None = Field(None, max_length=40)
 
@@ -71,10 +71,10 @@ class ClaimBody(TargetBody):
 class MergeBody(_Body):
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200)
-    number: int = Field(ge=1)
+    number: int = Field(ge=1, le=MAX_NUMBER)
 
     _canonical_repo = field_validator("repo")(_canonical_repo_key)
     head_sha: str = Field(min_length=4, max_length=64)
     worker_identity: str = Field(min_length=1, max_length=200)
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=MAX_NUMBER)
     method: str | None = None

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
 from reviewbot.server import actions, pull_actions, read_actions
 from reviewbot.server.actions import LeaseQuery
@@ -108,7 +109,7 @@ class ExplainArgs(BaseModel):
     delivery_id: str | None = Field(None, min_length=1, max_length=200)
     forge: str | None = Field(None, max_length=20)
     repo: str | None = Field(None, min_length=3, max_length=200)
-    number: int | None = Field(None, ge=1)
+    number: int | None = Field(None, ge=1, le=MAX_NUMBER)
 
     @model_validator(mode="after")
     def _one_subject(self) -> ExplainArgs:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
-from reviewbot.core.models import repo_key
+from reviewbot.core.models import MAX_NUMBER, repo_key
 from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, state_view
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
@@ -39,7 +39,7 @@ class PullBody(BaseModel):
 
     forge: str = Field(min_length=1, max_length=20)
     repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
-    number: int = Field(ge=1)
+    number: int = Field(ge=1, le=MAX_NUMBER)
 
     @field_validator("repo")
     @classmethod

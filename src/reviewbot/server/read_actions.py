@@ -9,6 +9,8 @@ leaks and an entry path cannot forget either check.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,11 +21,10 @@ from reviewbot.core.leases import Role, WorkerOwner
 from reviewbot.core.models import PullRef
 from reviewbot.runtime.capability import Caller, read_capability
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.runtime.parity import runtime_report
+from reviewbot.runtime.parity import RuntimeReport, disk_report, schema_state
 from reviewbot.server.actions import database, merge_parts
-from reviewbot.server.auth import check_binding, require_scope
+from reviewbot.server.auth import current_bound, require_scope
 from reviewbot.service import Service
-from reviewbot.store import repositories
 from reviewbot.store.tokens import TokenInfo
 
 MAX_HISTORY = 5000
@@ -84,9 +85,7 @@ async def bound_pull(service: Service, info: TokenInfo, text: str) -> PullRef:
     token bound to another repository (in any casing) is refused before anything is read."""
     require_scope(info, "read")
     pr = parse_pr(text)
-    db = database(service)
-    current = await db.run(repositories.resolve, db, pr.forge, pr.full_name)
-    check_binding(info, pr.forge, current)
+    current = await current_bound(database(service), info, pr.forge, pr.full_name)
     owner, _, name = current.partition("/")
     return PullRef(pr.forge, owner, name, pr.number)
 
@@ -125,9 +124,17 @@ async def runtime(service: Service, info: TokenInfo) -> dict[str, Any]:
     if db is None or boot is None:
         raise Refused("this server keeps no runtime record", code="not_found")
     sandbox = service.external.sandbox.state.describe()
-    # Hashing the package's files and reading the configuration again are blocking.
-    report = await db.run(runtime_report, boot, db, sandbox)
-    body = report.to_json()
+
+    async def compare() -> RuntimeReport:
+        schema = await db.run(schema_state, db)
+        # Hashing the package's files and reading the configuration again block for far
+        # longer than a store read: on a thread of their own, never the store's.
+        return await asyncio.to_thread(disk_report, boot, schema, sandbox)
+
+    # Callers asking while a comparison runs share it: a flood costs one at a time.
+    reports = service.runtime_reports
+    report = await (reports.get("runtime", compare) if reports is not None else compare())
+    body = replace(report, sandbox=sandbox).to_json()
     if info.repo is not None:
         del body["config"]
     return body

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from reviewbot.core.errors import Refused
-from reviewbot.core.models import repo_key
+from reviewbot.core.models import MAX_NUMBER, number_problem, repo_key
 from reviewbot.server import pull_actions
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate
@@ -15,8 +15,11 @@ def query_number(text: str | None) -> int | None:
     """A ``number`` query parameter, refused unless it is digits."""
     if text is None:
         return None
-    if not text.isdigit():
-        raise Refused(f"number: {text!r} is not a number", code="invalid_request")
+    # ASCII only: str.isdigit() also takes "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or number_problem(int(text)) is not None:
+        raise Refused(
+            f"number: {text[:40]!r} is not a number from 1 to {MAX_NUMBER}", code="invalid_request"
+        )
     return int(text)
 
 

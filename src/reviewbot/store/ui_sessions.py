@@ -34,6 +34,13 @@ def _token(db: Database, token_id: int) -> tuple[TokenInfo, bytes] | None:
     return TokenInfo.from_row(row), bytes.fromhex(row["token_hash"])
 
 
+def same_text(expected: str, given: str) -> bool:
+    """Constant-time equality of a credential a browser sent with the one expected. Header
+    values may hold any byte; one that is not ASCII is never ours (and compare_digest
+    raises on it, or .encode() on an undecodable byte), so it is simply unequal."""
+    return expected.isascii() and given.isascii() and hmac.compare_digest(expected, given)
+
+
 def issue(db: Database, token_id: int, purpose: Purpose, expires: int) -> str | None:
     """A credential for the token until ``expires`` (epoch seconds); None for no such token."""
     found = _token(db, token_id)
@@ -58,6 +65,6 @@ def verify(db: Database, text: str, purpose: Purpose, now: float) -> TokenInfo |
     if found is None:
         return None
     info, key = found
-    if not hmac.compare_digest(_mac(key, purpose, info.id, int(expires)), mac):
+    if not same_text(_mac(key, purpose, info.id, int(expires)), mac):
         return None
     return info

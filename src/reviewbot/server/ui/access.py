@@ -13,7 +13,6 @@ not this host, ``Sec-Fetch-Site: cross-site``) is refused before the value is co
 
 from __future__ import annotations
 
-import hmac
 import secrets
 
 from aiohttp import web
@@ -71,7 +70,7 @@ def check_form_origin(request: web.Request, sent: str) -> None:
     if origin is not None and origin.split("://", 1)[-1] != request.host:
         raise Refused("a form from another site may not do this", code="csrf_failed")
     cookie = request.cookies.get(CSRF_COOKIE, "")
-    if not cookie or not sent or not hmac.compare_digest(cookie.encode(), sent.encode()):
+    if not cookie or not sent or not ui_sessions.same_text(cookie, sent):
         raise Refused("the form expired; load the page again", code="csrf_failed")
 
 

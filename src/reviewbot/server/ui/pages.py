@@ -19,13 +19,13 @@ from reviewbot.core.errors import Refused, ReviewbotError
 from reviewbot.core.models import PullRef, RepoRef
 from reviewbot.runtime.explain import pull_facts
 from reviewbot.runtime.health import readiness
-from reviewbot.server.app_keys import SERVICE
-from reviewbot.server.auth import check_binding
+from reviewbot.server.app_keys import SERVICE, STATE
+from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
 from reviewbot.server.ui import access, render
 from reviewbot.server.ui.markup import STYLESHEET, Reader
-from reviewbot.store import repositories, ui_sessions
+from reviewbot.store import ui_sessions
 from reviewbot.store.status import Scope, snapshot
 from reviewbot.store.tokens import TokenInfo, lookup_token
 
@@ -89,16 +89,13 @@ async def _scope(request: web.Request, info: TokenInfo, text: str) -> Scope:
             wanted = RepoRef.parse(text)
         except ValueError as exc:
             raise Refused(f"repo: {exc}", code="invalid_request") from None
-    if info.repo is not None:
-        if wanted is not None:
-            check_binding(info, wanted.forge, wanted.key)
+    if wanted is None and info.repo is not None:
         wanted = RepoRef.parse(info.repo)
     if wanted is None:
         return Scope()
     db = request.app[SERVICE].db
     assert db is not None
-    key = await db.run(repositories.resolve, db, wanted.forge, wanted.key)
-    return Scope(wanted.forge, key)
+    return Scope(wanted.forge, await current_bound(db, info, wanted.forge, wanted.key))
 
 
 async def status_page(request: web.Request) -> web.Response:
@@ -113,14 +110,7 @@ async def status_page(request: web.Request) -> web.Response:
     db = service.db
     assert db is not None
     now = service.clock()
-    checks = await readiness(
-        service.settings,
-        db,
-        service.forges,
-        service.clock,
-        service.pool,
-        expect_workers=service.runner is not None or service.pool is not None,
-    )
+    checks = await service.readiness(probes=request.app[STATE].probes)
     snap = await db.run(snapshot, db, scope, now)
     csrf = access.csrf_value(request)
     view = render.StatusView(
@@ -149,13 +139,12 @@ async def pull_page(request: web.Request) -> web.Response:
             RepoRef(pr.forge, pr.owner, pr.name)  # the forge and both names are valid
         except ValueError as exc:
             raise Refused(str(exc), code="not_found") from None
-        check_binding(info, pr.forge, pr.full_name)
+        service = request.app[SERVICE]
+        db = service.db
+        assert db is not None
+        key = await current_bound(db, info, pr.forge, pr.full_name)
     except ReviewbotError as exc:
         return error_page(request, exc, info)
-    service = request.app[SERVICE]
-    db = service.db
-    assert db is not None
-    key = await db.run(repositories.resolve, db, pr.forge, pr.full_name)
     owner, _, name = key.partition("/")
     pr = PullRef(pr.forge, owner, name, pr.number)
     now = service.clock()
