@@ -29,13 +29,13 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
 from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.health import Check, ForgeProbes, readiness
-from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline

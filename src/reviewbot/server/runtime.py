@@ -10,9 +10,6 @@ same :func:`read_actions.runtime`.
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import replace
-
 from aiohttp import web
 
 from reviewbot.server import read_actions

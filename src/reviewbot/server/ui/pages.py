@@ -18,7 +18,6 @@ from aiohttp import web
 from reviewbot.core.errors import Refused, ReviewbotError
 from reviewbot.core.models import PullRef, RepoRef
 from reviewbot.runtime.explain import pull_facts
-from reviewbot.runtime.health import readiness
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
