@@ -247,13 +247,14 @@ class WorkerPool:
                     self._busy -= 1
                     if sliced:
                         self._end_slice()
-                if not claimed:
+                # Look again while something arrived since this look began: another worker
+                # may already have cleared the wake-up meant for it.
+                if not claimed and generation == self._generation:
                     break
-            if generation == self._generation:
-                self._wake.clear()  # nothing new arrived while this worker looked
-                await self._schedule_retry()
-                if self._busy == 0 and generation == self._generation:
-                    self._idle.set()
+            self._wake.clear()  # nothing new arrived while this worker looked
+            await self._schedule_retry()
+            if self._busy == 0 and generation == self._generation:
+                self._idle.set()
 
     async def _defer_to_ingress(self) -> tuple[int, bool]:
         """Wait for a quiet spell or for the pool's next slice: the batch size to take, and
