@@ -116,6 +116,17 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
                         if all(s is not None and s.status == "processing" for s in states):
                             break
                         await asyncio.sleep(0.05)
+                # Both replicas claim from the one queue: what the first holds when it dies is
+                # what the survivor must take over once the claims lapse.
+                with db.read() as tx:
+                    held = tx.all(
+                        "SELECT delivery_id, claimed_by FROM deliveries WHERE status = 'processing'"
+                    )
+                dead_holder = f"/pid-{pid_a}/"
+                held_by_a = {
+                    r["delivery_id"] for r in held if dead_holder in (r["claimed_by"] or "")
+                }
+                assert held_by_a  # the first replica was killed holding claims
                 os.kill(pid_a, signal.SIGKILL)
                 # The survivor finishes its own, then the dead one's after their claims lapse.
                 await all_finished(db, list(acknowledged))
@@ -123,9 +134,9 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
                     rows = decisions.for_delivery(db, delivery_id)
                     assert [r.decision for r in rows] == ["eligible"], delivery_id
                 with db.read() as tx:
-                    owners = tx.all(
-                        "SELECT DISTINCT claimed_by FROM deliveries WHERE status = 'done'"
-                    )
-                assert len(owners) == 1  # all gated by the survivor in the end
+                    finished = tx.all("SELECT delivery_id, claimed_by FROM deliveries")
+                taken_over = {r["delivery_id"]: r["claimed_by"] for r in finished}
+                # Each claim the dead replica held was finished by the survivor.
+                assert all(dead_holder not in (taken_over[d] or dead_holder) for d in held_by_a), taken_over
             finally:
                 db.close()
