@@ -137,6 +137,8 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
                     finished = tx.all("SELECT delivery_id, claimed_by FROM deliveries")
                 taken_over = {r["delivery_id"]: r["claimed_by"] for r in finished}
                 # Each claim the dead replica held was finished by the survivor.
-                assert all(dead_holder not in (taken_over[d] or dead_holder) for d in held_by_a), taken_over
+                assert all(dead_holder not in (taken_over[d] or dead_holder) for d in held_by_a), (
+                    taken_over
+                )
             finally:
                 db.close()
