@@ -294,6 +294,13 @@ def review_jobs_settled(w: World) -> bool:
     )
 
 
+def every_head_reviewed(w: World, pulls: list[tuple[str, Any]]) -> bool:
+    """Each PR has a bot review at its head (posting may trail the job's own row)."""
+    return all(
+        pr.head_sha in {r.commit_id for r in w.bot_reviews(forge, pr.number)} for forge, pr in pulls
+    )
+
+
 def assert_one_review_per_head(w: World, pulls: list[tuple[str, Any]]) -> None:
     """No review posted twice, and none missing: exactly one bot review per (PR, head)."""
     for forge, pr in pulls:

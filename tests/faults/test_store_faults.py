@@ -16,6 +16,7 @@ from tests.faults.support import (
     all_finished,
     assert_every_acked_delivery_finished,
     assert_one_review_per_head,
+    every_head_reviewed,
     review_jobs_settled,
     wait_for,
     wait_ready,
@@ -66,6 +67,7 @@ async def test_disk_errors_lose_nothing_acknowledged_and_health_says_so(tmp_path
             acked = [d.id for d in before + during + again if d.status == 202]
             await wait_for(lambda: all_finished(w, acked), "every acknowledged delivery")
             await wait_for(lambda: review_jobs_settled(w), "the reviews")
+            await wait_for(lambda: every_head_reviewed(w, pulls), "a review at every head")
             status, body = await w.get(bot, "/readyz")
             assert status == 200, body
             (workers,) = [c for c in body["checks"] if c["name"] == "workers_alive"]
