@@ -55,10 +55,10 @@ def test_an_event_is_one_json_line_with_the_stable_keys() -> None:
 def test_library_lines_land_in_the_same_stream_and_format() -> None:
     out = io.StringIO()
     logs.configure("json", "info", stream=out)
-    logging.getLogger("some.library").warning("retrying %s after %d s", "connect", 3)
+    logging.getLogger("httpx").warning("retrying %s after %d s", "connect", 3)
     [line] = lines(out)
     assert line["msg"] == "retrying connect after 3 s"
-    assert line["logger"] == "some.library" and line["level"] == "warning"
+    assert line["logger"] == "httpx" and line["level"] == "warning"
 
 
 def test_the_level_drops_what_is_less_important() -> None:
