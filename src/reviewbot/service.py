@@ -457,6 +457,8 @@ class Service:
         if self.review is not None:
             await self.review.jobs.stop()
             await self.review.drainer.stop()
+        if self.lanes is not None:
+            self.lanes.close()  # a merge waiting for another replica's lane gives up
         if self.merge is not None and self.merge.automerge is not None:
             await self.merge.automerge.idle()
         if self.pool is not None:

@@ -208,6 +208,28 @@ async def test_a_waiter_gives_up_after_its_bound_and_names_the_holder(
     assert lanes.holder_of(a, LANE, clock()) is None
 
 
+async def test_a_stopping_process_stops_waiting_for_a_lane_held_elsewhere(
+    replicas: tuple[Database, Database],
+) -> None:
+    a, b = replicas
+    clock = FakeClock()
+    lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock)
+    lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock, poll_s=0.05)
+
+    async def wait_for_it() -> bool:
+        async with lanes_b.hold(LANE, wait_s=10 * WAIT_S) as lane:
+            return lane.held
+
+    async with lanes_a.hold(LANE) as held:
+        assert held.held
+        waiting = asyncio.create_task(wait_for_it())
+        await asyncio.sleep(0.2)  # B is polling the store meanwhile
+        assert not waiting.done()
+        lanes_b.close()  # the process is stopping (shutdown)
+        async with asyncio.timeout(WAIT_S):  # far sooner than its wait bound
+            assert await waiting is False
+
+
 async def test_a_holder_taken_over_loses_the_lane_visibly_and_leaves_it_alone(
     replicas: tuple[Database, Database], caplog: pytest.LogCaptureFixture
 ) -> None:

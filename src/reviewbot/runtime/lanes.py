@@ -70,6 +70,11 @@ class Lanes:
         self.clock = clock
         self.poll_s = poll_s
         self._local: dict[str, asyncio.Lock] = {}
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """The process is stopping: waits for a lane held elsewhere end now, not granted."""
+        self._closing.set()
 
     @contextlib.asynccontextmanager
     async def hold(self, name: str, *, wait_s: float = 0.0) -> AsyncIterator[Lane]:
@@ -125,9 +130,10 @@ class Lanes:
                 return
             lane.busy = got
             left = deadline - loop.time()
-            if left <= 0:
+            if left <= 0 or self._closing.is_set():
                 return
-            await asyncio.sleep(min(self.poll_s, left))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), min(self.poll_s, left))
 
     async def confirm(self, lane: Lane) -> bool:
         """Renew the lane now: True while this process still holds it, for a full term

@@ -107,27 +107,26 @@ class AutoMerger:
         if pull.merged or pull.state != "open" or pull.draft:
             return None
         name = lane_name("merge", forge_name, repo_key(repo), pull.base_ref)
-        async with self.lanes.hold(name, wait_s=self.wait_s) as lane:
-            if not lane.held:
-                log.info(
-                    "automerge of %s:%s#%s: the merge lane %s is still held by %s after %gs;"
-                    " left for the next event or reconcile sweep",
-                    forge_name,
-                    repo,
-                    number,
-                    name,
-                    lane.busy_with,
-                    self.wait_s,
-                )
-                return None
-            try:
+        try:
+            async with self.lanes.hold(name, wait_s=self.wait_s) as lane:
+                if not lane.held:
+                    log.info(
+                        "automerge of %s:%s#%s: the merge lane %s is still held by %s;"
+                        " left for the next event or reconcile sweep",
+                        forge_name,
+                        repo,
+                        number,
+                        name,
+                        lane.busy_with,
+                    )
+                    return None
                 return await self._attempt(forge, forge_name, repo, number, lane)
-            except (ForgeError, MergeError) as exc:
-                log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
-                return None
-            except Exception:  # a background task: say what broke, never lose it silently
-                log.exception("automerge of %s:%s#%s failed", forge_name, repo, number)
-                return None
+        except (ForgeError, MergeError) as exc:
+            log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
+            return None
+        except Exception:  # a background task: say what broke, never lose it silently
+            log.exception("automerge of %s:%s#%s failed", forge_name, repo, number)
+            return None
 
     async def _attempt(
         self, forge: Forge, forge_name: str, repo: str, number: int, lane: Lane
