@@ -385,3 +385,48 @@ async def test_automerge_that_lost_its_lane_sends_no_merge(
             assert len(w.merge_requests(forge, pr.number)) == 1
         finally:
             other.close()
+
+
+async def test_a_merge_left_behind_for_a_busy_lane_is_taken_up_by_the_next_sweep(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer
+) -> None:
+    forge = "github"
+    async with bot_world(tmp_path, sim, sim_server, rules={"automerge": True}) as w:
+        automerge = w.api.automerge
+        assert automerge is not None and w.service.review is not None
+        automerge.wait_s = 0.3  # the bound this test waits out, instead of a minute
+        other = open_store(w.settings)  # another replica, merging into main meanwhile
+        try:
+            busy = lanes.try_acquire(
+                other, lane_name("merge", forge, REPO, "main"), "replica-b", 3600, time.time()
+            )
+            assert isinstance(busy, LaneHold)
+            pr = w.sim.open_pr(forge, REPO, author="alice")
+            set_check(w, forge, pr.head_sha, "success")
+            await w.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+            await w.settle()
+            # Approved, but the merge waited for the lane and left the PR.
+            assert [r.state for r in w.bot_reviews(forge, pr.number)] == ["APPROVED"]
+            assert not w.sim.pull(forge, REPO, pr.number).merged
+            assert w.merge_requests(forge, pr.number) == []
+            assert lanes.release(other, busy)
+        finally:
+            other.close()
+        parts = w.service.review
+        sweeper = Reconciler(
+            w.settings,
+            parts.store,
+            w.service.forges,
+            parts.pipeline,
+            enqueue=_never_queued,
+            consider_merge=automerge.consider,
+        )
+        report = await sweeper.sweep()
+        assert report.merge_considered == [f"{forge}:{REPO}#{pr.number}"]
+        await w.settle()
+        assert w.sim.pull(forge, REPO, pr.number).merged
+        assert len(w.merge_requests(forge, pr.number)) == 1
+
+
+async def _never_queued(delivery: NewDelivery) -> bool:
+    raise AssertionError(f"nothing is left to gate, yet {delivery.delivery_id} was queued")

@@ -58,7 +58,7 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
     # Repositories another replica was sweeping: "forge:repo: swept by HOLDER".
     skipped: list[str] = field(default_factory=list)
-    merge_considered: list[str] = field(default_factory=list)
+    merge_considered: list[str] = field(default_factory=list)  # approved heads, to automerge
 
 
 def sweep_delivery(
@@ -195,8 +195,8 @@ class Reconciler:
                 and latest.head_sha == pull.head_sha
                 and latest.decision == DecisionKind.APPROVE
             ):
-                self.consider_merge(forge_name, repo, pull.number)
-                report.merge_considered.append(f"{forge_name}:{repo}#{pull.number}")
+                if self.consider_merge(forge_name, repo, pull.number) is not None:
+                    report.merge_considered.append(f"{forge_name}:{repo}#{pull.number}")
                 continue
             # Only heads the pipeline already took up: a head the gate skipped stays skipped.
             if (
