@@ -124,12 +124,18 @@ def test_a_released_lane_is_granted_again_with_a_higher_token(
     assert isinstance(other, LaneHold) and other.token == 1
 
 
+def test_a_branch_with_a_long_name_has_a_lane(replicas: tuple[Database, Database]) -> None:
+    a, _ = replicas
+    name = lane_name("merge", "github", "acme/api", "release/" + "x" * 240)
+    assert isinstance(lanes.try_acquire(a, name, "replica-a", TERM, T0), LaneHold)
+
+
 @pytest.mark.parametrize(
     ("name", "holder", "term"),
     [
         ("", "r", TERM),
         ("lane\n", "r", TERM),
-        ("x" * 301, "r", TERM),
+        ("x" * 1025, "r", TERM),
         (LANE, "", TERM),
         (LANE, "r\x00", TERM),
         (LANE, "r", 0.0),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from reviewbot.store.database import Database
 
-_MAX_TEXT = 300
+_MAX_TEXT = 1024  # a lane names a repository and a branch (git allows long branch names)
 
 
 @dataclass(frozen=True)
