@@ -97,12 +97,14 @@ class Lanes:
                 renewing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
-            local.release()
-            if lane.hold is not None and not lane.lost:
-                try:
+            try:
+                if lane.hold is not None and not lane.lost:
                     await self.db.run(store.release, self.db, lane.hold)
-                except Exception:  # it lapses by itself at the end of its term
-                    log.warning("releasing the lane %s failed", name, exc_info=True)
+            except Exception:  # it lapses by itself at the end of its term
+                log.warning("releasing the lane %s failed", name, exc_info=True)
+            finally:
+                # After the store's release: this process's next caller finds the lane free.
+                local.release()
 
     @staticmethod
     async def _local_turn(local: asyncio.Lock, deadline: float | None) -> bool:
