@@ -65,6 +65,8 @@ async def read_model(request: web.Request, model: type[M], limit: int = MAX_JSON
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise Refused(f"the body is not JSON: {exc}", code="invalid_request") from None
+    except RecursionError:  # a few KB of "[[[[..." is past the decoder's depth
+        raise Refused("the body is nested too deeply to read", code="invalid_request") from None
     if not isinstance(data, dict):
         raise Refused("the body must be a JSON object", code="invalid_request")
     return as_model(model, data)

@@ -1,0 +1,44 @@
+"""Hostile request bodies against a real server over HTTP: each is a caller's mistake, refused
+with its reason code (400), never a ``500`` with a traceback in the log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.server_support import Running, make_settings, running_server
+
+DEEP_LIST = b"[" * 5000  # 5 KB, within every route's byte limit; past the decoder's depth
+DEEP_OBJECT = b'{"arguments": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3001
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Running]:
+    async with running_server(make_settings(tmp_path / "data"), forges={}) as running:
+        yield running
+
+
+# Every route that reads a JSON body with the one body reader, or the tools route's own.
+NESTED = [
+    ("/api/v1/workers", DEEP_LIST, "invalid_request"),
+    ("/api/v1/workers/heartbeat", DEEP_LIST, "invalid_request"),
+    ("/api/v1/leases/acquire", DEEP_LIST, "invalid_request"),
+    ("/api/v1/leases/release", DEEP_LIST, "invalid_request"),
+    ("/api/v1/merges", DEEP_LIST, "invalid_request"),
+    ("/api/v1/tools/query_workflow_db", DEEP_LIST, "invalid_body"),
+    ("/api/v1/tools/query_workflow_db", DEEP_OBJECT, "invalid_body"),
+]
+
+
+async def test_deeply_nested_json_is_refused_not_a_server_failure(
+    server: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = server.token("read,lease,merge,db:read,db:write")
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    for path, body, code in NESTED:
+        status, answer = await server.post(path, body, headers)
+        assert (status, answer["error"]) == (400, code), (path, answer)
+        assert "nested too deeply" in answer["detail"] or "recursion" in answer["detail"]
+    assert "Traceback" not in caplog.text
