@@ -3,12 +3,13 @@ with its reason code (400), never a ``500`` with a traceback in the log."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.server_support import WAIT_S, Running, make_settings, running_server
 
 DEEP_LIST = b"[" * 5000  # 5 KB, within every route's byte limit; past the decoder's depth
 DEEP_OBJECT = b'{"arguments": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3001
@@ -42,3 +43,35 @@ async def test_deeply_nested_json_is_refused_not_a_server_failure(
         assert (status, answer["error"]) == (400, code), (path, answer)
         assert "nested too deeply" in answer["detail"] or "recursion" in answer["detail"]
     assert "Traceback" not in caplog.text
+
+
+# Every route that reads a body after checking a token, with a token of the scope it needs.
+TOKEN_ROUTES = [
+    ("/webhooks/crew", "review"),
+    ("/api/v1/reviews", "review"),
+    ("/api/v1/workers", "lease"),
+    ("/api/v1/leases/acquire", "lease"),
+    ("/api/v1/merges", "merge"),
+    ("/api/v1/tools/query_workflow_db", "db:read"),
+]
+
+
+async def test_a_body_that_never_ends_is_cut_off_on_every_token_route(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", body_read_timeout_s=0.5)
+    async with running_server(settings, forges={}) as server:
+        host, port = server.base.removeprefix("http://").rsplit(":", 1)
+        for path, scope in TOKEN_ROUTES:
+            token = server.token(scope)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            # A holder of any token opens the body and never sends the rest.
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {token}\r\n"
+                'Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n'.encode()
+            )
+            await writer.drain()
+            try:
+                head = await asyncio.wait_for(reader.readline(), WAIT_S)
+            finally:
+                writer.close()
+            assert b" 408 " in head, (path, head)
