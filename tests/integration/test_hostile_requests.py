@@ -75,3 +75,22 @@ async def test_a_body_that_never_ends_is_cut_off_on_every_token_route(tmp_path: 
             finally:
                 writer.close()
             assert b" 408 " in head, (path, head)
+
+
+async def test_a_database_password_in_the_url_query_is_never_shown(
+    tmp_path: Path, postgres_store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # libpq takes the password from the query as well as from the user part.
+    password = "pg-query-password-4f1d"
+    url = f"{postgres_store_url}{'&' if '?' in postgres_store_url else '?'}password={password}"
+    settings = make_settings(tmp_path / "data", database_url=url)
+    async with running_server(settings, forges={}) as server:
+        status, body = await server.get("/api/v1/runtime", server.token("read"))
+        assert status == 200, body
+        assert "password=<secret>" in body["config"]["database_url"]
+        for path in ("/healthz", "/readyz", "/api/v1/runtime"):
+            async with server.http.get(
+                server.base + path, headers={"Authorization": f"Bearer {server.token('read')}"}
+            ) as resp:
+                assert password not in await resp.text(), path
+    assert password not in caplog.text

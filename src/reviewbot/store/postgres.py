@@ -30,6 +30,7 @@ import psycopg
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
+from reviewbot.core.redact import query_for_display
 from reviewbot.store.database import POSTGRESQL, P, Params, StoreExecutor, T
 
 POOL_SIZE = 10  # the store executor's threads, the journal writer and a few direct callers
@@ -144,8 +145,10 @@ class PgTx:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password left out, for messages and logs."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """The URL with any password left out (in its user part or its query), for messages
+    and logs."""
+    base, mark, query = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url).partition("?")
+    return base + mark + query_for_display(query)
 
 
 class PostgresDatabase:
