@@ -94,3 +94,15 @@ async def test_a_database_password_in_the_url_query_is_never_shown(
             ) as resp:
                 assert password not in await resp.text(), path
     assert password not in caplog.text
+
+
+async def test_mcp_answers_only_post(server: Running) -> None:
+    # A stateless server has no stream to GET and no session to DELETE: each is answered at
+    # once, never held open.
+    token = server.token("read")
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    for method in ("GET", "DELETE", "PUT"):
+        async with asyncio.timeout(WAIT_S):
+            async with server.http.request(method, server.base + "/mcp", headers=headers) as resp:
+                assert resp.status == 405, method
+                assert (await resp.json())["error"] == "method_not_allowed"
