@@ -30,7 +30,6 @@ import psycopg
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
-from reviewbot.core.redact import query_for_display
 from reviewbot.store.database import POSTGRESQL, P, Params, StoreExecutor, T
 
 POOL_SIZE = 10  # the store executor's threads, the journal writer and a few direct callers
@@ -142,13 +141,6 @@ class PgTx:
     def lock_text(self, text: str, *, space: int) -> None:
         """Take the advisory lock named by ``text`` (hashed by the server) until the end."""
         self.conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (space, text))
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password left out (in its user part or its query), for messages
-    and logs."""
-    base, mark, query = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url).partition("?")
-    return base + mark + query_for_display(query)
 
 
 class PostgresDatabase:
