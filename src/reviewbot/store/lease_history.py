@@ -83,7 +83,7 @@ def for_pull(
         params.append(Role(role).value)
     rows = tx.all(
         f"SELECT * FROM (SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?)"
-        " ORDER BY id",
+        " AS newest ORDER BY id",
         (*params, limit),
     )
     return [_entry(r) for r in rows]
