@@ -40,9 +40,7 @@ def test_a_pulls_lease_history_reads_newest_rows_oldest_first(db: Database) -> N
         last_two = lease_history.for_pull(tx, "github", "acme/api", 7, limit=2)
         every = lease_history.for_pull(tx, "github", "acme/api", 7, role=Role.REVIEWER)
     assert [(e.event, e.epoch) for e in every] == [
-        (event, epoch)
-        for epoch in (1, 2, 3)
-        for event in (LeaseEvent.GRANTED, LeaseEvent.RELEASED)
+        (event, epoch) for epoch in (1, 2, 3) for event in (LeaseEvent.GRANTED, LeaseEvent.RELEASED)
     ]
     assert last_two == every[-2:]
 
