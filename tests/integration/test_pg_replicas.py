@@ -254,6 +254,8 @@ async def test_three_replicas_a_burst_and_a_kill_one_review_per_head_one_merge(
             serve, victim.serve = victim.serve, None
             serve.proc.send_signal(signal.SIGKILL)
             await serve.proc.wait()
+            # Read again once it is dead: what it still held then (its terms have not lapsed).
+            assert holding(), "the victim finished all it held before the signal landed"
             killed.update(holder=holder, held=list(held), at=len(robin.acknowledged))
             await start(victim)
             restarted.set()
