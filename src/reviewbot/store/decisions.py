@@ -140,6 +140,9 @@ class ToRecord:
     # Eligible decisions get a review job claimed this way (None: no review follows here);
     # the second item is who caused the event.
     review_job: tuple[JobClaim, str | None] | None = None
+    # The claim the delivery was gated under: its decisions are recorded only while the
+    # claim still holds (None: no claims, one process gates).
+    claimed_by: str | None = None
 
 
 def record(
@@ -244,6 +247,10 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
         raise ValueError("a delivery must end in at least one decision")
     rows = list(item.records)
     delivery_id = rows[0].delivery_id
+    if item.claimed_by is not None and not _still_claimed(tx, delivery_id, item.claimed_by):
+        # The claim lapsed while this gate was slow and another replica took the delivery
+        # up: its decisions are the ones that count, these are dropped.
+        return Recorded((), duplicate_of=delivery_id)
     first: str | None = None
     key = item.semantic_key
     if key is not None and any(r.decision != Outcome.ERROR.value for r in rows):
@@ -268,6 +275,15 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
             ("done" if ok else "failed", error, rows[0].decided_at, delivery_id),
         )
     return Recorded(written, first, jobs)
+
+
+def _still_claimed(tx: Tx, delivery_id: str, worker: str) -> bool:
+    row = tx.one(
+        "SELECT 1 FROM deliveries WHERE delivery_id = ? AND status = 'processing'"
+        " AND claimed_by = ?",
+        (delivery_id, worker),
+    )
+    return row is not None
 
 
 def _job(tx: Tx, item: ToRecord, r: DecisionRecord) -> int | None:

@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,8 @@ class StoredDelivery:
     attempts: int
     error: str | None
     finished_at: float | None
+    # The replica's claim this delivery was taken under (PostgreSQL replicas), if any.
+    claimed_by: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> StoredDelivery:
@@ -478,7 +480,9 @@ def claim_batch(
             f"{_SELECT} WHERE d.delivery_id IN ({marks}) ORDER BY d.received_at, d.delivery_id",
             [r["delivery_id"] for r in ids],
         )
-    return [StoredDelivery.from_row(r) for r in rows]
+    # Named by this claim, not by the row: it may be re-claimed by the time it is read.
+    worker = None if claim is None else claim.worker
+    return [replace(StoredDelivery.from_row(r), claimed_by=worker) for r in rows]
 
 
 def requeue(db: Database, delivery_ids: Sequence[str]) -> None:

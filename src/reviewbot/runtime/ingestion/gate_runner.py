@@ -81,6 +81,7 @@ class Pending:
             self.semantic_key,
             (not errors, errors[0].detail if errors else None),
             review_job=(job_claim, sender) if job_claim is not None and self.gated else None,
+            claimed_by=self.delivery.claimed_by,
         )
 
 
