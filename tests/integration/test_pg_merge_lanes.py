@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 FORGE = "github"
 REPO = "acme/api"
 # The first merge call is held at the forge until a second merge call into the branch
-# arrives, or this long: long enough for the other replica to review and try its merge.
-HOLD_S = 6.0
+# arrives, or this long after the second PR's approval was posted: long enough for the other
+# replica to start its merge attempt.
+HOLD_S = 3.0
 
 
 def write_config(world: SimWorld, path: Path) -> None:
@@ -69,12 +70,27 @@ async def test_two_replicas_merge_into_one_branch_one_at_a_time(
         seen: list[tuple[int, ...]] = []  # which PRs were merged when a merge call arrived
         arrived = [asyncio.Event(), asyncio.Event()]
 
+        async def second_is_trying() -> None:
+            # The second PR's approval is posted; its automerge starts right after it.
+            while True:
+                if sim.pull(FORGE, REPO, numbers[1]).reviews:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(HOLD_S)
+
         async def hold_the_first() -> None:
             seen.append(tuple(n for n in numbers if sim.pull(FORGE, REPO, n).merged))
             arrived[min(len(seen), 2) - 1].set()
-            if len(seen) == 1:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived[1].wait(), HOLD_S)
+            if len(seen) == 1:  # until the second merge call arrives, or long after it could
+                waits = [
+                    asyncio.ensure_future(arrived[1].wait()),
+                    asyncio.ensure_future(second_is_trying()),
+                ]
+                _, pending = await asyncio.wait(
+                    waits, timeout=4 * WAIT_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in pending:
+                    task.cancel()
 
         sim.faults.add(
             forge=FORGE,
@@ -84,27 +100,25 @@ async def test_two_replicas_merge_into_one_branch_one_at_a_time(
             before=hold_the_first,
         )
         url = postgres_store_url
-        async with (
-            replica(config, tmp_path / "a", url) as a,
-            replica(config, tmp_path / "b", url) as b,
-        ):
+        async with replica(config, tmp_path / "a", url) as a:
             # A reviews, approves and starts merging the first PR; while that merge call is
-            # in flight, B is handed the second.
+            # in flight, B starts (so it cannot take up A's delivery) and is handed the second.
             sim.set_webhook(FORGE, url=a.base + "/webhooks/github", secret=GITHUB_SECRET)
             sent = await sim.deliver_pull_request(FORGE, REPO, numbers[0])
             assert sent.status == 202
             await asyncio.wait_for(arrived[0].wait(), WAIT_S)
-            sim.set_webhook(FORGE, url=b.base + "/webhooks/github", secret=GITHUB_SECRET)
-            sent = await sim.deliver_pull_request(FORGE, REPO, numbers[1])
-            assert sent.status == 202
-            async with asyncio.timeout(2 * WAIT_S + HOLD_S):
-                while True:
-                    if all(sim.pull(FORGE, REPO, n).merged for n in numbers):
-                        break
-                    await asyncio.sleep(0.05)
-            # Any late attempt (an event of a merged PR) would have reached the forge by now.
-            await asyncio.sleep(1.0)
-            logs = {"a": await a.stop(), "b": await b.stop()}
+            async with replica(config, tmp_path / "b", url) as b:
+                sim.set_webhook(FORGE, url=b.base + "/webhooks/github", secret=GITHUB_SECRET)
+                sent = await sim.deliver_pull_request(FORGE, REPO, numbers[1])
+                assert sent.status == 202
+                async with asyncio.timeout(6 * WAIT_S):
+                    while True:
+                        if all(sim.pull(FORGE, REPO, n).merged for n in numbers):
+                            break
+                        await asyncio.sleep(0.05)
+                # Any late attempt (an event of a merged PR) would have reached the forge by now.
+                await asyncio.sleep(1.0)
+                logs = {"a": await a.stop(), "b": await b.stop()}
         # Each replica merged the PR it was handed: the lane was contended across processes.
         assert f"automerged {FORGE}:{REPO}#{numbers[0]}/merger" in logs["a"]
         assert f"automerged {FORGE}:{REPO}#{numbers[1]}/merger" in logs["b"]
