@@ -114,6 +114,9 @@ def test_the_holder_that_lost_a_delivery_writes_nothing_for_it(db: Database) -> 
     (result,) = decisions.record_many(db, [skip_record(taken, "b")])
     assert not result.lost
     assert decision_rows(db) == [mine, theirs]
+    # A finished delivery is held by nobody: gating it again (a replay) is not fenced.
+    done = journal.get_delivery(db, mine)
+    assert done is not None and (done.claimed_by, done.held_by) == ("a", None)
 
 
 # --- the store: review jobs ------------------------------------------------------------------

@@ -125,7 +125,7 @@ class StoredDelivery:
     attempts: int
     error: str | None
     finished_at: float | None
-    claimed_by: str | None = None  # the claim it was read under (replicas), if any
+    claimed_by: str | None = None  # the last claim on it (replicas), if any
 
     @classmethod
     def from_row(cls, row: Row) -> StoredDelivery:
@@ -143,6 +143,13 @@ class StoredDelivery:
             finished_at=opt_float(row["finished_at"]),
             claimed_by=row["claimed_by"],
         )
+
+    @property
+    def held_by(self) -> str | None:
+        """The claim it is being gated under: its result is written only while that claim
+        holds it. ``None`` when it is not being gated under a claim (a replay of a finished
+        delivery, say, or one process per store)."""
+        return self.claimed_by if self.status == PROCESSING else None
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ class Pending:
             self.semantic_key,
             (not errors, errors[0].detail if errors else None),
             review_job=(job_claim, sender) if job_claim is not None and self.gated else None,
-            held_by=self.delivery.claimed_by,
+            held_by=self.delivery.held_by,
         )
 
 
@@ -161,7 +161,7 @@ class GateRunner:
                     "delivery %s: claim %s passed to another worker while it was gated;"
                     " its decisions are dropped",
                     item.delivery.delivery_id,
-                    item.delivery.claimed_by,
+                    item.delivery.held_by,
                 )
                 continue
             if result.failed is None or result.dead:

@@ -349,7 +349,7 @@ class WorkerPool:
     def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
         self._claims.discard(claim)
         if not claim.cancelled() and claim.exception() is None:
-            self._claimed.update((d.delivery_id, d.claimed_by) for d in claim.result())
+            self._claimed.update((d.delivery_id, d.held_by) for d in claim.result())
 
     async def _run(self, claimed: list[StoredDelivery]) -> None:
         try:
@@ -397,7 +397,7 @@ class WorkerPool:
             decisions.describe(exc),
             self.retry,
             self.clock(),
-            delivery.claimed_by,
+            delivery.held_by,
         )
 
     async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
@@ -405,7 +405,7 @@ class WorkerPool:
 
         A batch whose every delivery passed to another worker is dropped (logged)."""
         ids = [d.delivery_id for d in claimed]
-        holder = claimed[0].claimed_by if self.claim_as is not None else None
+        holder = claimed[0].held_by if self.claim_as is not None else None
         task: asyncio.Task[object] = asyncio.create_task(self._gate(claimed, holder))
         self._in_flight[task] = (ids, holder)
         try:
