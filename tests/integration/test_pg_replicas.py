@@ -86,12 +86,19 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
             for i in range(2 * PER_REPLICA)
         ]
         doomed, survivors = pulls[:PER_REPLICA], pulls[PER_REPLICA:]
+        killed = asyncio.Event()
+
+        async def hang() -> None:
+            await killed.wait()
+
         for pr in doomed:  # the forge hangs for these: the first replica dies mid-gate
+            # Held until the kill, not for a time: a read of these by the survivor (it claims
+            # from the same queue) keeps its claim renewed, and must not wait out a timeout.
             world.sim.faults.add(
                 forge="github",
                 method="GET",
                 path=f"/repos/acme/api/pulls/{pr.number}",
-                delay=120.0,
+                before=hang,
                 times=1,
             )
         url = postgres_store_url
@@ -128,6 +135,7 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
                 }
                 assert held_by_a  # the first replica was killed holding claims
                 os.kill(pid_a, signal.SIGKILL)
+                killed.set()
                 # The survivor finishes its own, then the dead one's after their claims lapse.
                 await all_finished(db, list(acknowledged))
                 for delivery_id in acknowledged:
@@ -141,4 +149,5 @@ async def test_a_killed_replicas_deliveries_are_gated_once_by_the_survivor(
                     taken_over
                 )
             finally:
+                killed.set()  # no held request outlives the test
                 db.close()
