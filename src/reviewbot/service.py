@@ -431,7 +431,7 @@ class Service:
                 eligible.job_id,
                 eligible.job_claim,
                 1,
-                lambda: pipeline.on_eligible(eligible),
+                lambda fence: pipeline.on_eligible(eligible, fence=fence),
             )
             if automerge is not None:  # a review or a check may have made it mergeable
                 await automerge.after_event(eligible.pull)

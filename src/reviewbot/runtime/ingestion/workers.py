@@ -15,6 +15,12 @@ a store error (disk full, I/O error, busy) while claiming, gating or re-queueing
 and retries instead of ending the worker, so the pool never shrinks. A batch that fails for
 another reason is gated again one delivery at a time, so one bad delivery holds up no other.
 Deliveries waiting out a retry backoff are claimed when it ends (a timer wakes the pool).
+
+With ``claim_as`` (replicas on one database) each batch is claimed under a name of its own
+for a term, and the claim is renewed every third of the term while the batch is gated, so
+a slow forge does not hand the batch to another replica. A batch whose claim was taken over
+anyway (the process stalled past the term) is not recorded: the gate's record is fenced on
+the claim, and a renewal that finds every delivery of the batch taken stops the batch.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ import contextlib
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock
+from reviewbot.runtime.claims import ClaimLost, Sleep, holding
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
 from reviewbot.store.journal import DeliveryClaim, StoredDelivery
@@ -68,8 +76,11 @@ class WorkerPool:
         retry: RetryPolicy | None = None,
         claim_as: tuple[str, float] | None = None,
         resume: bool = True,
+        sleep: Sleep = asyncio.sleep,
     ):
+        """``sleep`` paces the renewal of claims (``claim_as``); tests pass their own."""
         self.db = db
+        self.sleep = sleep
         # (holder, term in seconds): replicas on one database claim deliveries with a term,
         # so a replica that dies leaves them to lapse and another takes them up; ``None``
         # (one process per store): a start takes up everything left unfinished.
@@ -94,9 +105,11 @@ class WorkerPool:
         self._idle = asyncio.Event()
         self._busy = 0
         self._tasks: list[asyncio.Task[None]] = []
-        self._in_flight: dict[asyncio.Task[object], list[str]] = {}
+        # Batches being gated: their ids and the claim they hold (None: unclaimed).
+        self._in_flight: dict[asyncio.Task[object], tuple[list[str], str | None]] = {}
         self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
-        self._claimed: set[str] = set()  # claimed here and not yet finished
+        self._claimed: dict[str, str | None] = {}  # claimed here and not yet finished
+        self.lost = 0  # deliveries whose claim another worker took over (metrics, tests)
         # Store calls run on threads of our own, so stop() can wait until none touches the
         # store any more (the store may be closed right after).
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-store")
@@ -162,8 +175,9 @@ class WorkerPool:
                 busy.cancel()
                 with contextlib.suppress(BaseException):
                     await busy
-                await self._requeue(in_flight[busy])
-                log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
+                ids, holder = in_flight[busy]
+                await self._requeue(ids, holder)
+                log.info("re-queued %d deliveries at shutdown", len(ids))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
@@ -173,8 +187,14 @@ class WorkerPool:
         if self._claims:
             await asyncio.wait(list(self._claims))
         if self._claimed:
+            by_holder: dict[str | None, list[str]] = {}
+            for delivery_id, holder in sorted(self._claimed.items()):
+                by_holder.setdefault(holder, []).append(delivery_id)
             with contextlib.suppress(Exception):  # a failing store: resumed at the next start
-                await self._store(journal.requeue, self.db, sorted(self._claimed))
+                for holder, ids in by_holder.items():
+                    await self._store(
+                        functools.partial(journal.requeue, holder=holder), self.db, ids
+                    )
             self._claimed.clear()
         await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
 
@@ -212,8 +232,17 @@ class WorkerPool:
                 log.warning("store error (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
 
-    async def _requeue(self, ids: Sequence[str]) -> None:
-        await self._retrying(journal.requeue, self.db, list(ids))
+    async def _requeue(self, ids: Sequence[str], holder: str | None) -> None:
+        """Back to the queue: only what ``holder`` still holds (another claimer's is its)."""
+        await self._retrying(functools.partial(journal.requeue, holder=holder), self.db, list(ids))
+
+    def _new_claim(self) -> DeliveryClaim | None:
+        """A claim of its own for one batch (``None``: one process per store, no claims)."""
+        if self.claim_as is None:
+            return None
+        holder, term_s = self.claim_as
+        now = self.clock()
+        return DeliveryClaim(f"{holder}/{uuid.uuid4().hex[:8]}", now, now + term_s)
 
     async def _schedule_retry(self) -> None:
         """Wake the pool when the earliest delivery waiting out a backoff is due."""
@@ -299,11 +328,8 @@ class WorkerPool:
             raise
 
     async def _claim_size(self, size: int) -> list[StoredDelivery]:
-        now = self.clock()
-        mine = None
-        if self.claim_as is not None:
-            holder, term_s = self.claim_as
-            mine = DeliveryClaim(holder, now, now + term_s)
+        mine = self._new_claim()
+        now = self.clock() if mine is None else mine.now
         claim = asyncio.ensure_future(
             self._store(functools.partial(journal.claim_batch, claim=mine), self.db, size, now)
         )
@@ -323,7 +349,7 @@ class WorkerPool:
     def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
         self._claims.discard(claim)
         if not claim.cancelled() and claim.exception() is None:
-            self._claimed.update(d.delivery_id for d in claim.result())
+            self._claimed.update((d.delivery_id, d.held_by) for d in claim.result())
 
     async def _run(self, claimed: list[StoredDelivery]) -> None:
         try:
@@ -336,7 +362,7 @@ class WorkerPool:
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 self._wake.set()
             elif len(claimed) == 1:
-                await self._failed_attempt(claimed[0].delivery_id, exc)
+                await self._failed_attempt(claimed[0], exc)
             else:
                 # Something in one delivery failed the batch: gate them one by one, so only
                 # that one fails (and is retried with its own backoff).
@@ -347,7 +373,9 @@ class WorkerPool:
     async def _run_alone(self, delivery_id: str) -> None:
         # Not charged again: only the delivery that fails on its own is charged (below).
         again = await self._retrying(
-            functools.partial(journal.claim, charge=False), self.db, delivery_id
+            functools.partial(journal.claim, charge=False, claim=self._new_claim()),
+            self.db,
+            delivery_id,
         )
         if again is None:
             return
@@ -357,24 +385,29 @@ class WorkerPool:
             raise
         except Exception as exc:
             if not is_transient(exc):
-                await self._failed_attempt(delivery_id, exc)
+                await self._failed_attempt(again, exc)
 
-    async def _failed_attempt(self, delivery_id: str, exc: Exception) -> None:
-        """A delivery that failed on its own: its backoff, or ``dead`` after the last try."""
+    async def _failed_attempt(self, delivery: StoredDelivery, exc: Exception) -> None:
+        """A delivery that failed on its own: its backoff, or ``dead`` after the last try
+        (nothing when its claim passed to another worker meanwhile)."""
         await self._retrying(
             decisions.fail_delivery,
             self.db,
-            delivery_id,
+            delivery.delivery_id,
             decisions.describe(exc),
             self.retry,
             self.clock(),
+            delivery.held_by,
         )
 
     async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
-        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised."""
+        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised.
+
+        A batch whose every delivery passed to another worker is dropped (logged)."""
         ids = [d.delivery_id for d in claimed]
-        task: asyncio.Task[object] = asyncio.create_task(self.process_batch(claimed))
-        self._in_flight[task] = ids
+        holder = claimed[0].held_by if self.claim_as is not None else None
+        task: asyncio.Task[object] = asyncio.create_task(self._gate(claimed, holder))
+        self._in_flight[task] = (ids, holder)
         try:
             # Shielded: stopping the pool must not cut a batch in half; stop() decides
             # whether it finishes or goes back to the queue.
@@ -386,11 +419,35 @@ class WorkerPool:
             if task.done() and not task.cancelled() and task.exception() is None:
                 self.processed += len(ids)
             raise
+        except ClaimLost:
+            self.lost += len(ids)
         except Exception:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await self._requeue(ids)
+            await self._requeue(ids, holder)
             raise
         finally:
             if task.done():
                 self._in_flight.pop(task, None)
-                self._claimed.difference_update(ids)
+                for delivery_id in ids:
+                    self._claimed.pop(delivery_id, None)
+
+    async def _gate(self, claimed: list[StoredDelivery], holder: str | None) -> object:
+        """The batch gated, its claim (if any) renewed meanwhile."""
+        if holder is None or self.claim_as is None:
+            return await self.process_batch(claimed)
+        ids = [d.delivery_id for d in claimed]
+        term_s = self.claim_as[1]
+
+        async def renew() -> bool:
+            now = self.clock()
+            claim = DeliveryClaim(holder, now, now + term_s)
+            lost = await self._store(journal.renew_claims, self.db, ids, claim)
+            return len(lost) < len(ids)  # some of the batch is still this claim's
+
+        return await holding(
+            self.process_batch(claimed),
+            renew,
+            term_s / 3,
+            what=f"{len(ids)} deliveries ({holder})",
+            sleep=self.sleep,
+        )
