@@ -12,6 +12,7 @@ it once the claim has been renewed past terms.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
@@ -25,8 +26,8 @@ from reviewbot.sim.simulator import Simulator
 from reviewbot.store import decisions, journal
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.integration.process_support import ServeProcess, serve_process
 from tests.integration.server_support import GITHUB_SECRET, sim_world
-from tests.integration.test_pg_replicas import CLAIM_S, replica
 from tests.integration.test_review_crash import bot_env, outbox_rows, stop_bot, wait_for
 from tests.integration.test_review_intent import bot_reviews, jobs, start_bot
 from tests.integration.test_review_pipeline import APPROVED, REPO, SECRET, prepare_sim
@@ -35,6 +36,22 @@ from tests.integration.test_server_crash import write_config
 pytestmark = pytest.mark.slow
 
 LEASE_S = 2.0  # the review job's claim term (bot_env)
+CLAIM_S = 2.0  # the replicas' delivery claim term: short, so the test waits seconds
+
+
+def replica(
+    config: Path, data_dir: Path, url: str
+) -> contextlib.AbstractAsyncContextManager[ServeProcess]:
+    env = {
+        "REVIEWBOT_CONFIG": str(config),
+        "REVIEWBOT_DATA_DIR": str(data_dir),
+        "REVIEWBOT_DATABASE_URL": url,
+        "REVIEWBOT_WORKERS": "2",
+        "REVIEWBOT_DELIVERY_CLAIM_S": str(CLAIM_S),
+    }
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return serve_process(cwd=data_dir, env=env)
+
 
 # Counts its runs, then waits for the release file the test creates.
 WAITING_REVIEWER = """\
@@ -134,11 +151,11 @@ async def test_replicas_a_gate_held_by_the_forge_past_its_claim_is_gated_once(
         db = open_store(WorkflowPaths(tmp_path / "reader", None, url))
         try:
             async with (
-                replica(config, tmp_path / "a", url) as (base_a, _),
+                replica(config, tmp_path / "a", url) as a,
                 replica(config, tmp_path / "b", url),
             ):
                 world.sim.set_webhook(
-                    "github", url=base_a + "/webhooks/github", secret=GITHUB_SECRET
+                    "github", url=a.base + "/webhooks/github", secret=GITHUB_SECRET
                 )
                 sent = await world.sim.deliver_pull_request("github", "acme/api", pr.number)
                 assert sent.status == 202
