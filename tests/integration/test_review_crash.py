@@ -27,6 +27,8 @@ from tests.integration.process_support import clean_env, serve_process
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
 
 pytestmark = pytest.mark.slow
+# A serve starts in seconds, but in tens of them on a loaded machine running two at once.
+START_S = 60.0
 
 
 def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> dict[str, str]:
@@ -48,6 +50,18 @@ def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> di
             "REVIEWBOT_WORKERS": "2",
         }
     )
+
+
+async def serve_until_crash(
+    tmp_path: Path, sim: Simulator, env: dict[str, str], forge: str, number: int, crash_at: str
+) -> None:
+    """A serve that exits as if killed at ``crash_at`` (status 137) once the PR's webhook
+    has arrived."""
+    crashing = {**env, "REVIEWBOT_TEST_CRASH_AT": crash_at}
+    async with serve_process(cwd=tmp_path, env=crashing, start_s=START_S) as bot:
+        sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
+        await sim.deliver_pull_request(forge, REPO, number, action="opened")
+        assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
 
 
 def outbox_rows(tmp_path: Path) -> list[dict[str, Any]]:
@@ -86,18 +100,14 @@ async def test_crash_and_restart_leave_exactly_one_review(
         pr = sim.open_pr(forge, REPO, author="alice")
         sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
 
-        crashing = {**env, "REVIEWBOT_TEST_CRASH_AT": crash_at}
-        async with serve_process(cwd=tmp_path, env=crashing) as bot:
-            sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
-            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
-            assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
+        await serve_until_crash(tmp_path, sim, env, forge, pr.number, crash_at)
 
         (row,) = outbox_rows(tmp_path)
         assert row["status"] == "pending" and row["forge_review_id"] is None
         posted_before = [r for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT]
         assert len(posted_before) == (1 if crash_at == "after_post" else 0)
 
-        async with serve_process(cwd=tmp_path, env=env) as bot:
+        async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
             await wait_for(lambda: outbox_rows(tmp_path)[0]["status"] != "pending", "the drain")
             await bot.stop()
 

@@ -19,7 +19,13 @@ from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
 from tests.integration.process_support import serve_process
-from tests.integration.test_review_crash import bot_env, outbox_rows, wait_for
+from tests.integration.test_review_crash import (
+    START_S,
+    bot_env,
+    outbox_rows,
+    serve_until_crash,
+    wait_for,
+)
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
 
 pytestmark = pytest.mark.slow
@@ -43,7 +49,7 @@ def bot_reviews(sim: Simulator, forge: str, number: int) -> list[Any]:
 async def restart_and_expect_one_review(
     tmp_path: Path, sim: Simulator, env: dict[str, str], forge: str, pr: Any
 ) -> None:
-    async with serve_process(cwd=tmp_path, env=env) as bot:
+    async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
         await wait_for(
             lambda: (
                 bool(jobs(tmp_path))
@@ -69,11 +75,7 @@ async def test_kill_9_at_each_step_then_one_review(
         pr = sim.open_pr(forge, REPO, author="alice")
         sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
 
-        crashing = {**env, "REVIEWBOT_TEST_CRASH_AT": crash_at}
-        async with serve_process(cwd=tmp_path, env=crashing) as bot:
-            sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
-            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
-            assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
+        await serve_until_crash(tmp_path, sim, env, forge, pr.number, crash_at)
 
         # The start-up sweep may gate the head too: a job per eligible decision, one review.
         left = [j for j in jobs(tmp_path) if j["status"] == "queued"]
@@ -97,7 +99,9 @@ async def test_sigterm_while_the_review_outlasts_the_grace_then_one_review(
             forge=forge, method="GET", path=f"/repos/{REPO}/commits/*", times=None, delay=20.0
         )
 
-        async with serve_process("--shutdown-grace", "0.5", cwd=tmp_path, env=env) as bot:
+        async with serve_process(
+            "--shutdown-grace", "0.5", cwd=tmp_path, env=env, start_s=START_S
+        ) as bot:
             sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
             await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
             await wait_for(lambda: slow.hits > 0 and bool(jobs(tmp_path)), "the review to start")
