@@ -12,6 +12,7 @@ After a restart the drainer resumes the pending row, and exactly one review exis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -23,7 +24,7 @@ import pytest
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
-from tests.integration.process_support import clean_env, serve_process
+from tests.integration.process_support import ServeProcess, clean_env, serve_process
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
 
 pytestmark = pytest.mark.slow
@@ -62,6 +63,14 @@ async def serve_until_crash(
         sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
         await sim.deliver_pull_request(forge, REPO, number, action="opened")
         assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
+
+
+async def stop_bot(bot: ServeProcess) -> None:
+    """SIGTERM; one that takes over 15 s is killed as the block ends (nothing after it
+    depends on a graceful stop, and a loaded machine may stop slowly)."""
+    bot.proc.terminate()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(bot.proc.wait(), 15)
 
 
 def outbox_rows(tmp_path: Path) -> list[dict[str, Any]]:
@@ -109,7 +118,7 @@ async def test_crash_and_restart_leave_exactly_one_review(
 
         async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
             await wait_for(lambda: outbox_rows(tmp_path)[0]["status"] != "pending", "the drain")
-            await bot.stop()
+            await stop_bot(bot)
 
         reviews = [r for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT]
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]

@@ -24,6 +24,7 @@ from tests.integration.test_review_crash import (
     bot_env,
     outbox_rows,
     serve_until_crash,
+    stop_bot,
     wait_for,
 )
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
@@ -58,7 +59,7 @@ async def restart_and_expect_one_review(
             ),
             "the resumed review",
         )
-        await bot.stop()
+        await stop_bot(bot)
     reviews = bot_reviews(sim, forge, pr.number)
     assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
     assert {(j["head_sha"], j["last_error"]) for j in jobs(tmp_path)} == {(pr.head_sha, None)}
