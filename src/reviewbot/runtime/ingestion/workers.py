@@ -7,8 +7,8 @@ needs for its journal commits, free most of the time. The journal wakes the work
 commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
 taken up again (``resume=False`` leaves ``processing`` ones alone: a pool sharing the store
 with a process that may be working on them must not take them over). On stop, a batch in
-flight gets a grace period; what does not finish in it goes back to ``queued`` for the next
-start.
+flight (from the moment its claim is taken, when it shows ``processing``) gets a grace period
+and is gated once; what does not finish in it goes back to ``queued`` for the next start.
 
 The workers are supervised: one that raises is logged and started again after a backoff, and
 a store error (disk full, I/O error, busy) while claiming, gating or re-queueing backs off
@@ -105,6 +105,9 @@ class WorkerPool:
         self._idle = asyncio.Event()
         self._busy = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        # Workers between taking a claim and finishing its batch: stop() lets them finish.
+        self._working: set[asyncio.Task[Any]] = set()
         # Batches being gated: their ids and the claim they hold (None: unclaimed).
         self._in_flight: dict[asyncio.Task[object], tuple[list[str], str | None]] = {}
         self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
@@ -161,23 +164,30 @@ class WorkerPool:
         return sum(1 for task in self._tasks if not task.done())
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
+        """Stop taking work; let batches in flight (claims being taken included) finish for
+        ``grace_s``, then re-queue what is left."""
+        self._stopping = True
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self._poller is not None:
             self._poller.cancel()
+        # Idle workers stop at once. A worker taking a claim goes on to gate what it took
+        # (that is in flight: it already shows ``processing``), then ends on its own.
+        working = [task for task in self._tasks if task in self._working]
         for task in self._tasks:
-            task.cancel()  # idle workers stop at once; busy ones are shielded below
+            if task not in self._working:
+                task.cancel()
+        if working:
+            await asyncio.wait(working, timeout=grace_s)
         in_flight = dict(self._in_flight)
-        if in_flight:
-            _, unfinished = await asyncio.wait(list(in_flight), timeout=grace_s)
-            for busy in unfinished:
-                busy.cancel()
-                with contextlib.suppress(BaseException):
-                    await busy
-                ids, holder = in_flight[busy]
-                await self._requeue(ids, holder)
-                log.info("re-queued %d deliveries at shutdown", len(ids))
+        for task in self._tasks:
+            task.cancel()  # past the grace; batches are shielded and re-queued below
+        for busy, (ids, holder) in in_flight.items():
+            busy.cancel()
+            with contextlib.suppress(BaseException):
+                await busy
+            await self._requeue(ids, holder)
+            log.info("re-queued %d deliveries at shutdown", len(ids))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
@@ -204,12 +214,14 @@ class WorkerPool:
     async def _supervise(self, n: int) -> None:
         """Run one worker; if it raises, log it and start it again after a backoff."""
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._work()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping:
+                    return
                 failures += 1
                 self.restarts += 1
                 delay = self.restart.delay(failures)
@@ -274,8 +286,11 @@ class WorkerPool:
                         await self._run(claimed)
                 finally:
                     self._busy -= 1
+                    self._working.discard(_this_task())
                     if sliced:
                         self._end_slice()
+                if self._stopping:
+                    return
                 # Look again while something arrived since this look began: another worker
                 # may already have cleared the wake-up meant for it.
                 if not claimed and generation == self._generation:
@@ -320,6 +335,7 @@ class WorkerPool:
     async def _claim(self) -> tuple[list[StoredDelivery], bool]:
         """Claimed deliveries, and whether they are a slice taken while ingress is busy."""
         size, sliced = await self._defer_to_ingress()
+        self._working.add(_this_task())
         try:
             return await self._claim_size(size), sliced
         except BaseException:
@@ -451,3 +467,9 @@ class WorkerPool:
             what=f"{len(ids)} deliveries ({holder})",
             sleep=self.sleep,
         )
+
+
+def _this_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # only ever called from a worker's task
+    return task

@@ -17,13 +17,13 @@ transaction: it logs the loss and leaves the job to the new holder.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
 from reviewbot.core.clock import Clock
+from reviewbot.runtime.background import cancel_and_wait, repeat
 from reviewbot.runtime.claims import ClaimLost, Sleep, holding
 from reviewbot.runtime.review.outbox import Fence, crash_point
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
@@ -134,26 +134,19 @@ class ReviewJobs:
         return len(jobs)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
+        # A lapsed claim is noticed within a third of a term.
+        every = self.term_s / 3
+        self._task = asyncio.create_task(
+            repeat(self._resume_all, every, log, "resuming review jobs failed")
+        )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            task, self._task = self._task, None
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                while await self.resume_once():
-                    pass
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("resuming review jobs failed")
-            # A lapsed claim is noticed within a third of a term.
-            await asyncio.sleep(self.term_s / 3)
+    async def _resume_all(self) -> None:
+        while await self.resume_once():
+            pass
 
 
 def _request(job: ReviewJob, fence: Fence | None) -> ReviewRequest:

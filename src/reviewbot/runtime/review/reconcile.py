@@ -21,7 +21,6 @@ held by another skips it and lists it under ``skipped`` in its report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -34,6 +33,7 @@ from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.progress import Progress, Write
+from reviewbot.runtime.background import cancel_and_wait, repeat
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
 from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
 from reviewbot.store.journal import NewDelivery
@@ -219,30 +219,26 @@ class Reconciler:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="reconcile-sweep")
+            loop = repeat(
+                self._sweep_and_report,
+                self.settings.reconcile_interval_s,
+                log,
+                "reconcile sweep failed",
+            )
+            self._task = asyncio.create_task(loop, name="reconcile-sweep")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            task, self._task = self._task, None
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                report = await self.sweep(progress=log.info)
-                if report.queued or report.reevaluated:
-                    log.info(
-                        "reconcile sweep: %d queued, %d re-evaluated",
-                        len(report.queued),
-                        len(report.reevaluated),
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("reconcile sweep failed")
-            await asyncio.sleep(self.settings.reconcile_interval_s)
+    async def _sweep_and_report(self) -> None:
+        report = await self.sweep(progress=log.info)
+        if report.queued or report.reevaluated:
+            log.info(
+                "reconcile sweep: %d queued, %d re-evaluated",
+                len(report.queued),
+                len(report.reevaluated),
+            )
 
 
 class QueueHead:
