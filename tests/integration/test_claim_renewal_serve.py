@@ -28,8 +28,8 @@ from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.process_support import ServeProcess, serve_process
 from tests.integration.server_support import GITHUB_SECRET, sim_world
-from tests.integration.test_review_crash import bot_env, outbox_rows, stop_bot, wait_for
-from tests.integration.test_review_intent import bot_reviews, jobs, start_bot
+from tests.integration.test_review_crash import START_S, bot_env, outbox_rows, stop_bot, wait_for
+from tests.integration.test_review_intent import bot_reviews, jobs
 from tests.integration.test_review_pipeline import APPROVED, REPO, SECRET, prepare_sim
 from tests.integration.test_server_crash import write_config
 
@@ -97,30 +97,32 @@ async def test_a_reviewer_outlasting_the_job_claim_runs_once_and_reviews_once(
         assert float(env["REVIEWBOT_LEASES__LEASE_S"]) == LEASE_S
         pr = sim.open_pr(forge, REPO, author="alice")
         sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
-        proc, base = await start_bot(env)
-        try:
-            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
-            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
-            await wait_for(lambda: runs_of(runs) == [pr.head_sha], "the reviewer to start")
+        async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
+            try:
+                sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
+                await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+                await wait_for(lambda: runs_of(runs) == [pr.head_sha], "the reviewer to start")
 
-            # The reviewer holds the job past three claim terms: the claim is renewed. (The
-            # start-up sweep may gate the head too: its job waits for the same PR meanwhile,
-            # and is renewed as well.)
-            def renewed() -> bool:
-                return all(j["claim_until"] > j["created_at"] + 3 * LEASE_S for j in jobs(tmp_path))
+                # The reviewer holds the job past three claim terms: the claim is renewed. (The
+                # start-up sweep may gate the head too: its job waits for the same PR meanwhile,
+                # and is renewed as well.)
+                def renewed() -> bool:
+                    return all(
+                        j["claim_until"] > j["created_at"] + 3 * LEASE_S for j in jobs(tmp_path)
+                    )
 
-            await wait_for(renewed, "the job's claim renewed past three terms")
-            release.touch()
-            await wait_for(
-                lambda: (
-                    {j["status"] for j in jobs(tmp_path)} == {"done"}
-                    and [r["status"] for r in outbox_rows(tmp_path)] == ["posted"]
-                ),
-                "the review",
-            )
-        finally:
-            release.touch()
-            await stop_bot(proc)
+                await wait_for(renewed, "the job's claim renewed past three terms")
+                release.touch()
+                await wait_for(
+                    lambda: (
+                        {j["status"] for j in jobs(tmp_path)} == {"done"}
+                        and [r["status"] for r in outbox_rows(tmp_path)] == ["posted"]
+                    ),
+                    "the review",
+                )
+            finally:
+                release.touch()
+                await stop_bot(bot)
     assert runs_of(runs) == [pr.head_sha]  # one reviewer run, never a second
     # Never taken over: each job ran once, under its first claim.
     assert {(j["head_sha"], j["attempts"], j["last_error"]) for j in jobs(tmp_path)} == {

@@ -21,6 +21,7 @@ held by another skips it and lists it under ``skipped`` in its report.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
