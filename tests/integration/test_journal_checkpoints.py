@@ -1,4 +1,4 @@
-"""The journal's WAL on SQLite is copied back into the database beside the writer, never
+"""The journal's WAL on SQLite is copied back into the database between batches, never
 inside a commit that acknowledgements wait for (an ``ingest`` process has no other writer
 that would do it)."""
 
@@ -27,7 +27,7 @@ def rows_in_main_file(db_file: Path, tmp_path: Path) -> int:
         conn.close()
 
 
-def test_the_journal_checkpoints_its_wal_beside_the_writer(tmp_path: Path) -> None:
+def test_the_journal_checkpoints_its_wal_between_batches(tmp_path: Path) -> None:
     paths = WorkflowPaths(tmp_path / "data")
     open_store(paths).close()  # the schema
     # A reader that stays open: closing the journal is then not the last connection, whose

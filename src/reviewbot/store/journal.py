@@ -179,22 +179,19 @@ class GroupCommitJournal:
         # A server database (PostgreSQL): batches go through its pool, not an SQLite file.
         self.database = database
         self.max_batch = max_batch
-        # The writer never checkpoints the WAL itself (copying pages back into the database
-        # and syncing it inside a commit would hold up that batch's acknowledgements).
-        # True: a thread of the journal's own does it beside the writer, after every
-        # ``checkpoint_bytes`` committed; False: another connection (the workers') does.
+        # The WAL is never checkpointed inside a commit (copying pages back into the
+        # database and syncing it there would hold up that batch's acknowledgements).
+        # True: the writer checkpoints after every ``checkpoint_bytes`` committed, once the
+        # batch is answered; False: another connection (the workers') does.
         self.checkpoints = checkpoints
         self.checkpoint_bytes = checkpoint_bytes
-        self._checkpointer: threading.Thread | None = None
-        self._checkpoint_due = threading.Event()
-        self._unchecked_bytes = 0  # committed since the last checkpoint was asked for
-        self._stopping = False
+        self._unchecked_bytes = 0  # committed since the last checkpoint
         self.on_commit = on_commit
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
         self.batches = 0  # committed transactions, for metrics
-        self.checkpointed = 0  # checkpoints run by the journal's own thread
+        self.checkpointed = 0  # checkpoints the writer ran
         self.appended = 0
         # Appends waiting for their commit, and when the last one arrived (event loop side):
         # the worker pool defers to the acknowledgement path while it is busy.
@@ -212,12 +209,6 @@ class GroupCommitJournal:
                 conn.execute("PRAGMA busy_timeout = 0")
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._conn = conn
-                if self.checkpoints:
-                    self._stopping = False
-                    self._checkpointer = threading.Thread(
-                        target=self._checkpoint_loop, name="journal-checkpoint", daemon=True
-                    )
-                    self._checkpointer.start()
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
         return self
@@ -230,11 +221,6 @@ class GroupCommitJournal:
         self._queue.put(_STOP)
         thread.join()
         self._thread = None
-        if self._checkpointer is not None:
-            self._stopping = True
-            self._checkpoint_due.set()
-            self._checkpointer.join()
-            self._checkpointer = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -287,24 +273,6 @@ class GroupCommitJournal:
                 batch.append(item)
             self._write_batch(batch)
 
-    def _checkpoint_loop(self) -> None:
-        """Copy the WAL back into the database when asked, beside the writer: a passive
-        checkpoint waits for no writer and makes none wait. The last connection to close
-        checkpoints whatever is left."""
-        conn = connect_sqlite(self.path)
-        try:
-            while True:
-                self._checkpoint_due.wait()
-                self._checkpoint_due.clear()
-                if self._stopping:
-                    return
-                # A failed pass (busy, I/O) leaves the pages in the WAL for the next one.
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpointed += 1
-        finally:
-            conn.close()
-
     def _commit(self, batch: Sequence[_Waiter]) -> list[bool | BaseException]:
         """Write the batch in one transaction; each delivery's answer."""
         if self.database is not None:
@@ -339,11 +307,7 @@ class GroupCommitJournal:
             results = self._commit(batch)
             self.batches += 1
             self.appended += sum(1 for r in results if r is True)
-            if self._checkpointer is not None:
-                self._unchecked_bytes += sum(len(d.body) for d, *_ in batch)
-                if self._unchecked_bytes >= self.checkpoint_bytes:
-                    self._unchecked_bytes = 0
-                    self._checkpoint_due.set()
+            self._unchecked_bytes += sum(len(d.body) for d, *_ in batch)
         except Exception as exc:  # the whole batch failed: every waiter hears why
             results = [exc] * len(batch)
         new_ids = [d.delivery_id for (d, *_), r in zip(batch, results, strict=True) if r is True]
@@ -358,6 +322,22 @@ class GroupCommitJournal:
             # A closed loop has nobody waiting any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._resolve, waiters, new_ids)
+        self._checkpoint_when_due()
+
+    def _checkpoint_when_due(self) -> None:
+        """After a batch is answered: copy the WAL back into the database once enough was
+        committed. Between two commits of this writer the checkpoint can finish, so the
+        next commit starts the WAL from its beginning again (a WAL that keeps growing makes
+        every commit's sync dearer). Requests arriving meanwhile join the next batch."""
+        if not self.checkpoints or self._conn is None:
+            return
+        if self._unchecked_bytes < self.checkpoint_bytes:
+            return
+        self._unchecked_bytes = 0
+        # A failed pass (busy, I/O) leaves the pages in the WAL for the next one.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.checkpointed += 1
 
     def _resolve(self, waiters: list[tuple[asyncio.Future[bool], Any]], new_ids: list[str]) -> None:
         for fut, result in waiters:
