@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import resource
 import statistics
 import sys
@@ -28,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from reviewbot.sim.serve_child import start_serve
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 
@@ -66,35 +66,6 @@ def bot_env(
     return env
 
 
-async def start_bot(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    while True:
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        if not line:
-            raise RuntimeError("reviewbot serve exited before listening")
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            # keep draining its output so the pipe never fills
-            asyncio.get_running_loop().create_task(_drain(proc.stdout))
-            return proc, m.group(1)
-
-
-async def _drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
-
-
 async def run(
     prs: int, forge: str, concurrency: int, workers: int, rate: float = 0.0
 ) -> dict[str, Any]:
@@ -107,7 +78,8 @@ async def run(
         sim.require_checks(forge, REPO, "main", ["ci/test"])
         with tempfile.TemporaryDirectory(prefix="reviewbot-bench-") as tmp:
             env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers)
-            proc, base = await start_bot(env)
+            # Its output is read and dropped, so the pipe never fills.
+            proc, base, _reader = await start_serve(env, on_line=lambda _: None, line_s=60)
             sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
             sim_cpu = resource.getrusage(resource.RUSAGE_SELF)
             try:

@@ -30,10 +30,8 @@ import collections
 import os
 import random
 import re
-import resource
 import signal
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,16 +39,22 @@ from typing import Any
 
 import aiohttp
 
+from reviewbot.sim.serve_child import (
+    BOT,
+    FORGES,
+    REPO,
+    limit_file_size,
+    prepare,
+    serve_env,
+    start_serve,
+)
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token
 from reviewbot.workflowdb.bootstrap import open_store
 
-REPO = "acme/api"
 SECRET = "soak-secret"
-BOT = "reviewbot"
-FORGES = ("github", "gitea")
 POISON_NUMBER = 2**63
 FINISHED = ("done", "failed", "dead")
 
@@ -63,40 +67,19 @@ class Bot:
         self.proc: asyncio.subprocess.Process | None = None
         self.base = ""
         self.rss_kb: list[int] = []
+        self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "reviewbot",
-            "serve",
-            "--port",
-            "0",
-            "--shutdown-grace",
-            "2",
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
         self.starts += 1
         log = self.logs / f"serve-{self.starts}.log"
-        assert self.proc.stdout is not None
-        while True:
-            line = (await asyncio.wait_for(self.proc.stdout.readline(), 60)).decode()
-            if not line:
-                raise SystemExit("the server exited before listening")
-            m = re.search(r"listening on (http://\S+)", line)
-            if m:
-                self.base = m.group(1)
-                asyncio.get_running_loop().create_task(self._drain(self.proc, log))
-                return
 
-    @staticmethod
-    async def _drain(proc: asyncio.subprocess.Process, log: Path) -> None:
-        assert proc.stdout is not None
-        with log.open("ab") as out:
-            while line := await proc.stdout.readline():
+        def write(line: str) -> None:
+            with log.open("a") as out:
                 out.write(line)
+
+        self.proc, self.base, self._reader = await start_serve(
+            self.env, "--shutdown-grace", "2", on_line=write, line_s=60
+        )
 
     def rss(self) -> int:
         assert self.proc is not None
@@ -118,20 +101,7 @@ class Bot:
         assert self.proc is not None
         if self.proc.returncode is not None:
             return
-        _, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
-        soft = 0 if failing else resource.RLIM_INFINITY
-        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
-
-
-def prepare(sim: Simulator) -> dict[str, str]:
-    tokens = {}
-    for forge in FORGES:
-        tokens[forge] = sim.add_user(forge, BOT, bot=True)
-        sim.add_user(forge, "alice")
-        sim.create_repo(forge, REPO)
-        sim.require_checks(forge, REPO, "main", ["ci/test"])
-        sim.set_permission(forge, REPO, "alice", "write")
-    return tokens
+        limit_file_size(self.proc.pid, 0 if failing else None)
 
 
 def forge_faults(sim: Simulator, rng: random.Random) -> None:
@@ -172,25 +142,11 @@ async def soak(args: argparse.Namespace) -> None:
         toml = tmp / "reviewbot.toml"
         toml.write_text(f'[repos."github:{REPO}"]\n[repos."gitea:{REPO}"]\n')
         env = {k: v for k, v in os.environ.items() if not k.startswith("REVIEWBOT_")}
+        env |= serve_env(sim_server, tokens, config=toml, data_dir=tmp / "data", secret=SECRET)
         env |= {
-            "REVIEWBOT_CONFIG": str(toml),
-            "REVIEWBOT_DATA_DIR": str(tmp / "data"),
-            "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
-            "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
-            "REVIEWBOT_GITHUB__WEBHOOK_SECRET": SECRET,
-            "REVIEWBOT_GITHUB__BOT_LOGIN": BOT,
-            "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
-            "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
-            "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
-            "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
-            "REVIEWBOT_WORKERS": "2",
             "REVIEWBOT_DELIVERY_MAX_ATTEMPTS": "3",
             "REVIEWBOT_DELIVERY_RETRY_BASE_S": "0.1",
-            "REVIEWBOT_FORGE_TIMEOUT_S": "1",
             "REVIEWBOT_RECONCILE_INTERVAL_S": "5",
-            "REVIEWBOT_LEASES__LEASE_S": "2",
-            "REVIEWBOT_LEASES__RENEW_S": "1.5",
-            "REVIEWBOT_LEASES__RETRY_S": "1",
         }
         settings_db = tmp / "data" / "db" / "db.sqlite"
         from reviewbot.config import load_settings  # with the soak's environment

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from reviewbot.runtime.health import Check, ForgeProbes, readiness
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
+from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
@@ -162,6 +164,8 @@ class Service:
     runner: GateRunner | None = None
     pool: WorkerPool | None = None
     leases: LeaseStore | None = None
+    # Merge lanes and sweep lanes, shared with every process on the store.
+    lanes: Lanes | None = None
     review: ReviewParts | None = None
     merge: MergeParts | None = None
     reconciler: Reconciler | None = None
@@ -234,6 +238,10 @@ class Service:
             self.leases = LeaseStore(
                 db, self.settings.leases, clock=self.clock, telemetry=self.telemetry
             )
+        if Parts.AUTOMERGE in self.parts or Parts.RECONCILE in self.parts:
+            host, pid = socket.gethostname(), os.getpid()
+            holder = f"{self.client}/{host}/pid-{pid}/{uuid.uuid4().hex[:8]}"
+            self.lanes = Lanes(db, holder, term_s=self.settings.leases.lease_s, clock=self.clock)
         base = await self._review_base(db) if Parts.REVIEW in self.parts else None
         comments = base.comments if base is not None else None
         if self.journal is not None and Parts.MERGE in self.parts:
@@ -275,6 +283,10 @@ class Service:
                 self.journal.append,
                 clock=self.clock,
                 verify_merges=self.merge.merger.verify_unverified if self.merge else None,
+                lanes=self.lanes,
+                consider_merge=self.merge.automerge.consider
+                if self.merge is not None and self.merge.automerge is not None
+                else None,
             )
             self.reconciler.start()
         self.started = True
@@ -373,7 +385,8 @@ class Service:
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases)
         worker = await self._register(MERGER_NAME, "merger")
-        automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker)
+        assert self.lanes is not None
+        automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker, self.lanes)
         return MergeParts(merger, merges, automerge, worker, self.leases)
 
     def _start_workers(self, db: Database) -> None:
@@ -418,7 +431,7 @@ class Service:
                 eligible.job_id,
                 eligible.job_claim,
                 1,
-                lambda: pipeline.on_eligible(eligible),
+                lambda fence: pipeline.on_eligible(eligible, fence=fence),
             )
             if automerge is not None:  # a review or a check may have made it mergeable
                 await automerge.after_event(eligible.pull)
@@ -444,6 +457,8 @@ class Service:
         if self.review is not None:
             await self.review.jobs.stop()
             await self.review.drainer.stop()
+        if self.lanes is not None:
+            self.lanes.close()  # a merge waiting for another replica's lane gives up
         if self.merge is not None and self.merge.automerge is not None:
             await self.merge.automerge.idle()
         if self.pool is not None:

@@ -10,8 +10,6 @@ writes fail exactly as they fail on a full or failing disk.
 from __future__ import annotations
 
 import asyncio
-import re
-import resource
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -22,31 +20,25 @@ from typing import Any
 
 import aiohttp
 
+from reviewbot.sim.serve_child import BOT as BOT  # the campaign's tests import these here
+from reviewbot.sim.serve_child import FORGES as FORGES
+from reviewbot.sim.serve_child import REPO as REPO
+from reviewbot.sim.serve_child import (
+    limit_file_size,
+    prepare,
+    serve_env,
+    start_serve,
+)
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token
 from tests.integration.process_support import clean_env
 
-REPO = "acme/api"
 SECRET = "s3cret"
-BOT = "reviewbot"
-FORGES = ("github", "gitea")
 APPROVED = "APPROVED"
 FINISHED = ("done", "failed", "dead")
 LIMIT_S = 40.0  # a bound for waits that normally end within a second or two
-
-
-def prepare(sim: Simulator) -> dict[str, str]:
-    """``acme/api`` on both forges, requiring ``ci/test``; the bot's token per forge."""
-    tokens = {}
-    for forge in FORGES:
-        tokens[forge] = sim.add_user(forge, BOT, bot=True)
-        sim.add_user(forge, "alice")
-        sim.create_repo(forge, REPO)
-        sim.require_checks(forge, REPO, "main", ["ci/test"])
-        sim.set_permission(forge, REPO, "alice", "write")
-    return tokens
 
 
 @dataclass
@@ -55,17 +47,12 @@ class Bot:
 
     proc: asyncio.subprocess.Process
     base: str
-    output: list[str] = field(default_factory=list)
+    output: list[str] = field(default_factory=list)  # every line it printed so far
+    reader: asyncio.Task[None] | None = None
 
     def limit_file_size(self, limit: int | None) -> None:
-        """The process may not write past ``limit`` bytes of any file (``None``: no limit).
-
-        SQLite's write then fails with an I/O error, as on a failing disk; raising the
-        limit again is the disk coming back. Only the soft limit changes, so no privilege is
-        needed."""
-        soft = resource.RLIM_INFINITY if limit is None else limit
-        _, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
+        """A failing disk (see :func:`~reviewbot.sim.serve_child.limit_file_size`)."""
+        limit_file_size(self.proc.pid, limit)
 
 
 @dataclass
@@ -159,23 +146,8 @@ async def world(
         toml.write_text(f'[repos."github:{REPO}"]\n{rules}\n[repos."gitea:{REPO}"]\n{rules}\n')
         env = clean_env(
             {
-                "REVIEWBOT_CONFIG": str(toml),
-                "REVIEWBOT_DATA_DIR": str(tmp / "data"),
-                "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
-                "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
-                "REVIEWBOT_GITHUB__WEBHOOK_SECRET": SECRET,
-                "REVIEWBOT_GITHUB__BOT_LOGIN": BOT,
-                "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
-                "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
-                "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
-                "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
-                "REVIEWBOT_WORKERS": "2",
+                **serve_env(sim_server, tokens, config=toml, data_dir=tmp / "data", secret=SECRET),
                 "REVIEWBOT_DELIVERY_RETRY_BASE_S": "0.05",
-                "REVIEWBOT_FORGE_TIMEOUT_S": "1",
-                # Short claim terms: work a killed process held is taken up within seconds.
-                "REVIEWBOT_LEASES__LEASE_S": "2",
-                "REVIEWBOT_LEASES__RENEW_S": "1.5",
-                "REVIEWBOT_LEASES__RETRY_S": "1",
                 **(settings or {}),
             }
         )
@@ -183,37 +155,9 @@ async def world(
 
 
 async def start(env: Mapping[str, str], *args: str) -> Bot:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        *args,
-        env=dict(env),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    seen: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        if not line:
-            raise AssertionError("the server exited before listening:\n" + "".join(seen))
-        seen.append(line)
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            bot = Bot(proc, m.group(1), seen)
-            # Keep reading its output, or a full pipe would stall the server.
-            asyncio.get_running_loop().create_task(_drain(bot))
-            return bot
-
-
-async def _drain(bot: Bot) -> None:
-    assert bot.proc.stdout is not None
-    while line := await bot.proc.stdout.readline():
-        bot.output.append(line.decode(errors="replace"))
+    output: list[str] = []
+    proc, base, reader = await start_serve(env, *args, on_line=output.append)
+    return Bot(proc, base, output, reader)
 
 
 async def stop(bot: Bot, timeout_s: float = 15.0) -> int:

@@ -58,9 +58,10 @@ class ServeProcess:
 
 @asynccontextmanager
 async def serve_process(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, start_s: float = WAIT_S
 ) -> AsyncIterator[ServeProcess]:
-    """``reviewbot serve --port 0 ARGS`` until its ``listening on`` line; killed on exit."""
+    """``reviewbot serve --port 0 ARGS`` until its ``listening on`` line (at most ``start_s``);
+    killed on exit."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -81,7 +82,7 @@ async def serve_process(
         assert proc.stdout is not None
         base = ""
         printed: list[str] = []
-        async with asyncio.timeout(WAIT_S):
+        async with asyncio.timeout(start_s):
             while not base:
                 line = (await proc.stdout.readline()).decode()
                 printed.append(line.rstrip("\n"))

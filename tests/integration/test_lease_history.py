@@ -1,5 +1,5 @@
-"""The lease audit trail, lease-term bounds and worker liveness: over a real SQLite file with
-a fake clock, and over the HTTP API of a real server (``GET /api/v1/leases/history``)."""
+"""The lease audit trail, lease-term bounds and worker liveness: over both stores with a
+fake clock, and over the HTTP API of a real server (``GET /api/v1/leases/history``)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[LeaseStore]:
-    db = open_store(WorkflowPaths(tmp_path / "data"))
+def store(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
+    db = open_store(workflow_paths)  # on both stores
     s = LeaseStore(db, LeaseSettings(), clock=clock)
     yield s
     s.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.config import ConfigError
-from reviewbot.store.postgres import PostgresDatabase, redact_url, translate
+from reviewbot.store.postgres import PostgresDatabase, translate
 from reviewbot.workflowdb.bootstrap import open_existing_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -18,11 +18,6 @@ def test_placeholders_outside_quotes_and_comments_only() -> None:
         "SELECT '?', \"a?\", x %% 2 FROM t WHERE a = %s -- is it?\n AND b = %s /* ? */"
     )
     assert translate("SELECT 'it''s ?' WHERE x = ?") == "SELECT 'it''s ?' WHERE x = %s"
-
-
-def test_redacted_url_hides_the_password() -> None:
-    assert redact_url("postgresql://bot:s3cret@db/x") == "postgresql://bot:***@db/x"
-    assert redact_url("postgresql://bot@db/x") == "postgresql://bot@db/x"
 
 
 def test_rows_by_name_and_position_and_percent_with_or_without_values(postgres_url: str) -> None:

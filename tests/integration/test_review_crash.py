@@ -12,9 +12,8 @@ After a restart the drainer resumes the pending row, and exactly one review exis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,16 +24,18 @@ import pytest
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
+from tests.integration.process_support import ServeProcess, clean_env, serve_process
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
 
 pytestmark = pytest.mark.slow
+# A serve starts in seconds, but in tens of them on a loaded machine running two at once.
+START_S = 60.0
 
 
 def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> dict[str, str]:
     config = tmp_path / "reviewbot.toml"
     config.write_text(f'[repos."github:{REPO}"]\n[repos."gitea:{REPO}"]\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REVIEWBOT_")}
-    env.update(
+    return clean_env(
         {
             "REVIEWBOT_CONFIG": str(config),
             "REVIEWBOT_DATA_DIR": str(tmp_path / "data"),
@@ -50,41 +51,26 @@ def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> di
             "REVIEWBOT_WORKERS": "2",
         }
     )
-    return env
 
 
-async def start_bot(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    seen = []
-    while True:
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        if not line:
-            raise AssertionError("the server exited before listening:\n" + "".join(seen))
-        seen.append(line)
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            return proc, m.group(1)
+async def serve_until_crash(
+    tmp_path: Path, sim: Simulator, env: dict[str, str], forge: str, number: int, crash_at: str
+) -> None:
+    """A serve that exits as if killed at ``crash_at`` (status 137) once the PR's webhook
+    has arrived."""
+    crashing = {**env, "REVIEWBOT_TEST_CRASH_AT": crash_at}
+    async with serve_process(cwd=tmp_path, env=crashing, start_s=START_S) as bot:
+        sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
+        await sim.deliver_pull_request(forge, REPO, number, action="opened")
+        assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
 
 
-async def stop_bot(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+async def stop_bot(bot: ServeProcess) -> None:
+    """SIGTERM; one that takes over 15 s is killed as the block ends (nothing after it
+    depends on a graceful stop, and a loaded machine may stop slowly)."""
+    bot.proc.terminate()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(bot.proc.wait(), 15)
 
 
 def outbox_rows(tmp_path: Path) -> list[dict[str, Any]]:
@@ -123,24 +109,16 @@ async def test_crash_and_restart_leave_exactly_one_review(
         pr = sim.open_pr(forge, REPO, author="alice")
         sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
 
-        proc, base = await start_bot({**env, "REVIEWBOT_TEST_CRASH_AT": crash_at})
-        try:
-            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
-            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
-            assert await asyncio.wait_for(proc.wait(), 30) == 137
-        finally:
-            await stop_bot(proc)
+        await serve_until_crash(tmp_path, sim, env, forge, pr.number, crash_at)
 
         (row,) = outbox_rows(tmp_path)
         assert row["status"] == "pending" and row["forge_review_id"] is None
         posted_before = [r for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT]
         assert len(posted_before) == (1 if crash_at == "after_post" else 0)
 
-        proc, base = await start_bot(env)
-        try:
+        async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
             await wait_for(lambda: outbox_rows(tmp_path)[0]["status"] != "pending", "the drain")
-        finally:
-            await stop_bot(proc)
+            await stop_bot(bot)
 
         reviews = [r for r in sim.pull(forge, REPO, pr.number).reviews if r.user == BOT]
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]

@@ -9,9 +9,7 @@ the head: exactly one review per head, on both forges.
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,45 +18,20 @@ import pytest
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
-from tests.integration.test_review_crash import bot_env, outbox_rows, stop_bot, wait_for
+from tests.integration.process_support import serve_process
+from tests.integration.test_review_crash import (
+    START_S,
+    bot_env,
+    outbox_rows,
+    serve_until_crash,
+    stop_bot,
+    wait_for,
+)
 from tests.integration.test_review_pipeline import APPROVED, BOT, REPO, SECRET, prepare_sim
 
 pytestmark = pytest.mark.slow
 
 FORGES = ("github", "gitea")
-
-
-async def start_bot(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    seen = []
-    while True:
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        if not line:
-            raise AssertionError("the server exited before listening:\n" + "".join(seen))
-        seen.append(line)
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            # Keep reading its output, or a full pipe would stall the server.
-            asyncio.get_running_loop().create_task(_drain(proc))
-            return proc, m.group(1)
-
-
-async def _drain(proc: asyncio.subprocess.Process) -> None:
-    assert proc.stdout is not None
-    while await proc.stdout.readline():
-        pass
 
 
 def jobs(tmp_path: Path) -> list[dict[str, Any]]:
@@ -77,8 +50,7 @@ def bot_reviews(sim: Simulator, forge: str, number: int) -> list[Any]:
 async def restart_and_expect_one_review(
     tmp_path: Path, sim: Simulator, env: dict[str, str], forge: str, pr: Any
 ) -> None:
-    proc, _ = await start_bot(env)
-    try:
+    async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
         await wait_for(
             lambda: (
                 bool(jobs(tmp_path))
@@ -87,8 +59,7 @@ async def restart_and_expect_one_review(
             ),
             "the resumed review",
         )
-    finally:
-        await stop_bot(proc)
+        await stop_bot(bot)
     reviews = bot_reviews(sim, forge, pr.number)
     assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
     assert {(j["head_sha"], j["last_error"]) for j in jobs(tmp_path)} == {(pr.head_sha, None)}
@@ -105,13 +76,7 @@ async def test_kill_9_at_each_step_then_one_review(
         pr = sim.open_pr(forge, REPO, author="alice")
         sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
 
-        proc, base = await start_bot({**env, "REVIEWBOT_TEST_CRASH_AT": crash_at})
-        try:
-            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
-            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
-            assert await asyncio.wait_for(proc.wait(), 30) == 137
-        finally:
-            await stop_bot(proc)
+        await serve_until_crash(tmp_path, sim, env, forge, pr.number, crash_at)
 
         # The start-up sweep may gate the head too: a job per eligible decision, one review.
         left = [j for j in jobs(tmp_path) if j["status"] == "queued"]
@@ -135,15 +100,14 @@ async def test_sigterm_while_the_review_outlasts_the_grace_then_one_review(
             forge=forge, method="GET", path=f"/repos/{REPO}/commits/*", times=None, delay=20.0
         )
 
-        proc, base = await start_bot(env, "--shutdown-grace", "0.5")
-        try:
-            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
+        async with serve_process(
+            "--shutdown-grace", "0.5", cwd=tmp_path, env=env, start_s=START_S
+        ) as bot:
+            sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
             await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
             await wait_for(lambda: slow.hits > 0 and bool(jobs(tmp_path)), "the review to start")
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 15)
-        finally:
-            await stop_bot(proc)
+            bot.proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(bot.proc.wait(), 15)
 
         assert [j["status"] for j in jobs(tmp_path)].count("queued") >= 1
         assert outbox_rows(tmp_path) == [] and bot_reviews(sim, forge, pr.number) == []

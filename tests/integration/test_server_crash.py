@@ -9,15 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from reviewbot.store import decisions, journal
 from reviewbot.workflowdb.bootstrap import open_store
+from tests.integration.process_support import serve_process
 from tests.integration.server_support import (
     GITHUB_SECRET,
     WAIT_S,
@@ -45,40 +43,12 @@ def write_config(world: SimWorld, path: Path) -> None:
     )
 
 
-@asynccontextmanager
-async def server_process(config: Path, data_dir: Path) -> AsyncIterator[tuple[str, int]]:
-    env = {
-        **os.environ,
+def serve_env(config: Path, data_dir: Path) -> dict[str, str]:
+    return {
         "REVIEWBOT_CONFIG": str(config),
         "REVIEWBOT_DATA_DIR": str(data_dir),
         "REVIEWBOT_WORKERS": "2",
     }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        base = ""
-        async with asyncio.timeout(WAIT_S):
-            while not base:
-                line = (await proc.stdout.readline()).decode()
-                if not line:
-                    raise AssertionError("the server exited before listening")
-                if "listening on " in line:
-                    base = line.split("listening on ", 1)[1].split()[0]
-        yield base, proc.pid
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
 
 
 async def test_sigkill_after_ack_then_restart_processes_each_once(tmp_path: Path) -> None:
@@ -99,13 +69,13 @@ async def test_sigkill_after_ack_then_restart_processes_each_once(tmp_path: Path
                 times=100,
             )
         acknowledged: list[str] = []
-        async with server_process(config, data_dir) as (base, pid):
-            world.sim.set_webhook("github", url=base + "/webhooks/github", secret=GITHUB_SECRET)
+        async with serve_process(cwd=tmp_path, env=serve_env(config, data_dir)) as bot:
+            world.sim.set_webhook("github", url=bot.base + "/webhooks/github", secret=GITHUB_SECRET)
             for pr in pulls:
                 delivery = await world.sim.deliver_pull_request("github", "acme/api", pr.number)
                 assert delivery.status == 202
                 acknowledged.append(delivery.id)
-            os.kill(pid, signal.SIGKILL)
+            os.kill(bot.proc.pid, signal.SIGKILL)
 
         db = open_store(make_settings(data_dir))
         try:
@@ -116,7 +86,7 @@ async def test_sigkill_after_ack_then_restart_processes_each_once(tmp_path: Path
             db.close()
 
         world.sim.faults.clear()
-        async with server_process(config, data_dir) as (base, _):
+        async with serve_process(cwd=tmp_path, env=serve_env(config, data_dir)):
             db = open_store(make_settings(data_dir))
             try:
                 async with asyncio.timeout(WAIT_S):

@@ -9,17 +9,15 @@ budget; a body that never ends is cut off by a deadline.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from tests.integration.process_support import serve_process
 from tests.integration.server_support import WAIT_S, Running, make_settings, running_server
 
 MB = 1024 * 1024
@@ -137,10 +135,8 @@ async def test_a_body_that_never_ends_loses_its_share(server: Running) -> None:
 # --- a real `reviewbot serve` process ----------------------------------------------------------
 
 
-@asynccontextmanager
-async def serve_process(data_dir: Path) -> AsyncIterator[tuple[str, int]]:
-    env = {
-        **os.environ,
+def serve_env(data_dir: Path) -> dict[str, str]:
+    return {
         "REVIEWBOT_DATA_DIR": str(data_dir),
         "REVIEWBOT_GITHUB__WEBHOOK_SECRET": "s3cret",
         "REVIEWBOT_GITHUB__TOKEN": "unused",
@@ -148,32 +144,6 @@ async def serve_process(data_dir: Path) -> AsyncIterator[tuple[str, int]]:
         "REVIEWBOT_RECONCILE_INTERVAL_S": "3600",
         "REVIEWBOT_WORKERS": "1",
     }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "reviewbot",
-        "serve",
-        "--port",
-        "0",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        base = ""
-        async with asyncio.timeout(WAIT_S):
-            while not base:
-                line = (await proc.stdout.readline()).decode()
-                if not line:
-                    raise AssertionError("the server exited before listening")
-                if "listening on " in line:
-                    base = line.split("listening on ", 1)[1].split()[0]
-        yield base, proc.pid
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -193,7 +163,11 @@ async def test_forty_concurrent_25mb_posts_do_not_hold_a_gigabyte(tmp_path: Path
         "X-GitHub-Event": "pull_request",
         "X-Hub-Signature-256": BAD_SIGNATURE,
     }
-    async with serve_process(tmp_path / "data") as (base, pid), aiohttp.ClientSession() as http:
+    async with (
+        serve_process(cwd=tmp_path, env=serve_env(tmp_path / "data")) as bot,
+        aiohttp.ClientSession() as http,
+    ):
+        base, pid = bot.base, bot.proc.pid
         before = peak_rss_bytes(pid)
 
         async def post() -> int:

@@ -36,8 +36,11 @@ STORE_CLASSES = (SQLiteDatabase, LeaseStore, MergeStore, ReviewStore, StoreRevie
 STORE_RECEIVERS = frozenset({"db", "store", "leases", "merges", "lease_store", "reviews"})
 # Not store calls: the door itself, the injected clock, values without I/O, and closing.
 NOT_IO = frozenset({"run", "clock", "fence", "worker", "timing", "path", "close"})
-# Functions of store modules that are pure (shapes and hashes, no database).
-PURE = frozenset({"delivery_json", "body_sha256", "describe", "is_transient", "is_row_fault"})
+# Functions of store modules that are pure (shapes and hashes, no database; ``fence`` only
+# builds the check a write transaction runs later).
+PURE = frozenset(
+    {"delivery_json", "body_sha256", "describe", "is_transient", "is_row_fault", "fence"}
+)
 # Opening the store runs its migrations before there is a database to run them on.
 OPENING = frozenset({"open_store"})
 

@@ -16,6 +16,15 @@ from reviewbot.core.redact import url_for_display
         ("https://a:b@c@host", "https://<secret>@host"),  # the last @ ends the user part
         ("https://api.github.com", "https://api.github.com"),
         ("sqlite:///data/db.sqlite", "sqlite:///data/db.sqlite"),
+        (
+            "postgresql://db/rb?sslmode=require&password=pw",
+            "postgresql://db/rb?sslmode=require&password=<secret>",
+        ),
+        (
+            "postgresql://a:b@db/rb?sslpassword=k",
+            "postgresql://<secret>@db/rb?sslpassword=<secret>",
+        ),
+        ("https://h/x?access_token=t&page=2", "https://h/x?access_token=<secret>&page=2"),
         ("merge", "merge"),
         ("http://[::1", "http://[::1"),  # not a URL urlsplit reads: shown as given
     ],

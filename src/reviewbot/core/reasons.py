@@ -58,3 +58,4 @@ class ReasonCode(StrEnum):
     SUPERSEDED = "superseded"
     LEASE_NOT_HELD = "lease_not_held"
     LEASE_HELD = "lease_held"
+    LANE_LOST = "lane_lost"  # automerge lost its branch's merge lane before the merge call

@@ -61,6 +61,7 @@ PLAIN_WORDS: dict[str, str] = {
     "superseded": "a newer head or a newer lease holder took over",
     "lease_not_held": "the caller does not hold the lease it claims",
     "lease_held": "another worker holds the lease",
+    "lane_lost": "automerge lost its branch's merge lane before the merge call; nothing sent",
 }
 
 

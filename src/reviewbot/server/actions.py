@@ -40,7 +40,14 @@ class PullTarget(Protocol):
     repo: str
 
 
+class WorkerCall(PullTarget, Protocol):
+    """A body a worker sends about a pull (a lease, a merge)."""
+
+    worker_identity: str
+
+
 B = TypeVar("B", bound=PullTarget)
+W = TypeVar("W", bound=WorkerCall)
 
 
 class LeaseQuery(BaseModel):
@@ -86,6 +93,19 @@ def _owner(info: TokenInfo) -> WorkerOwner:
 async def _check_owner(service: Service, info: TokenInfo, identity: str) -> None:
     """Refuse a call in the name of a worker that another caller registered."""
     await database(service).run(merge_parts(service).leases.check_owner, identity, _owner(info))
+
+
+async def _as_worker(
+    service: Service, info: TokenInfo, body: W, scope: str
+) -> tuple[W, MergeParts]:
+    """What a worker's call about a pull must pass: the token's scope, the repository under
+    its current name and within the token's binding, and a worker of the caller's own."""
+    require_scope(info, scope)
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    api = merge_parts(service)
+    await _check_owner(service, info, body.worker_identity)
+    return body, api
 
 
 # --- workers -----------------------------------------------------------------------------
@@ -139,11 +159,7 @@ async def worker_heartbeat(
 
 
 async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) -> dict[str, Any]:
-    require_scope(info, "lease")
-    body = await current_name(service, body)
-    check_binding(info, body.forge, body.repo)
-    api = merge_parts(service)
-    await _check_owner(service, info, body.worker_identity)
+    body, api = await _as_worker(service, info, body, "lease")
     try:
         lease = await database(service).run(
             api.leases.acquire,
@@ -162,11 +178,7 @@ async def transition_lease(
     service: Service, info: TokenInfo, body: ClaimBody, *, release: bool
 ) -> dict[str, Any]:
     """Renew (``release=False``) or release the caller's lease, fenced by its epoch."""
-    require_scope(info, "lease")
-    body = await current_name(service, body)
-    check_binding(info, body.forge, body.repo)
-    api = merge_parts(service)
-    await _check_owner(service, info, body.worker_identity)
+    body, api = await _as_worker(service, info, body, "lease")
     try:
         claim = body.claim()
         actor = str(_owner(info))  # the lease history names who did it
@@ -199,11 +211,7 @@ async def list_leases(service: Service, info: TokenInfo, query: LeaseQuery) -> d
 
 
 async def merge_pr(service: Service, info: TokenInfo, body: MergeBody) -> dict[str, Any]:
-    require_scope(info, "merge")
-    body = await current_name(service, body)
-    check_binding(info, body.forge, body.repo)
-    api = merge_parts(service)
-    await _check_owner(service, info, body.worker_identity)
+    body, api = await _as_worker(service, info, body, "merge")
     try:
         request = MergeRequest(
             body.forge,

@@ -10,8 +10,11 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from reviewbot.core.errors import Refused
+from reviewbot.server.app_keys import SERVICE
 
 CHUNK = 64 * 1024
+# The read deadline of an application without a service (a bare tools route in tests).
+DEFAULT_READ_TIMEOUT_S = 30.0
 MAX_JSON_BODY = 16 * 1024  # the lease and merge API's bodies
 
 M = TypeVar("M", bound=BaseModel)
@@ -29,8 +32,9 @@ async def read_body(
     timeout_s: float | None = None,
 ) -> bytes:
     """The whole body, refused (``code``) once it passes ``limit`` bytes: by its declared
-    length before reading, or while reading a body that declared none. With ``timeout_s``, a
-    body still arriving after that long is refused ``body_timeout``."""
+    length before reading, or while reading a body that declared none. A body still arriving
+    after ``timeout_s`` (by default the server's ``body_read_timeout_s``) is refused
+    ``body_timeout``: a body that never ends holds no connection for longer."""
     check_length(request, limit, code=code)
     if request.content.is_eof():
         # The whole body is buffered already (a webhook's usually is, by the time its
@@ -39,6 +43,11 @@ async def read_body(
         if len(whole) > limit:
             raise BodyTooLarge(_too_large(limit), code=code)
         return whole
+    if timeout_s is None:
+        service = request.app.get(SERVICE)
+        timeout_s = (
+            DEFAULT_READ_TIMEOUT_S if service is None else service.settings.body_read_timeout_s
+        )
     body = bytearray()
     try:
         async with asyncio.timeout(timeout_s):
@@ -72,6 +81,8 @@ async def read_model(request: web.Request, model: type[M], limit: int = MAX_JSON
         data = json.loads(body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise Refused(f"the body is not JSON: {exc}", code="invalid_request") from None
+    except RecursionError:  # a few KB of "[[[[..." is past the decoder's depth
+        raise Refused("the body is nested too deeply to read", code="invalid_request") from None
     if not isinstance(data, dict):
         raise Refused("the body must be a JSON object", code="invalid_request")
     return as_model(model, data)

@@ -98,7 +98,10 @@ async def _caller_of_request(ctx: ServerRequestContext[Any, Any]) -> Caller:
 
 def add_mcp_route(app: web.Application, service: Service) -> McpMount:
     mount = McpMount(service)
-    app.router.add_route("*", MCP_ROUTE, mount.handle)
+    # POST only: a stateless server offers no SSE stream to GET (the SDK would hold such a
+    # request open, unanswered, for as long as the client waits) and keeps no session to
+    # DELETE; anything else is answered 405 before the token is looked at.
+    app.router.add_post(MCP_ROUTE, mount.handle)
     app.on_startup.append(mount.start)
     app.on_cleanup.append(mount.stop)
     return mount

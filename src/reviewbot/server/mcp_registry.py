@@ -35,7 +35,7 @@ from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryAr
 from reviewbot.server.auth import require_scope
 from reviewbot.server.body import as_model
 from reviewbot.server.tools import call_as_token, token_access_of
-from reviewbot.service import Service
+from reviewbot.service import Routes, Service
 from reviewbot.store.tokens import TokenInfo
 from reviewbot.workflowdb.access import DBAccess
 
@@ -112,6 +112,9 @@ class McpTool:
     run: ToolFn
     description: str
     example: dict[str, Any]
+    # The route group of the tool's HTTP twin: a process of another role refuses the tool
+    # as it refuses the route (NONE: every role serves it).
+    group: Routes = Routes.NONE
 
     def definition(self) -> types.Tool:
         return types.Tool(
@@ -137,6 +140,7 @@ class Registry:
         output: type[BaseModel],
         example: dict[str, Any],
         name: str | None = None,
+        group: Routes = Routes.NONE,
     ) -> Callable[[Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]], ToolFn]:
         input.model_validate(example)  # a documented example that does not validate fails
 
@@ -145,7 +149,9 @@ class Registry:
             if tool_name in self._tools or tool_name in SESSION_TOOLS:
                 raise ValueError(f"MCP tool {tool_name!r} is registered twice")
             doc = inspect.getdoc(fn) or ""
-            self._tools[tool_name] = McpTool(tool_name, scope, input, output, fn, doc, example)
+            self._tools[tool_name] = McpTool(
+                tool_name, scope, input, output, fn, doc, example, group
+            )
             return fn
 
         return register
@@ -178,18 +184,36 @@ def _session_definition(name: str) -> types.Tool:
 # --- what a caller sees and may call -------------------------------------------------------
 
 
+def served(service: Service, group: Routes) -> bool:
+    return group in service.routes
+
+
+def check_served(service: Service, group: Routes, name: str) -> None:
+    """Refuse a tool whose HTTP twin this process's role answers ``wrong_role``."""
+    if not served(service, group):
+        raise Refused(
+            f"this reviewbot process serves the {service.role_name} role; call {name} on a "
+            f"process with --role {'ingest' if group is Routes.INGRESS else 'work'} or all",
+            code="wrong_role",
+        )
+
+
 def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[types.Tool]:
     """The tools this caller may call: its token's scopes, or its session's registry."""
     if caller.token is not None:
         info = caller.token
-        shown = [t.definition() for t in registry if t.scope in info.scopes]
+        shown = [
+            t.definition() for t in registry if t.scope in info.scopes and served(service, t.group)
+        ]
+        if not served(service, Routes.WORK):
+            return shown
         if info.repo is None and service.api_tokens is not None:
             access = service.api_tokens.access_of(info)
             shown += [
                 _session_definition(n) for n, need in TOKEN_DB_TOOLS.items() if access >= need
             ]
         return shown
-    if caller.session is not None:
+    if caller.session is not None and served(service, Routes.WORK):
         names = []
         for name in SESSION_TOOLS:
             try:
@@ -213,6 +237,7 @@ async def call_tool(
     """Run one tool for the caller; every refusal is a :class:`ReviewbotError`."""
     tool = registry.get(name)
     if tool is not None:
+        check_served(env.service, tool.group, name)
         info = env.caller.token_with(tool.scope)
         require_scope(info, tool.scope)  # before the arguments, as a route before its body
         args = parse_args(tool.input, arguments)
@@ -220,6 +245,7 @@ async def call_tool(
         return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)
     # Any other name is a session tool, resolved like POST /api/v1/tools/{name}: a name that
     # no registry holds is refused as not owned.
+    check_served(env.service, Routes.WORK, name[:100])
     dispatcher, caller = env.service.tools, env.caller
     assert dispatcher is not None
     if caller.session is not None:

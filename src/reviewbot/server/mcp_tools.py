@@ -26,6 +26,7 @@ from reviewbot.server.mcp_outputs import CanonicalState, CapabilityAnswer, Histo
 from reviewbot.server.mcp_registry import Registry, ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import CapabilityQuery, HistoryQuery, RuntimeQuery
+from reviewbot.service import Routes
 from reviewbot.store.tokens import TokenInfo
 
 TOOLS = Registry()
@@ -126,6 +127,7 @@ class ExplainArgs(BaseModel):
 
 @TOOLS.tool(
     scope="review",
+    group=Routes.INGRESS,  # POST /api/v1/reviews
     input=ReviewRequestBody,
     output=Queued,
     example={"forge": "gitea", "repo": "acme/api", "number": 12},
@@ -165,6 +167,7 @@ async def pr_state(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, A
 
 
 @TOOLS.tool(
+    group=Routes.WORK,
     scope="lease",
     input=WorkerBody,
     output=Worker,
@@ -177,7 +180,11 @@ async def register_worker(env: ToolEnv, info: TokenInfo, args: WorkerBody) -> di
 
 
 @TOOLS.tool(
-    scope="lease", input=WorkerHeartbeatBody, output=Worker, example={"worker_identity": WORKER}
+    group=Routes.WORK,
+    scope="lease",
+    input=WorkerHeartbeatBody,
+    output=Worker,
+    example={"worker_identity": WORKER},
 )
 async def worker_heartbeat(
     env: ToolEnv, info: TokenInfo, args: WorkerHeartbeatBody
@@ -187,6 +194,7 @@ async def worker_heartbeat(
 
 
 @TOOLS.tool(
+    group=Routes.WORK,
     scope="lease",
     input=AcquireBody,
     output=Lease,
@@ -216,19 +224,20 @@ _CLAIM = {
 }
 
 
-@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM)
+@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
 async def heartbeat_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
     """Renew the lease held at ``epoch``; a superseded epoch is refused and writes nothing."""
     return await actions.transition_lease(env.service, info, args, release=False)
 
 
-@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM)
+@TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
 async def release_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
     """Give the lease held at ``epoch`` back, so another worker may take it at once."""
     return await actions.transition_lease(env.service, info, args, release=True)
 
 
 @TOOLS.tool(
+    group=Routes.WORK,
     scope="merge",
     input=MergeBody,
     output=Merged,
@@ -242,7 +251,11 @@ async def merge_pr(env: ToolEnv, info: TokenInfo, args: MergeBody) -> dict[str, 
 
 
 @TOOLS.tool(
-    scope="read", input=LeaseQuery, output=Leases, example={"repo": "acme/api", "live": True}
+    group=Routes.WORK,
+    scope="read",
+    input=LeaseQuery,
+    output=Leases,
+    example={"repo": "acme/api", "live": True},
 )
 async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[str, Any]:
     """Leases, filtered by forge, repository, PR number and role (``live`` for live only)."""

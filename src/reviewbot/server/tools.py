@@ -122,7 +122,7 @@ def tool_handler(
             raise Refused(f"cannot read the body: {exc}", code="bad_body") from None
         try:
             body = ToolRequest.model_validate(json.loads(raw or b"{}"))
-        except (ValueError, ValidationError) as exc:
+        except (ValueError, ValidationError, RecursionError) as exc:  # also nested too deeply
             text = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             raise Refused(
                 f'expected {{"arguments": {{...}}}}: {text}', code="invalid_body"

@@ -8,6 +8,10 @@ Several deliveries share a transaction, each inside its own savepoint: one whose
 be stored (a PR number past 64 bits, a lone surrogate) is rolled back alone and counted as a
 failed attempt, and its batch-mates are recorded all the same. After the last attempt it is
 parked as ``dead`` with a ``delivery_failed`` decision.
+
+A delivery gated under a claim (replicas) is recorded only while that claim still holds it,
+checked in the recording transaction: a claimer that lost the delivery to another (its term
+lapsed while it worked) writes nothing for it and hears ``lost``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.store import review_jobs
 from reviewbot.store.database import Database, Row, Tx, is_row_fault
+from reviewbot.store.journal import still_held
 from reviewbot.store.review_jobs import JobClaim
 
 
@@ -104,6 +109,8 @@ class Recorded:
     # backoff, or (``dead``) parked with the one ``delivery_failed`` row in ``records``.
     failed: str | None = None
     dead: bool = False
+    # The claim it was gated under had passed to another claimer: nothing was written.
+    lost: bool = False
 
 
 def semantic_owner(db: Database, semantic_key: str) -> str | None:
@@ -140,6 +147,8 @@ class ToRecord:
     # Eligible decisions get a review job claimed this way (None: no review follows here);
     # the second item is who caused the event.
     review_job: tuple[JobClaim, str | None] | None = None
+    # The claim the delivery was gated under (None: unclaimed, one process per store).
+    held_by: str | None = None
 
 
 def record(
@@ -195,10 +204,18 @@ def describe(exc: BaseException) -> str:
 
 
 def fail_delivery(
-    db: Database, delivery_id: str, error: str, retry: RetryPolicy, now: float
+    db: Database,
+    delivery_id: str,
+    error: str,
+    retry: RetryPolicy,
+    now: float,
+    held_by: str | None = None,
 ) -> Recorded:
-    """:func:`fail_attempt` in a transaction of its own (a delivery whose gating failed)."""
+    """:func:`fail_attempt` in a transaction of its own (a delivery whose gating failed);
+    with ``held_by``, only while that claim still holds the delivery."""
     with db.write() as tx:
+        if held_by is not None and not still_held(tx, delivery_id, held_by):
+            return Recorded((), lost=True)
         return fail_attempt(tx, delivery_id, error, retry=retry, now=now)
 
 
@@ -244,6 +261,8 @@ def _record_one(tx: Tx, item: ToRecord) -> Recorded:
         raise ValueError("a delivery must end in at least one decision")
     rows = list(item.records)
     delivery_id = rows[0].delivery_id
+    if item.held_by is not None and not still_held(tx, delivery_id, item.held_by):
+        return Recorded((), lost=True)
     first: str | None = None
     key = item.semantic_key
     if key is not None and any(r.decision != Outcome.ERROR.value for r in rows):

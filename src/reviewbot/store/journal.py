@@ -18,7 +18,10 @@ A delivery whose decisions could not be recorded goes back to ``queued`` with a
 Several processes on one PostgreSQL database claim with a :class:`DeliveryClaim`: the rows
 are picked ``FOR UPDATE SKIP LOCKED`` (two claimers never get the same delivery, and never
 wait for each other), marked with the claimer and a term, and a delivery whose claimer died
-is taken up by anyone once the term lapsed. On PostgreSQL the group-commit writer writes
+is taken up by anyone once the term lapsed. The claimer renews its term while it works
+(:func:`renew_claims`), and its results are written only while the row still names it
+(:func:`still_held`, taken inside the transaction that records them): a claimer whose term
+lapsed and was taken over writes nothing. On PostgreSQL the group-commit writer writes
 each batch in one transaction on the store's pool (:class:`GroupCommitJournal` ``database``).
 """
 
@@ -32,7 +35,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +125,7 @@ class StoredDelivery:
     attempts: int
     error: str | None
     finished_at: float | None
+    claimed_by: str | None = None  # the last claim on it (replicas), if any
 
     @classmethod
     def from_row(cls, row: Row) -> StoredDelivery:
@@ -137,12 +141,22 @@ class StoredDelivery:
             attempts=int(row["attempts"]),
             error=row["error"],
             finished_at=opt_float(row["finished_at"]),
+            claimed_by=row["claimed_by"],
         )
+
+    @property
+    def held_by(self) -> str | None:
+        """The claim it is being gated under: its result is written only while that claim
+        holds it. ``None`` when it is not being gated under a claim (a replay of a finished
+        delivery, say, or one process per store)."""
+        return self.claimed_by if self.status == PROCESSING else None
 
 
 @dataclass(frozen=True)
 class DeliveryClaim:
-    """Who claims deliveries (one process), at what time, and until when."""
+    """Who claims deliveries, at what time, and until when. ``worker`` names one claim (one
+    batch of one process), so a result is fenced against every other claim, this process's
+    own later ones included."""
 
     worker: str
     now: float
@@ -472,17 +486,29 @@ def resume_unfinished(db: Database, *, lapsed_at: float | None = None) -> list[s
     return [r["delivery_id"] for r in rows]
 
 
-def claim(db: Database, delivery_id: str, *, charge: bool = True) -> StoredDelivery | None:
+def claim(
+    db: Database,
+    delivery_id: str,
+    *,
+    charge: bool = True,
+    claim: DeliveryClaim | None = None,
+) -> StoredDelivery | None:
     """``queued -> processing``; ``None`` when another worker has it or it is finished.
 
     ``charge=False`` takes it up again without counting an attempt: a delivery re-gated
-    alone after its batch failed was already charged when the batch was claimed.
+    alone after its batch failed was already charged when the batch was claimed. With
+    ``claim`` it is marked as that claim's until ``claim.until``.
     """
+    claimed = "" if claim is None else ", claimed_by = ?, claim_until = ?"
     with db.write() as tx:
         cur = tx.execute(
-            "UPDATE deliveries SET status = 'processing', attempts = attempts + ? "
-            "WHERE delivery_id = ? AND status = 'queued'",
-            (1 if charge else 0, delivery_id),
+            f"UPDATE deliveries SET status = 'processing', attempts = attempts + ?{claimed}"
+            " WHERE delivery_id = ? AND status = 'queued'",
+            (
+                1 if charge else 0,
+                *(() if claim is None else (claim.worker, claim.until)),
+                delivery_id,
+            ),
         )
         if cur.rowcount != 1:
             return None
@@ -519,18 +545,58 @@ def claim_batch(
             f"{_SELECT} WHERE d.delivery_id IN ({marks}) ORDER BY d.received_at, d.delivery_id",
             [r["delivery_id"] for r in ids],
         )
-    return [StoredDelivery.from_row(r) for r in rows]
+    # Named by this claim, not by the row: it may be re-claimed by the time it is read.
+    worker = None if claim is None else claim.worker
+    return [replace(StoredDelivery.from_row(r), claimed_by=worker) for r in rows]
 
 
-def requeue(db: Database, delivery_ids: Sequence[str]) -> None:
-    """Work that was claimed but not finished goes back to ``queued``."""
+def requeue(db: Database, delivery_ids: Sequence[str], *, holder: str | None = None) -> None:
+    """Work that was claimed but not finished goes back to ``queued``. With ``holder`` only
+    what that claim still holds: a delivery another claimer took over is its to finish."""
+    mine = "" if holder is None else " AND claimed_by = ?"
     with db.write() as tx:
         for delivery_id in delivery_ids:
             tx.execute(
                 "UPDATE deliveries SET status = 'queued' "
-                "WHERE delivery_id = ? AND status = 'processing'",
-                (delivery_id,),
+                f"WHERE delivery_id = ? AND status = 'processing'{mine}",
+                (delivery_id, *(() if holder is None else (holder,))),
             )
+
+
+def renew_claims(db: Database, delivery_ids: Sequence[str], claim: DeliveryClaim) -> list[str]:
+    """Extend ``claim`` to ``claim.until`` on those of ``delivery_ids`` it still has in
+    ``processing``; the ids it lost: claimed by another since (its term lapsed and another
+    claimer took them over), or put back by a replica that started. A delivery this claim
+    finished or re-queued itself is not lost, and needs no renewal."""
+    if not delivery_ids:
+        return []
+    marks = ", ".join("?" * len(delivery_ids))
+    with db.write(serialized=False) as tx:
+        tx.execute(
+            "UPDATE deliveries SET claim_until = ? WHERE status = 'processing'"
+            f" AND claimed_by = ? AND delivery_id IN ({marks})",
+            (claim.until, claim.worker, *delivery_ids),
+        )
+        rows = tx.all(
+            f"SELECT delivery_id FROM deliveries WHERE delivery_id IN ({marks})"
+            " AND (claimed_by IS NULL OR claimed_by <> ?)",
+            (*delivery_ids, claim.worker),
+        )
+    return sorted(r["delivery_id"] for r in rows)
+
+
+def still_held(tx: Tx, delivery_id: str, holder: str) -> bool:
+    """Inside the transaction that records a result: does ``holder`` still hold the delivery?
+
+    The check is an update, so on PostgreSQL it locks the row until the commit: a claimer
+    taking over a lapsed claim skips a locked row, and cannot slip in between the check and
+    the write it guards."""
+    cur = tx.execute(
+        "UPDATE deliveries SET claimed_by = claimed_by"
+        " WHERE delivery_id = ? AND status = 'processing' AND claimed_by = ?",
+        (delivery_id, holder),
+    )
+    return bool(cur.rowcount == 1)
 
 
 def next_attempt_at(db: Database) -> float | None:

@@ -82,8 +82,9 @@ def for_pull(
         where += " AND role = ?"
         params.append(Role(role).value)
     rows = tx.all(
+        # PostgreSQL needs the derived table named.
         f"SELECT * FROM (SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?)"
-        " ORDER BY id",
+        " AS recent ORDER BY id",
         (*params, limit),
     )
     return [_entry(r) for r in rows]

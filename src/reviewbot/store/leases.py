@@ -385,16 +385,8 @@ class LeaseStore:
         or not held. The owner never changes after registration, so checking it before the
         call's own transaction leaves no gap.
         """
-        with self.db.read() as tx:
-            row = tx.one(
-                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
-                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
-                (identity,),
-            )
-        if row is None:
-            return
-        owner = WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
-        if owner.same_as(caller):
+        owner = self.worker_owner(identity)
+        if owner is None or owner.same_as(caller):
             return
         log.warning(
             "refused: %s acted in the name of worker %s, which belongs to %s",

@@ -14,7 +14,7 @@ from typing import Any
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import LeaseClaim
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, P, Row, T
+from reviewbot.store.database import Database, P, Row, T, Tx
 from reviewbot.store.leases import LeaseStore
 
 SENDING = "sending"
@@ -201,22 +201,7 @@ class MergeStore:
         if row is None:
             raise KeyError(f"no merge attempt {attempt_id} of epoch {claim.epoch}")
         if status == MERGED:
-            tx.execute(
-                "INSERT INTO merged_pulls (forge, repo, number, head_sha, merge_commit_sha, method,"
-                " holder, epoch, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (forge, repo, number) DO NOTHING",
-                (
-                    row["forge"],
-                    row["repo"],
-                    row["number"],
-                    row["head_sha"],
-                    merge_commit_sha,
-                    row["method"],
-                    claim.worker,
-                    claim.epoch,
-                    now,
-                ),
-            )
+            _record_merged(tx, row, merge_commit_sha, claim.worker, claim.epoch, now)
 
     def confirm(self, attempt_id: int, merge_commit_sha: str | None) -> bool:
         """Record an ``unverified`` attempt as merged, once the forge shows it merged.
@@ -233,22 +218,7 @@ class MergeStore:
             )
             if row is None:
                 return False
-            tx.execute(
-                "INSERT INTO merged_pulls (forge, repo, number, head_sha, merge_commit_sha, method,"
-                " holder, epoch, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (forge, repo, number) DO NOTHING",
-                (
-                    row["forge"],
-                    row["repo"],
-                    row["number"],
-                    row["head_sha"],
-                    merge_commit_sha,
-                    row["method"],
-                    row["holder"],
-                    row["epoch"],
-                    self.clock(),
-                ),
-            )
+            _record_merged(tx, row, merge_commit_sha, row["holder"], row["epoch"], self.clock())
             return True
 
     def give_up(self, attempt_id: int, detail: str) -> None:
@@ -295,3 +265,30 @@ class MergeStore:
                 (forge, repo, number),
             )
         return [MergeAttempt.from_row(r) for r in rows]
+
+
+def _record_merged(
+    tx: Tx,
+    attempt: Row,
+    merge_commit_sha: str | None,
+    holder: str,
+    epoch: int,
+    at: float,
+) -> None:
+    """The pull of ``attempt`` is merged (the first record stands: a pull merges once)."""
+    tx.execute(
+        "INSERT INTO merged_pulls (forge, repo, number, head_sha, merge_commit_sha, method,"
+        " holder, epoch, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (forge, repo, number) DO NOTHING",
+        (
+            attempt["forge"],
+            attempt["repo"],
+            attempt["number"],
+            attempt["head_sha"],
+            merge_commit_sha,
+            attempt["method"],
+            holder,
+            epoch,
+            at,
+        ),
+    )

@@ -143,11 +143,6 @@ class PgTx:
         self.conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (space, text))
 
 
-def redact_url(url: str) -> str:
-    """The URL with any password left out, for messages and logs."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
 class PostgresDatabase:
     """A pool of connections to one PostgreSQL database (see the module docstring)."""
 

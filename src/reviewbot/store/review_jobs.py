@@ -6,13 +6,17 @@ lapse; :func:`claim_lapsed` hands unfinished jobs whose claim lapsed to whoever 
 restart resumes every one of them.
 
 Replicas on PostgreSQL claim with ``FOR UPDATE SKIP LOCKED``: two processes asking at once
-get different jobs, and neither waits for the other.
+get different jobs, and neither waits for the other. The holder renews its claim while it
+reviews (:func:`renew`); its verdict is recorded under :func:`fence`, so a holder whose
+claim lapsed and was taken over records nothing, and :func:`finish` is its holder's alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from reviewbot.store.claims import ClaimLost
 from reviewbot.store.database import Database, Row, Tx, skip_locked
 
 
@@ -123,13 +127,32 @@ def renew(db: Database, job_id: int, claim: JobClaim) -> bool:
         return bool(cur.rowcount == 1)
 
 
-def finish(db: Database, job_id: int, worker: str, at: float, error: str | None = None) -> None:
+def fence(job_id: int, holder: str) -> Callable[[Tx], None]:
+    """A check for the transaction that records the job's result: raises :class:`ClaimLost`
+    unless ``holder`` still holds the unfinished job. It is an update, so on PostgreSQL the
+    row stays locked until the commit and no claimer takes the job over in between."""
+
+    def check(tx: Tx) -> None:
+        cur = tx.execute(
+            "UPDATE review_jobs SET claimed_by = claimed_by WHERE id = ? AND claimed_by = ?"
+            " AND status = 'queued'",
+            (job_id, holder),
+        )
+        if cur.rowcount != 1:
+            raise ClaimLost(f"review job {job_id} is no longer held by {holder}", job=job_id)
+
+    return check
+
+
+def finish(db: Database, job_id: int, worker: str, at: float, error: str | None = None) -> bool:
+    """Mark the job done; False (nothing changed) when ``worker`` no longer holds it."""
     with db.write(serialized=False) as tx:
-        tx.execute(
+        cur = tx.execute(
             "UPDATE review_jobs SET status = 'done', finished_at = ?, last_error = ?"
-            " WHERE id = ? AND claimed_by = ?",
+            " WHERE id = ? AND claimed_by = ? AND status = 'queued'",
             (at, error, job_id, worker),
         )
+        return bool(cur.rowcount == 1)
 
 
 def unfinished(db: Database) -> list[ReviewJob]:

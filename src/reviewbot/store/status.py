@@ -174,7 +174,7 @@ def _pulls(tx: Tx, scope: Scope, limit: int, display: dict[tuple[str, str], str]
     newest = tx.all(
         "SELECT d.* FROM pr_gate_decisions AS d JOIN (SELECT MAX(id) AS id FROM (SELECT id,"
         f" forge, repo, number FROM pr_gate_decisions WHERE number IS NOT NULL AND {cond}"
-        " ORDER BY id DESC LIMIT ?) GROUP BY forge, repo, number) AS m ON d.id = m.id"
+        " ORDER BY id DESC LIMIT ?) AS recent GROUP BY forge, repo, number) AS m ON d.id = m.id"
         " ORDER BY d.id DESC LIMIT ?",
         [*params, limit * PULL_WINDOW, limit],
     )

@@ -30,12 +30,12 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from reviewbot.config import CONFIG_ENV, ConfigError, Settings, config_file_path
+from reviewbot.core.redact import url_for_display
 from reviewbot.store.database import SQLITE, Database, SQLiteDatabase
 from reviewbot.store.postgres import (
     MIGRATION_LOCK,
     REVIEWBOT_LOCKS,
     PostgresDatabase,
-    redact_url,
 )
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
@@ -162,7 +162,7 @@ def open_postgres_store(url: str, paths: WorkflowPaths) -> PostgresDatabase:
         db = PostgresDatabase(url)
     except (psycopg.Error, PoolTimeout) as exc:
         raise ConfigError(
-            f"database_url {redact_url(url)}: cannot connect to PostgreSQL ({exc})"
+            f"database_url {url_for_display(url)}: cannot connect to PostgreSQL ({exc})"
         ) from None
     try:
         apply_packaged_migrations(paths, db)
@@ -244,14 +244,14 @@ def _open_existing_postgres(url: str) -> PostgresDatabase:
         db = PostgresDatabase(url)
     except (psycopg.Error, PoolTimeout) as exc:
         raise ConfigError(
-            f"database_url {redact_url(url)}: cannot connect to PostgreSQL ({exc})"
+            f"database_url {url_for_display(url)}: cannot connect to PostgreSQL ({exc})"
         ) from None
     with db.read() as tx:
         ready = table_exists(tx, LEDGER_TABLE)
     if not ready:
         db.close()
         raise ConfigError(
-            f"no reviewbot store in the database {redact_url(url)} (no {LEDGER_TABLE} table);"
+            f"no reviewbot store in the database {url_for_display(url)} (no {LEDGER_TABLE} table);"
             " start reviewbot once against it, or check database_url"
         )
     return db

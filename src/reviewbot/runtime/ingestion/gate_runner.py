@@ -81,6 +81,7 @@ class Pending:
             self.semantic_key,
             (not errors, errors[0].detail if errors else None),
             review_job=(job_claim, sender) if job_claim is not None and self.gated else None,
+            held_by=self.delivery.held_by,
         )
 
 
@@ -137,7 +138,8 @@ class GateRunner:
 
         Replays inside one batch are told apart in that transaction: the first claims the
         semantic key, the next becomes ``duplicate_delivery``. The eligible hook hears of
-        each eligible decision after the commit.
+        each eligible decision after the commit. A delivery whose claim passed to another
+        worker meanwhile is not recorded (``lost``): it is that worker's now.
         """
         pending = []
         for delivery in batch:
@@ -154,6 +156,14 @@ class GateRunner:
             )
         )
         for item, result in zip(pending, recorded, strict=True):
+            if result.lost:
+                log.warning(
+                    "delivery %s: claim %s passed to another worker while it was gated;"
+                    " its decisions are dropped",
+                    item.delivery.delivery_id,
+                    item.delivery.held_by,
+                )
+                continue
             if result.failed is None or result.dead:
                 for row in result.records:
                     self.telemetry.gated(row)

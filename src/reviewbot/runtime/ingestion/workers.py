@@ -7,14 +7,20 @@ needs for its journal commits, free most of the time. The journal wakes the work
 commits new deliveries; at start, deliveries a crash left ``queued`` or ``processing`` are
 taken up again (``resume=False`` leaves ``processing`` ones alone: a pool sharing the store
 with a process that may be working on them must not take them over). On stop, a batch in
-flight gets a grace period; what does not finish in it goes back to ``queued`` for the next
-start.
+flight (from the moment its claim is taken, when it shows ``processing``) gets a grace period
+and is gated once; what does not finish in it goes back to ``queued`` for the next start.
 
 The workers are supervised: one that raises is logged and started again after a backoff, and
 a store error (disk full, I/O error, busy) while claiming, gating or re-queueing backs off
 and retries instead of ending the worker, so the pool never shrinks. A batch that fails for
 another reason is gated again one delivery at a time, so one bad delivery holds up no other.
 Deliveries waiting out a retry backoff are claimed when it ends (a timer wakes the pool).
+
+With ``claim_as`` (replicas on one database) each batch is claimed under a name of its own
+for a term, and the claim is renewed every third of the term while the batch is gated, so
+a slow forge does not hand the batch to another replica. A batch whose claim was taken over
+anyway (the process stalled past the term) is not recorded: the gate's record is fenced on
+the claim, and a renewal that finds every delivery of the batch taken stops the batch.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ import contextlib
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock
+from reviewbot.runtime.claims import ClaimLost, Sleep, holding
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import Database, is_transient
 from reviewbot.store.journal import DeliveryClaim, StoredDelivery
@@ -68,8 +76,11 @@ class WorkerPool:
         retry: RetryPolicy | None = None,
         claim_as: tuple[str, float] | None = None,
         resume: bool = True,
+        sleep: Sleep = asyncio.sleep,
     ):
+        """``sleep`` paces the renewal of claims (``claim_as``); tests pass their own."""
         self.db = db
+        self.sleep = sleep
         # (holder, term in seconds): replicas on one database claim deliveries with a term,
         # so a replica that dies leaves them to lapse and another takes them up; ``None``
         # (one process per store): a start takes up everything left unfinished.
@@ -94,9 +105,14 @@ class WorkerPool:
         self._idle = asyncio.Event()
         self._busy = 0
         self._tasks: list[asyncio.Task[None]] = []
-        self._in_flight: dict[asyncio.Task[object], list[str]] = {}
+        self._stopping = False
+        # Workers between taking a claim and finishing its batch: stop() lets them finish.
+        self._working: set[asyncio.Task[Any]] = set()
+        # Batches being gated: their ids and the claim they hold (None: unclaimed).
+        self._in_flight: dict[asyncio.Task[object], tuple[list[str], str | None]] = {}
         self._claims: set[asyncio.Future[list[StoredDelivery]]] = set()
-        self._claimed: set[str] = set()  # claimed here and not yet finished
+        self._claimed: dict[str, str | None] = {}  # claimed here and not yet finished
+        self.lost = 0  # deliveries whose claim another worker took over (metrics, tests)
         # Store calls run on threads of our own, so stop() can wait until none touches the
         # store any more (the store may be closed right after).
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gate-store")
@@ -148,22 +164,30 @@ class WorkerPool:
         return sum(1 for task in self._tasks if not task.done())
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop taking work; let batches in flight finish for ``grace_s``, then re-queue them."""
+        """Stop taking work; let batches in flight (claims being taken included) finish for
+        ``grace_s``, then re-queue what is left."""
+        self._stopping = True
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self._poller is not None:
             self._poller.cancel()
+        # Idle workers stop at once. A worker taking a claim goes on to gate what it took
+        # (that is in flight: it already shows ``processing``), then ends on its own.
+        working = [task for task in self._tasks if task in self._working]
         for task in self._tasks:
-            task.cancel()  # idle workers stop at once; busy ones are shielded below
+            if task not in self._working:
+                task.cancel()
+        if working:
+            await asyncio.wait(working, timeout=grace_s)
         in_flight = dict(self._in_flight)
-        if in_flight:
-            _, unfinished = await asyncio.wait(list(in_flight), timeout=grace_s)
-            for busy in unfinished:
-                busy.cancel()
-                with contextlib.suppress(BaseException):
-                    await busy
-                await self._requeue(in_flight[busy])
-                log.info("re-queued %d deliveries at shutdown", len(in_flight[busy]))
+        for task in self._tasks:
+            task.cancel()  # past the grace; batches are shielded and re-queued below
+        for busy, (ids, holder) in in_flight.items():
+            busy.cancel()
+            with contextlib.suppress(BaseException):
+                await busy
+            await self._requeue(ids, holder)
+            log.info("re-queued %d deliveries at shutdown", len(ids))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
@@ -173,8 +197,14 @@ class WorkerPool:
         if self._claims:
             await asyncio.wait(list(self._claims))
         if self._claimed:
+            by_holder: dict[str | None, list[str]] = {}
+            for delivery_id, holder in sorted(self._claimed.items()):
+                by_holder.setdefault(holder, []).append(delivery_id)
             with contextlib.suppress(Exception):  # a failing store: resumed at the next start
-                await self._store(journal.requeue, self.db, sorted(self._claimed))
+                for holder, ids in by_holder.items():
+                    await self._store(
+                        functools.partial(journal.requeue, holder=holder), self.db, ids
+                    )
             self._claimed.clear()
         await asyncio.get_running_loop().run_in_executor(None, self._threads.shutdown, True)
 
@@ -184,12 +214,14 @@ class WorkerPool:
     async def _supervise(self, n: int) -> None:
         """Run one worker; if it raises, log it and start it again after a backoff."""
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._work()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping:
+                    return
                 failures += 1
                 self.restarts += 1
                 delay = self.restart.delay(failures)
@@ -212,8 +244,17 @@ class WorkerPool:
                 log.warning("store error (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
 
-    async def _requeue(self, ids: Sequence[str]) -> None:
-        await self._retrying(journal.requeue, self.db, list(ids))
+    async def _requeue(self, ids: Sequence[str], holder: str | None) -> None:
+        """Back to the queue: only what ``holder`` still holds (another claimer's is its)."""
+        await self._retrying(functools.partial(journal.requeue, holder=holder), self.db, list(ids))
+
+    def _new_claim(self) -> DeliveryClaim | None:
+        """A claim of its own for one batch (``None``: one process per store, no claims)."""
+        if self.claim_as is None:
+            return None
+        holder, term_s = self.claim_as
+        now = self.clock()
+        return DeliveryClaim(f"{holder}/{uuid.uuid4().hex[:8]}", now, now + term_s)
 
     async def _schedule_retry(self) -> None:
         """Wake the pool when the earliest delivery waiting out a backoff is due."""
@@ -245,8 +286,11 @@ class WorkerPool:
                         await self._run(claimed)
                 finally:
                     self._busy -= 1
+                    self._working.discard(_this_task())
                     if sliced:
                         self._end_slice()
+                if self._stopping:
+                    return
                 # Look again while something arrived since this look began: another worker
                 # may already have cleared the wake-up meant for it.
                 if not claimed and generation == self._generation:
@@ -291,6 +335,7 @@ class WorkerPool:
     async def _claim(self) -> tuple[list[StoredDelivery], bool]:
         """Claimed deliveries, and whether they are a slice taken while ingress is busy."""
         size, sliced = await self._defer_to_ingress()
+        self._working.add(_this_task())
         try:
             return await self._claim_size(size), sliced
         except BaseException:
@@ -299,11 +344,8 @@ class WorkerPool:
             raise
 
     async def _claim_size(self, size: int) -> list[StoredDelivery]:
-        now = self.clock()
-        mine = None
-        if self.claim_as is not None:
-            holder, term_s = self.claim_as
-            mine = DeliveryClaim(holder, now, now + term_s)
+        mine = self._new_claim()
+        now = self.clock() if mine is None else mine.now
         claim = asyncio.ensure_future(
             self._store(functools.partial(journal.claim_batch, claim=mine), self.db, size, now)
         )
@@ -323,7 +365,7 @@ class WorkerPool:
     def _claim_done(self, claim: asyncio.Future[list[StoredDelivery]]) -> None:
         self._claims.discard(claim)
         if not claim.cancelled() and claim.exception() is None:
-            self._claimed.update(d.delivery_id for d in claim.result())
+            self._claimed.update((d.delivery_id, d.held_by) for d in claim.result())
 
     async def _run(self, claimed: list[StoredDelivery]) -> None:
         try:
@@ -336,7 +378,7 @@ class WorkerPool:
                 await asyncio.sleep(RETRY_AFTER_FAILURE_S)
                 self._wake.set()
             elif len(claimed) == 1:
-                await self._failed_attempt(claimed[0].delivery_id, exc)
+                await self._failed_attempt(claimed[0], exc)
             else:
                 # Something in one delivery failed the batch: gate them one by one, so only
                 # that one fails (and is retried with its own backoff).
@@ -347,7 +389,9 @@ class WorkerPool:
     async def _run_alone(self, delivery_id: str) -> None:
         # Not charged again: only the delivery that fails on its own is charged (below).
         again = await self._retrying(
-            functools.partial(journal.claim, charge=False), self.db, delivery_id
+            functools.partial(journal.claim, charge=False, claim=self._new_claim()),
+            self.db,
+            delivery_id,
         )
         if again is None:
             return
@@ -357,24 +401,29 @@ class WorkerPool:
             raise
         except Exception as exc:
             if not is_transient(exc):
-                await self._failed_attempt(delivery_id, exc)
+                await self._failed_attempt(again, exc)
 
-    async def _failed_attempt(self, delivery_id: str, exc: Exception) -> None:
-        """A delivery that failed on its own: its backoff, or ``dead`` after the last try."""
+    async def _failed_attempt(self, delivery: StoredDelivery, exc: Exception) -> None:
+        """A delivery that failed on its own: its backoff, or ``dead`` after the last try
+        (nothing when its claim passed to another worker meanwhile)."""
         await self._retrying(
             decisions.fail_delivery,
             self.db,
-            delivery_id,
+            delivery.delivery_id,
             decisions.describe(exc),
             self.retry,
             self.clock(),
+            delivery.held_by,
         )
 
     async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
-        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised."""
+        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised.
+
+        A batch whose every delivery passed to another worker is dropped (logged)."""
         ids = [d.delivery_id for d in claimed]
-        task: asyncio.Task[object] = asyncio.create_task(self.process_batch(claimed))
-        self._in_flight[task] = ids
+        holder = claimed[0].held_by if self.claim_as is not None else None
+        task: asyncio.Task[object] = asyncio.create_task(self._gate(claimed, holder))
+        self._in_flight[task] = (ids, holder)
         try:
             # Shielded: stopping the pool must not cut a batch in half; stop() decides
             # whether it finishes or goes back to the queue.
@@ -386,11 +435,41 @@ class WorkerPool:
             if task.done() and not task.cancelled() and task.exception() is None:
                 self.processed += len(ids)
             raise
+        except ClaimLost:
+            self.lost += len(ids)
         except Exception:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await self._requeue(ids)
+            await self._requeue(ids, holder)
             raise
         finally:
             if task.done():
                 self._in_flight.pop(task, None)
-                self._claimed.difference_update(ids)
+                for delivery_id in ids:
+                    self._claimed.pop(delivery_id, None)
+
+    async def _gate(self, claimed: list[StoredDelivery], holder: str | None) -> object:
+        """The batch gated, its claim (if any) renewed meanwhile."""
+        if holder is None or self.claim_as is None:
+            return await self.process_batch(claimed)
+        ids = [d.delivery_id for d in claimed]
+        term_s = self.claim_as[1]
+
+        async def renew() -> bool:
+            now = self.clock()
+            claim = DeliveryClaim(holder, now, now + term_s)
+            lost = await self._store(journal.renew_claims, self.db, ids, claim)
+            return len(lost) < len(ids)  # some of the batch is still this claim's
+
+        return await holding(
+            self.process_batch(claimed),
+            renew,
+            term_s / 3,
+            what=f"{len(ids)} deliveries ({holder})",
+            sleep=self.sleep,
+        )
+
+
+def _this_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None  # only ever called from a worker's task
+    return task

@@ -8,7 +8,11 @@ head by this process's merger worker.
 
 **One merge lane per (forge, repository, base branch)**: merges into the same branch run one
 at a time, and each reads the PR again inside the lane, so the second PR is checked against
-the state the first merge left (a moved base, a PR that became unmergeable).
+the state the first merge left (a moved base, a PR that became unmergeable). The lane is a
+named lane in the store (:mod:`reviewbot.runtime.lanes`), so this holds across every replica
+on the store: a replica waits up to ``wait_s`` for the lane, then logs and leaves the PR to
+the next event or reconcile sweep; a replica that lost the lane before the merge call sends
+nothing (``lane_lost``).
 """
 
 from __future__ import annotations
@@ -22,14 +26,17 @@ from typing import Any
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide
-from reviewbot.core.models import RepoRef
+from reviewbot.core.models import RepoRef, repo_key
 from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
+from reviewbot.runtime.lanes import Lane, Lanes, lane_name
 from reviewbot.runtime.merge.merger import MergeError, MergeOutcome, Merger, MergeRequest
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 
 log = logging.getLogger(__name__)
+
+LANE_WAIT_S = 60.0  # how long a merge waits for its branch's lane before leaving the PR
 
 
 class AutoMerger:
@@ -40,13 +47,17 @@ class AutoMerger:
         merger: Merger,
         leases: LeaseStore,
         worker: str,
+        lanes: Lanes,
+        *,
+        wait_s: float = LANE_WAIT_S,
     ) -> None:
         self.settings = settings
         self.forges = forges
         self.merger = merger
         self.leases = leases
         self.worker = worker
-        self._lanes: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self.lanes = lanes
+        self.wait_s = wait_s
         self._tasks: set[asyncio.Task[MergeOutcome | None]] = set()
         self.outcomes: list[MergeOutcome] = []  # what this process merged or tried, in order
 
@@ -95,19 +106,30 @@ class AutoMerger:
             return None
         if pull.merged or pull.state != "open" or pull.draft:
             return None
-        lane = self._lanes.setdefault((forge_name, repo, pull.base_ref), asyncio.Lock())
-        async with lane:
-            try:
-                return await self._attempt(forge, forge_name, repo, number)
-            except (ForgeError, MergeError) as exc:
-                log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
-                return None
-            except Exception:  # a background task: say what broke, never lose it silently
-                log.exception("automerge of %s:%s#%s failed", forge_name, repo, number)
-                return None
+        name = lane_name("merge", forge_name, repo_key(repo), pull.base_ref)
+        try:
+            async with self.lanes.hold(name, wait_s=self.wait_s) as lane:
+                if not lane.held:
+                    log.info(
+                        "automerge of %s:%s#%s: the merge lane %s is still held by %s;"
+                        " left for the next event or reconcile sweep",
+                        forge_name,
+                        repo,
+                        number,
+                        name,
+                        lane.busy_with,
+                    )
+                    return None
+                return await self._attempt(forge, forge_name, repo, number, lane)
+        except (ForgeError, MergeError) as exc:
+            log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
+            return None
+        except Exception:  # a background task: say what broke, never lose it silently
+            log.exception("automerge of %s:%s#%s failed", forge_name, repo, number)
+            return None
 
     async def _attempt(
-        self, forge: Forge, forge_name: str, repo: str, number: int
+        self, forge: Forge, forge_name: str, repo: str, number: int, lane: Lane
     ) -> MergeOutcome | None:
         # Read again inside the lane: an earlier merge into this branch may have changed it.
         pull = await forge.get_pull(repo, number)
@@ -131,6 +153,7 @@ class AutoMerger:
                     self.worker,
                     lease.epoch,
                     record_refusals=False,
+                    fence=lambda: self.lanes.confirm(lane),
                 )
             )
         finally:

@@ -8,6 +8,7 @@ command line (``reviewbot merge``) and automerge all go through it.
    :func:`reviewbot.core.merge.decide`. A refusal lists every reason.
 2. Record the attempt (``sending``) in a transaction fenced by (holder, epoch): a superseded
    holder stops here, having written nothing.
+   A caller that holds a lane (automerge) confirms it here too: a lost lane stops here.
 3. Send the merge pinned to the head (GitHub ``sha``, Gitea ``head_commit_id``).
 4. The forge says the head moved (409): record ``head_moved``, release the lease, supersede
    leases pinned to the old head, and have the new head reviewed.
@@ -81,6 +82,9 @@ class MergeRequest:
     epoch: int
     method: str | None = None  # None: the repository's merge_method
     record_refusals: bool = True  # automerge asks often; it records only what it sends
+    # Asked right before the merge is recorded and sent; False stops it (``lane_lost``):
+    # automerge confirms it still holds the branch's merge lane across replicas.
+    fence: Callable[[], Awaitable[bool]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # A prefix is refused: it could name another commit by the time the merge is sent.
@@ -297,6 +301,9 @@ class Merger:
         approvers: tuple[str, ...],
     ) -> MergeOutcome:
         pin = request.head_sha
+        if request.fence is not None and not await request.fence():
+            detail = "the merge lane of this branch was lost before the merge call; not sent"
+            return MergeOutcome(False, pin, codes=(ReasonCode.LANE_LOST.value,), detail=detail)
         try:
             # A full term ahead for the call, and the attempt on record before it is sent.
             await self.leases.run(self.leases.heartbeat, claim)

@@ -40,6 +40,7 @@ from reviewbot.forges.errors import (
     RateLimited,
 )
 from reviewbot.observe import Telemetry
+from reviewbot.runtime.background import cancel_and_wait
 from reviewbot.store.database import Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import (
@@ -238,11 +239,8 @@ class OutboxDrainer:
     async def stop(self) -> None:
         self._stopping = True
         self._wake.set()
-        if self._task is not None:
-            task, self._task = self._task, None
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while not self._stopping:

@@ -55,6 +55,7 @@ from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.observe import Telemetry
 from reviewbot.runtime.review.outbox import (
     AFTER_OUTBOX,
+    Fence,
     FenceRefused,
     OutboxDrainer,
     PostOutcome,
@@ -66,6 +67,7 @@ from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
 from reviewbot.runtime.reviewers.runs import received, run_id_for
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
+from reviewbot.store.database import Tx
 from reviewbot.store.reviews import (
     NewDecision,
     NewOutbox,
@@ -106,6 +108,8 @@ class ReviewRequest:
     action: str | None = None
     pull: PullRequestSnapshot | None = None  # the live PR when the caller just read it
     sender: str | None = None  # who caused the event, when the forge says
+    # The review job's claim (its fence): the verdict is recorded only while it is held.
+    fence: Fence | None = None
 
 
 @dataclass
@@ -207,8 +211,11 @@ class ReviewPipeline:
 
     # -- the gate's hook ---------------------------------------------------------------
 
-    async def on_eligible(self, eligible: Any) -> ReviewOutcome | None:
-        """Hook for ``GateRunner(on_eligible=...)`` (an ``EligiblePull``)."""
+    async def on_eligible(
+        self, eligible: Any, *, fence: Fence | None = None
+    ) -> ReviewOutcome | None:
+        """Hook for ``GateRunner(on_eligible=...)`` (an ``EligiblePull``); ``fence``: the
+        claim of its review job (see :class:`ReviewRequest`)."""
         trigger = eligible.trigger
         pull: PullRequestSnapshot = eligible.pull
         request = ReviewRequest(
@@ -222,6 +229,7 @@ class ReviewPipeline:
             action=trigger.action,
             pull=pull,
             sender=trigger.sender,
+            fence=fence,
         )
         outcome = await self.handle(request)
         received_at = getattr(eligible, "received_at", None)
@@ -602,7 +610,10 @@ class ReviewPipeline:
         )
         try:
             recorded = await self.store.run(
-                self.store.record, decision, outboxes, fence=self.leases.fence(claim)
+                self.store.record,
+                decision,
+                outboxes,
+                fence=_both(request.fence, self.leases.fence(claim)),
             )
         except FenceRefused as exc:
             return await self._note(
@@ -678,6 +689,19 @@ def _checks_summary(verdict: Verdict) -> str:
             parts.append("missing: " + ", ".join(verdict.missing))
         return "; ".join(parts)
     return "no required checks are configured (set approve_without_checks = true to approve)"
+
+
+def _both(job: Fence | None, lease: Fence) -> Fence:
+    """The job's fence (a claim lost: nothing is written, the job is another's), then the
+    lease's (superseded: recorded as such)."""
+    if job is None:
+        return lease
+
+    def check(tx: Tx) -> None:
+        job(tx)
+        lease(tx)
+
+    return check
 
 
 def _with(base: NewDecision, **changes: Any) -> NewDecision:

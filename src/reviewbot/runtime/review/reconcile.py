@@ -9,7 +9,13 @@ repositories (the ``[repos]`` keys, plus every repository a signed webhook named
   gate decision yet, so it goes through the same gate path as a webhook (its id is derived
   from the head, so two sweeps never queue the same head twice);
 - re-evaluates heads whose latest review decision is still ``waiting`` (or failed to be
-  evaluated), which is also how a missing check past its grace period gets reported.
+  evaluated), which is also how a missing check past its grace period gets reported;
+- hands heads the bot approved to automerge (``consider_merge``), for a merge an earlier
+  attempt left behind (its branch's merge lane was busy, the forge failed).
+
+Replicas on one store never sweep one repository at once: each repository is swept under
+its sweep lane (:mod:`reviewbot.runtime.lanes`); a replica that finds a repository's lane
+held by another skips it and lists it under ``skipped`` in its report.
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ from dataclasses import dataclass, field
 
 from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
+from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.progress import Progress, Write
+from reviewbot.runtime.background import cancel_and_wait, repeat
+from reviewbot.runtime.lanes import Lane, Lanes, lane_name
 from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
 from reviewbot.store.journal import NewDelivery
 from reviewbot.store.reviews import ReviewStore
@@ -38,6 +47,7 @@ SWEEP_EVENT = "review_request"
 PROGRESS_INTERVAL_S = 10.0  # a sweep that takes longer logs where it is
 
 Enqueue = Callable[[NewDelivery], Awaitable[bool]]
+ConsiderMerge = Callable[[str, str, int], object]  # forge, repository, PR number
 
 
 @dataclass
@@ -47,6 +57,9 @@ class SweepReport:
     queued: list[str] = field(default_factory=list)  # delivery ids fed into the journal
     reevaluated: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Repositories another replica was sweeping: "forge:repo: swept by HOLDER".
+    skipped: list[str] = field(default_factory=list)
+    merge_considered: list[str] = field(default_factory=list)  # approved heads, to automerge
 
 
 def sweep_delivery(
@@ -79,9 +92,14 @@ class Reconciler:
         *,
         clock: Clock = time.time,
         verify_merges: Callable[[], Awaitable[object]] | None = None,
+        lanes: Lanes | None = None,
+        consider_merge: ConsiderMerge | None = None,
     ) -> None:
-        """``verify_merges``: re-reads merges left unverified (the merger's)."""
+        """``verify_merges``: re-reads merges left unverified (the merger's). ``lanes``:
+        each repository is swept under its lane (None: a lone process, no lanes)."""
         self.settings = settings
+        self.lanes = lanes
+        self.consider_merge = consider_merge
         self.verify_merges = verify_merges
         self.clock = clock
         self.store = store
@@ -119,11 +137,7 @@ class Reconciler:
         )
         for forge_name, repo in repos:
             report.repos.append(f"{forge_name}:{repo}")
-            try:
-                await self._sweep_repo(forge_name, repo, report)
-            except ForgeError as exc:
-                report.errors.append(f"{forge_name}:{repo}: {exc}")
-                log.warning("reconcile sweep of %s:%s failed: %s", forge_name, repo, exc)
+            await self._sweep_in_lane(forge_name, repo, report)
             if shown is not None:
                 shown.advance(
                     f"{forge_name}:{repo}; so far {report.open_pulls} open pull requests, "
@@ -137,12 +151,36 @@ class Reconciler:
         self.sweeps += 1
         return report
 
-    async def _sweep_repo(self, forge_name: str, repo: str, report: SweepReport) -> None:
+    async def _sweep_in_lane(self, forge_name: str, repo: str, report: SweepReport) -> None:
+        where = f"{forge_name}:{repo}"
+        async with contextlib.AsyncExitStack() as stack:
+            lane = None
+            if self.lanes is not None:
+                lane = await stack.enter_async_context(
+                    self.lanes.hold(lane_name("sweep", forge_name, repo))
+                )
+                if not lane.held:
+                    report.skipped.append(f"{where}: swept by {lane.busy_with}")
+                    log.info("reconcile sweep: %s is being swept by %s", where, lane.busy_with)
+                    return
+            try:
+                await self._sweep_repo(forge_name, repo, report, lane)
+            except ForgeError as exc:
+                report.errors.append(f"{where}: {exc}")
+                log.warning("reconcile sweep of %s failed: %s", where, exc)
+
+    async def _sweep_repo(
+        self, forge_name: str, repo: str, report: SweepReport, lane: Lane | None = None
+    ) -> None:
         forge = self.forges[forge_name]
         pulls = await forge.list_open_pulls(repo)
         report.open_pulls += len(pulls)
         gated = await self.store.run(self.store.gated_heads, forge_name, repo)
         for pull in pulls:
+            if lane is not None and not lane.held:
+                # Another replica may be sweeping it now: leave the rest to that one.
+                report.errors.append(f"{forge_name}:{repo}: lost the sweep lane; stopped")
+                return
             if pull.draft:
                 continue
             if (pull.number, pull.head_sha) not in gated:
@@ -152,6 +190,15 @@ class Reconciler:
                     report.queued.append(delivery.delivery_id)
                 continue
             latest = await self.store.run(self.store.latest_verdict, forge_name, repo, pull.number)
+            if (
+                self.consider_merge is not None
+                and latest is not None
+                and latest.head_sha == pull.head_sha
+                and latest.decision == DecisionKind.APPROVE
+            ):
+                if self.consider_merge(forge_name, repo, pull.number) is not None:
+                    report.merge_considered.append(f"{forge_name}:{repo}#{pull.number}")
+                continue
             # Only heads the pipeline already took up: a head the gate skipped stays skipped.
             if (
                 latest is None
@@ -173,30 +220,26 @@ class Reconciler:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="reconcile-sweep")
+            loop = repeat(
+                self._sweep_and_report,
+                self.settings.reconcile_interval_s,
+                log,
+                "reconcile sweep failed",
+            )
+            self._task = asyncio.create_task(loop, name="reconcile-sweep")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            task, self._task = self._task, None
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                report = await self.sweep(progress=log.info)
-                if report.queued or report.reevaluated:
-                    log.info(
-                        "reconcile sweep: %d queued, %d re-evaluated",
-                        len(report.queued),
-                        len(report.reevaluated),
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("reconcile sweep failed")
-            await asyncio.sleep(self.settings.reconcile_interval_s)
+    async def _sweep_and_report(self) -> None:
+        report = await self.sweep(progress=log.info)
+        if report.queued or report.reevaluated:
+            log.info(
+                "reconcile sweep: %d queued, %d re-evaluated",
+                len(report.queued),
+                len(report.reevaluated),
+            )
 
 
 class QueueHead:
