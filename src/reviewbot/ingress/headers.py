@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from multidict import CIMultiDict, CIMultiDictProxy
+
 GITHUB_EVENT = "X-GitHub-Event"
 GITHUB_DELIVERY = "X-GitHub-Delivery"
 GITHUB_SIGNATURE = "X-Hub-Signature-256"
@@ -29,11 +31,15 @@ KEPT_HEADERS = (
     "User-Agent",
 )
 
+_CASE_INSENSITIVE = (CIMultiDict, CIMultiDictProxy)
+
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
     """The value of ``name`` in ``headers``, matched without regard to case."""
     value = headers.get(name)
-    if value is not None:
+    if value is not None or isinstance(headers, _CASE_INSENSITIVE):
+        # A server's headers match any case already: a miss there is final, and the
+        # acknowledgement path looks up several absent names per delivery.
         return value
     wanted = name.lower()
     for key, val in headers.items():

@@ -36,6 +36,7 @@ _SHAPED = re.compile(
     re.DOTALL,
 )
 _MIN_SECRET = 4  # shorter configured "secrets" would redact ordinary words
+_SHORTEST_SHAPED = len("rbt_") + 8  # the shortest text _SHAPED matches
 
 
 class Redactor:
@@ -57,8 +58,14 @@ class Redactor:
         self._pattern = re.compile(
             f"{known}|{_SHAPED.pattern}" if known else _SHAPED.pattern, re.DOTALL
         )
+        # A string shorter than anything the pattern matches is left as it is, unsearched:
+        # most values of a line (a level, a source, a short id) are.
+        self._shortest = min((len(v) for v in values), default=_SHORTEST_SHAPED)
+        self._shortest = min(self._shortest, _SHORTEST_SHAPED)
 
     def text(self, value: str) -> str:
+        if len(value) < self._shortest:
+            return value
         return self._pattern.sub(REDACTED, value)
 
     def value(self, value: Any) -> Any:
@@ -172,6 +179,10 @@ def configure(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # No line shows where in the code it was logged from, nor the thread or process: the
+    # standard library need not look them up for every record (its documented switches).
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     # Each request is already one line of ours (or none), and every forge call is counted
     # (a failed one is logged): the access log and httpx's per-request lines would be noise.
     for chatty in ("aiohttp.access", "httpx", "httpcore"):

@@ -12,8 +12,7 @@ never ends cannot keep its share.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 from reviewbot.core.errors import Refused
 
@@ -32,21 +31,22 @@ class BodyBudget:
         self._waiting = 0
         self._freed = asyncio.Event()
 
-    @asynccontextmanager
-    async def reserve(self, size: int) -> AsyncIterator[None]:
-        size = max(size, 1)
+    def reserve(self, size: int) -> Reservation:
+        """``async with budget.reserve(size):`` holds ``size`` bytes until the block ends."""
+        return Reservation(self, max(size, 1))
+
+    async def take(self, size: int) -> None:
         # The common case takes its share at once, without a lock or a timer (this is on
         # every acknowledgement); nobody overtakes a request that is already waiting.
         if self._waiting or self.in_use + size > self.limit:
             await self._wait_for_room(size)
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
-        try:
-            yield
-        finally:
-            self.in_use -= size
-            if self._waiting:
-                self._freed.set()
+
+    def give(self, size: int) -> None:
+        self.in_use -= size
+        if self._waiting:
+            self._freed.set()
 
     async def _wait_for_room(self, size: int) -> None:
         self._waiting += 1
@@ -64,3 +64,25 @@ class BodyBudget:
             ) from None
         finally:
             self._waiting -= 1
+
+
+class Reservation:
+    """A share of a :class:`BodyBudget`; a plain class, not a generator-based context
+    manager, because every acknowledgement enters and leaves one."""
+
+    __slots__ = ("budget", "size")
+
+    def __init__(self, budget: BodyBudget, size: int) -> None:
+        self.budget = budget
+        self.size = size
+
+    async def __aenter__(self) -> None:
+        await self.budget.take(self.size)
+
+    async def __aexit__(
+        self,
+        _type: type[BaseException] | None,
+        _exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self.budget.give(self.size)

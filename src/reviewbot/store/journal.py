@@ -163,6 +163,9 @@ class DeliveryClaim:
     until: float
 
 
+# About SQLite's own automatic checkpoint (1000 pages of 4 KiB).
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+
 _Waiter = tuple[NewDelivery, "asyncio.Future[bool] | None", "threading.Event | None", list[Any]]
 _STOP = object()
 
@@ -182,6 +185,7 @@ class GroupCommitJournal:
         *,
         max_batch: int = 1024,
         checkpoints: bool = True,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
         on_commit: Callable[[list[str]], None] | None = None,
         database: Database | None = None,
     ) -> None:
@@ -189,14 +193,19 @@ class GroupCommitJournal:
         # A server database (PostgreSQL): batches go through its pool, not an SQLite file.
         self.database = database
         self.max_batch = max_batch
-        # False: another connection (the workers') checkpoints the WAL, so copying pages
-        # back into the database never delays an acknowledgement.
+        # The WAL is never checkpointed inside a commit (copying pages back into the
+        # database and syncing it there would hold up that batch's acknowledgements).
+        # True: the writer checkpoints after every ``checkpoint_bytes`` committed, once the
+        # batch is answered; False: another connection (the workers') does.
         self.checkpoints = checkpoints
+        self.checkpoint_bytes = checkpoint_bytes
+        self._unchecked_bytes = 0  # committed since the last checkpoint
         self.on_commit = on_commit
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
         self.batches = 0  # committed transactions, for metrics
+        self.checkpointed = 0  # checkpoints the writer ran
         self.appended = 0
         # Appends waiting for their commit, and when the last one arrived (event loop side):
         # the worker pool defers to the acknowledgement path while it is busy.
@@ -212,8 +221,7 @@ class GroupCommitJournal:
                 # the engine's busy handler sleeps in steps of up to 100 ms, too coarse for
                 # a 202.
                 conn.execute("PRAGMA busy_timeout = 0")
-                if not self.checkpoints:
-                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._conn = conn
             self._thread = threading.Thread(target=self._run, name="delivery-journal", daemon=True)
             self._thread.start()
@@ -296,14 +304,16 @@ class GroupCommitJournal:
                 return [_insert_alone(tx, d) for d in deliveries]
         assert self._conn is not None
         conn = self._conn
-        _begin(conn)
+        deliveries = [d for d, *_ in batch]
         try:
-            results = [_insert_alone(conn, d) for d, *_ in batch]
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return results
+            # The usual batch: plain inserts, without a savepoint per delivery (three more
+            # statements each, on the acknowledgement path).
+            return _in_transaction(conn, lambda: [_insert(conn, d) for d in deliveries])
+        except Exception as exc:
+            if not is_row_fault(exc):
+                raise
+        # One delivery cannot be stored: each alone, so only that one is refused.
+        return _in_transaction(conn, lambda: [_insert_alone(conn, d) for d in deliveries])
 
     def _write_batch(self, batch: Sequence[_Waiter]) -> None:
         results: list[bool | BaseException]
@@ -311,6 +321,7 @@ class GroupCommitJournal:
             results = self._commit(batch)
             self.batches += 1
             self.appended += sum(1 for r in results if r is True)
+            self._unchecked_bytes += sum(len(d.body) for d, *_ in batch)
         except Exception as exc:  # the whole batch failed: every waiter hears why
             results = [exc] * len(batch)
         new_ids = [d.delivery_id for (d, *_), r in zip(batch, results, strict=True) if r is True]
@@ -325,6 +336,22 @@ class GroupCommitJournal:
             # A closed loop has nobody waiting any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._resolve, waiters, new_ids)
+        self._checkpoint_when_due()
+
+    def _checkpoint_when_due(self) -> None:
+        """After a batch is answered: copy the WAL back into the database once enough was
+        committed. Between two commits of this writer the checkpoint can finish, so the
+        next commit starts the WAL from its beginning again (a WAL that keeps growing makes
+        every commit's sync dearer). Requests arriving meanwhile join the next batch."""
+        if not self.checkpoints or self._conn is None:
+            return
+        if self._unchecked_bytes < self.checkpoint_bytes:
+            return
+        self._unchecked_bytes = 0
+        # A failed pass (busy, I/O) leaves the pages in the WAL for the next one.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.checkpointed += 1
 
     def _resolve(self, waiters: list[tuple[asyncio.Future[bool], Any]], new_ids: list[str]) -> None:
         for fut, result in waiters:
@@ -362,6 +389,20 @@ def _insert_alone(conn: sqlite3.Connection | Tx, delivery: NewDelivery) -> bool 
     finally:
         conn.execute("RELEASE delivery")
     return new
+
+
+def _in_transaction(
+    conn: sqlite3.Connection, write: Callable[[], list[bool | BaseException]]
+) -> list[bool | BaseException]:
+    """``write()`` in one transaction, committed, or rolled back when it raises."""
+    _begin(conn)
+    try:
+        results = write()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return results
 
 
 LOCK_WAIT_S = 10.0  # as long as the store's busy timeout
