@@ -124,9 +124,11 @@ async def test_a_reviewer_outlasting_the_job_claim_runs_once_and_reviews_once(
                 release.touch()
                 await stop_bot(bot)
     assert runs_of(runs) == [pr.head_sha]  # one reviewer run, never a second
-    # Never taken over: each job ran once, under its first claim.
-    assert {(j["head_sha"], j["attempts"], j["last_error"]) for j in jobs(tmp_path)} == {
-        (pr.head_sha, 1, None)
+    # Once the reviewer started, the job was never taken over (a second run would show in
+    # ``runs``). Its attempts are not pinned: on a loaded machine a 2 s first term may lapse
+    # between the gate and the job's start, and the job is then started once, elsewhere.
+    assert {(j["head_sha"], j["status"], j["last_error"]) for j in jobs(tmp_path)} == {
+        (pr.head_sha, "done", None)
     }
     reviews = bot_reviews(sim, forge, pr.number)
     assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]

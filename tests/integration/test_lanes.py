@@ -7,6 +7,7 @@ another process is sweeping.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -240,6 +241,8 @@ async def test_a_holder_taken_over_loses_the_lane_visibly_and_leaves_it_alone(
     replicas: tuple[Database, Database], caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = replicas
+    # Whatever level an earlier test in this process left on the root logger.
+    caplog.set_level(logging.WARNING, logger="reviewbot.runtime.lanes")
     clock = FakeClock()
     lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock)
     lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock)
