@@ -12,11 +12,11 @@ it is written as well, since the claim can be lost between two renewals.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from reviewbot.runtime.background import cancel_and_wait
 from reviewbot.store.claims import ClaimLost
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,4 @@ async def holding(
             raise ClaimLost(f"the claim on {what} passed to another worker") from None
         raise
     finally:
-        renewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewer
+        await cancel_and_wait(renewer)

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from reviewbot.core.clock import Clock
+from reviewbot.runtime.background import cancel_and_wait
 from reviewbot.store import lanes as store
 from reviewbot.store.database import Database
 from reviewbot.store.lanes import LaneBusy, LaneHold
@@ -93,10 +94,7 @@ class Lanes:
                 renewing = asyncio.create_task(self._renew(lane), name=f"lane {name}")
             yield lane
         finally:
-            if renewing is not None:
-                renewing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewing
+            await cancel_and_wait(renewing)
             try:
                 if lane.hold is not None and not lane.lost:
                     await self.db.run(store.release, self.db, lane.hold)

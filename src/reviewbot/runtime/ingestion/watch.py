@@ -10,11 +10,11 @@ wakes the pool when one has: the workers then claim what is queued, as after a l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from reviewbot.runtime.background import cancel_and_wait
 from reviewbot.store.database import StoreExecutor
 from reviewbot.store.journal import CommitWatch
 
@@ -46,10 +46,7 @@ class JournalWatch:
             await asyncio.sleep(self.interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
         self._commits.close()
