@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 N = 6
 
 
-def write_config(world: SimWorld, path: Path) -> None:
+def write_config(world: SimWorld, path: Path, defaults: str = "required_checks = []\n") -> None:
+    """A ``reviewbot.toml`` for the simulator's GitHub, with ``defaults`` as its rules."""
     gh = world.settings.github
     assert gh.token is not None
     path.write_text(
@@ -38,8 +39,7 @@ def write_config(world: SimWorld, path: Path) -> None:
         f'token = "{gh.token.get_secret_value()}"\n'
         f'webhook_secret = "{GITHUB_SECRET}"\n'
         'bot_login = "reviewbot"\n'
-        "[defaults]\n"
-        "required_checks = []\n"
+        "[defaults]\n" + defaults
     )
 
 
