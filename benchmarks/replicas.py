@@ -49,17 +49,10 @@ from reviewbot.sim.simulator import Simulator
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
-REPO = "acme/api"
-SECRET = "bench-secret"
-BOT = "reviewbot"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from review import BOT, REPO, SECRET, percentile
+
 URL_ENV = "REVIEWBOT_TEST_DATABASE_URL"
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 @contextmanager
