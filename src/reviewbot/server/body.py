@@ -9,12 +9,14 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from reviewbot.config import Settings
 from reviewbot.core.errors import Refused
 from reviewbot.server.app_keys import SERVICE
 
 CHUNK = 64 * 1024
-# The read deadline of an application without a service (a bare tools route in tests).
-DEFAULT_READ_TIMEOUT_S = 30.0
+# The read deadline of an application without a service (a bare tools route in tests):
+# the setting's own default.
+DEFAULT_READ_TIMEOUT_S: float = Settings.model_fields["body_read_timeout_s"].default
 MAX_JSON_BODY = 16 * 1024  # the lease and merge API's bodies
 
 M = TypeVar("M", bound=BaseModel)
