@@ -69,18 +69,34 @@ async def test_pull_reads_and_lists(sim: Simulator, gitea: Gitea) -> None:
         assert status == 200 and len(body) == 1
     status, body, _ = await gitea.call("GET", f"/repos/{REPO}")
     assert (status, body["full_name"]) == (200, REPO)
+    # Another user's permission is for repository admins (and the user themself) only.
+    status, body, _ = await gitea.call("GET", f"/repos/{REPO}/collaborators/alice/permission")
+    assert status == 403 and body["message"].startswith("Only admins can query")
+    _, body, _ = await gitea.call("GET", f"/repos/{REPO}/collaborators/bot/permission")
+    assert body["permission"] == "write"
+    sim.set_permission("gitea", REPO, "bot", "admin")
     _, body, _ = await gitea.call("GET", f"/repos/{REPO}/collaborators/alice/permission")
     assert body["permission"] == "write"
 
 
 async def test_required_checks_are_glob_patterns(sim: Simulator, gitea: Gitea) -> None:
     sim.require_checks("gitea", REPO, "main", ["ci/*", "lint"])
+    # A writer reads the rule through the branch; the protection routes are reqAdmin().
+    _, body, _ = await gitea.call("GET", f"/repos/{REPO}/branches/main")
+    assert (body["protected"], body["status_check_contexts"]) == (True, ["ci/*", "lint"])
+    assert body["effective_branch_protection_name"] == ""  # shown to admins only
+    status, body, _ = await gitea.call("GET", f"/repos/{REPO}/branch_protections")
+    assert status == 403
+    assert body["message"] == (
+        "user should be an owner or a collaborator with admin write of a repository"
+    )
+    sim.set_permission("gitea", REPO, "bot", "admin")
     _, body, _ = await gitea.call("GET", f"/repos/{REPO}/branch_protections")
     assert [(p["rule_name"], p["enable_status_check"]) for p in body] == [("main", True)]
     _, body, _ = await gitea.call("GET", f"/repos/{REPO}/branch_protections/main")
     assert body["status_check_contexts"] == ["ci/*", "lint"]
     _, body, _ = await gitea.call("GET", f"/repos/{REPO}/branches/main")
-    assert (body["protected"], body["status_check_contexts"]) == (True, ["ci/*", "lint"])
+    assert body["effective_branch_protection_name"] == "main"
     status, _, _ = await gitea.call("GET", f"/repos/{REPO}/branch_protections/dev")
     assert status == 404
 

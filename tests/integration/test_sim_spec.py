@@ -45,6 +45,8 @@ async def test_github_sweep_of_every_operation(
 ) -> None:
     sim.create_repo("github", REPO)
     token = sim.add_user("github", "bot")
+    sim.set_permission("github", REPO, "bot", "admin")  # protection is shown to admins only
+    sim.add_ruleset(REPO, ["~DEFAULT_BRANCH"], ["ci/test"], required_approvals=1)
     app_id, key = sim.create_github_app()
     installation = sim.install_app(app_id, REPO)
     now = int(time.time())
@@ -79,6 +81,8 @@ async def test_github_sweep_of_every_operation(
             {},
         ),
         ("GET", f"/repos/{REPO}/branches/nope/protection", token, {}),
+        ("GET", f"/repos/{REPO}/rules/branches/main", token, {}),
+        ("GET", f"/repos/{REPO}/rules/branches/nope", token, {"params": {"per_page": "1"}}),
         ("GET", f"/repos/{REPO}/collaborators/alice/permission", token, {}),
         ("GET", f"/repos/{REPO}/commits/{pr.head_sha}/pulls", token, {}),
         ("GET", f"/repos/{REPO}/commits/{pr.head_sha}/status", token, {}),

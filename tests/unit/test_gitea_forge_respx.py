@@ -20,7 +20,7 @@ from reviewbot.forges.errors import (
     PendingReview,
     RateLimited,
 )
-from reviewbot.forges.gitea import GiteaForge, glob_match, matching_protection
+from reviewbot.forges.gitea import GiteaForge
 from reviewbot.forges.http import RetryPolicy
 
 BASE = "https://gitea.example.test"
@@ -275,42 +275,67 @@ async def test_pulls_for_sha_pages_through_open_pulls(forge: GiteaForge) -> None
     ]
 
 
+def _branch(**fields: object) -> dict[str, object]:
+    return {"name": "main", "protected": True, **fields}
+
+
 @respx.mock
-async def test_required_checks_from_branch_protection(forge: GiteaForge) -> None:
-    respx.get(f"{API}/repos/acme/api/branch_protections").respond(
+async def test_required_checks_from_the_branch_a_reader_sees(forge: GiteaForge) -> None:
+    # The branch_protections routes are for admins only: the bot never asks them.
+    admin_only = respx.get(f"{API}/repos/acme/api/branch_protections")
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
         200,
-        json=[
-            {"rule_name": "release/*", "enable_status_check": True, "status_check_contexts": ["x"]},
-            {
-                "rule_name": "main",
-                "enable_status_check": True,
-                "status_check_contexts": ["ci/*", "lint"],
-            },
-        ],
+        json=_branch(
+            enable_status_check=True,
+            status_check_contexts=["ci/*", "lint"],
+            required_approvals=2,
+            effective_branch_protection_name="",  # filled for admins only
+        ),
     )
     checks = await forge.required_checks("acme/api", "main")
     assert checks.names == ("ci/*", "lint") and checks.globs is True
+    assert checks.required_approvals == 2 and checks.unreadable == ()
+    assert not admin_only.called
 
 
 @respx.mock
 async def test_required_checks_disabled_status_check(forge: GiteaForge) -> None:
-    respx.get(f"{API}/repos/acme/api/branch_protections").respond(
-        200,
-        json=[{"rule_name": "main", "enable_status_check": False, "status_check_contexts": ["ci"]}],
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        200, json=_branch(enable_status_check=False, status_check_contexts=["ci"])
     )
     assert (await forge.required_checks("acme/api", "main")).names == ()
 
 
-def test_protection_rule_matching_prefers_plain_names() -> None:
-    rules = [
-        {"rule_name": "*", "status_check_contexts": ["glob"]},
-        {"rule_name": "main", "status_check_contexts": ["plain"]},
-    ]
-    assert matching_protection(rules, "main") == rules[1]
-    assert matching_protection(rules, "dev") == rules[0]
-    assert matching_protection(rules, "feature/x") is None  # * stays within a segment
-    assert glob_match("release/**", "release/1/2")
-    assert glob_match("{main,dev}", "dev") and not glob_match("{main,dev}", "prod")
+@respx.mock
+async def test_an_unprotected_branch_requires_nothing(forge: GiteaForge) -> None:
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        200, json={"name": "main", "protected": False}
+    )
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == () and checks.unreadable == ()
+
+
+@respx.mock
+async def test_a_branch_that_cannot_be_read_is_a_gap(forge: GiteaForge) -> None:
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        403,
+        json={
+            "message": "user should have specific read permission or be a repo admin or a "
+            "site admin",
+            "url": "https://gitea.example.test/api/swagger",
+        },
+    )
+    (gap,) = (await forge.required_checks("acme/api", "main")).unreadable
+    assert gap.source == "branch" and gap.status == 403 and "Read" in gap.permission
+
+
+@respx.mock
+async def test_a_protected_branch_without_its_checks_shown_is_a_gap(forge: GiteaForge) -> None:
+    # An old server's branch answer has no enable_status_check: "protected" with nothing
+    # more is never read as "nothing required".
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch())
+    (gap,) = (await forge.required_checks("acme/api", "main")).unreadable
+    assert gap.source == "branch_protection"
 
 
 @respx.mock

@@ -388,17 +388,42 @@ async def test_check_results_merge_statuses_and_check_runs(forge: GitHubForge) -
     assert forge.calls["check_results"] == 2
 
 
+def _branch(protected: bool, summary: dict[str, object] | None = None) -> dict[str, object]:
+    body: dict[str, object] = {"name": "main", "protected": protected}
+    if summary is not None:
+        body["protection"] = {"enabled": protected, "required_status_checks": summary}
+    return body
+
+
+def _no_rulesets() -> None:
+    respx.get(f"{API}/repos/acme/api/rules/branches/main").respond(200, json=[])
+
+
 @respx.mock
 async def test_required_checks_of_unprotected_branch_are_none(forge: GitHubForge) -> None:
-    respx.get(f"{API}/repos/acme/api/branches/main/protection").respond(
-        404, json={"message": "Branch not protected"}
-    )
+    _no_rulesets()
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(False))
     checks = await forge.required_checks("acme/api", "main")
-    assert checks.names == () and checks.globs is False
+    assert checks.names == () and checks.globs is False and checks.unreadable == ()
+
+
+@respx.mock
+async def test_required_checks_from_the_branch_summary_need_no_admin_read(
+    forge: GitHubForge,
+) -> None:
+    _no_rulesets()
+    summary = {"enforcement_level": "non_admins", "contexts": ["ci/test"], "checks": []}
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(True, summary))
+    protection = respx.get(f"{API}/repos/acme/api/branches/main/protection")
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == ("ci/test",) and checks.unreadable == ()
+    assert not protection.called
 
 
 @respx.mock
 async def test_required_checks_join_contexts_and_checks(forge: GitHubForge) -> None:
+    _no_rulesets()
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(True))
     respx.get(f"{API}/repos/acme/api/branches/main/protection").respond(
         200,
         json={
@@ -409,11 +434,80 @@ async def test_required_checks_join_contexts_and_checks(forge: GitHubForge) -> N
                     {"context": "ci/test", "app_id": None},
                     {"context": "build", "app_id": 1},
                 ],
-            }
+            },
+            "required_pull_request_reviews": {"required_approving_review_count": 2},
         },
     )
     checks = await forge.required_checks("acme/api", "main")
     assert checks.names == ("ci/test", "build")
+    assert checks.required_approvals == 2
+
+
+@respx.mock
+async def test_protection_hidden_from_a_non_admin_is_a_gap_not_unprotected(
+    forge: GitHubForge,
+) -> None:
+    _no_rulesets()
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(True))
+    respx.get(f"{API}/repos/acme/api/branches/main/protection").respond(
+        404, json={"message": "Not Found"}
+    )
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == ()
+    (gap,) = checks.unreadable
+    assert gap.source == "branch_protection" and gap.status == 404
+    assert "Administration (read)" in gap.permission
+
+
+@respx.mock
+async def test_a_refusal_names_the_permission_github_accepts(forge: GitHubForge) -> None:
+    respx.get(f"{API}/repos/acme/api/rules/branches/main").respond(
+        403,
+        json={"message": "Resource not accessible by integration"},
+        headers={"X-Accepted-GitHub-Permissions": "metadata=read"},
+    )
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        403,
+        json={"message": "Resource not accessible by integration"},
+        headers={"X-Accepted-GitHub-Permissions": "contents=read,metadata=read; issues=write"},
+    )
+    checks = await forge.required_checks("acme/api", "main")
+    assert [(g.source, g.permission, g.status) for g in checks.unreadable] == [
+        ("rulesets", "Metadata (read)", 403),
+        ("branch", "Contents (read) and Metadata (read) or Issues (write)", 403),
+    ]
+
+
+@respx.mock
+async def test_ruleset_checks_and_approvals_join_classic_protection(forge: GitHubForge) -> None:
+    source = {"ruleset_source_type": "Repository", "ruleset_source": "acme/api", "ruleset_id": 7}
+    respx.get(f"{API}/repos/acme/api/rules/branches/main").respond(
+        200,
+        json=[
+            {"type": "deletion", **source},
+            {
+                "type": "required_status_checks",
+                "parameters": {
+                    "required_status_checks": [{"context": "lint"}, {"context": "ci/test"}],
+                    "strict_required_status_checks_policy": False,
+                },
+                **source,
+            },
+            {
+                "type": "pull_request",
+                "parameters": {
+                    "required_approving_review_count": 2,
+                    "require_code_owner_review": True,
+                },
+                **source,
+            },
+        ],
+    )
+    summary = {"enforcement_level": "everyone", "contexts": ["ci/test"], "checks": []}
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(True, summary))
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == ("lint", "ci/test")
+    assert checks.required_approvals == 2 and checks.code_owner_review
 
 
 @respx.mock

@@ -10,8 +10,8 @@ facts and shows the answer.
 The codes (``docs/capability.md``): ``missing_scope``, ``repo_not_allowed``,
 ``worker_unproven``, ``not_worker_owner``, ``worker_stale``, ``lease_held``,
 ``lease_not_held``, ``head_moved``, ``not_approved``, ``self_approval``,
-``changes_requested``, ``checks_not_green``, ``pr_closed``, ``pr_draft``, ``not_mergeable``,
-``author_is_bot``.
+``changes_requested``, ``checks_not_green``, ``protection_unreadable``, ``permission_denied``,
+``pr_closed``, ``pr_draft``, ``not_mergeable``, ``author_is_bot``.
 
 A free merger lease is not a blocker: the next action is to acquire it. A refusal names a
 lease holder and its expiry, never its epoch.
@@ -27,8 +27,9 @@ from typing import Any
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import Lease, WorkerStatus
 from reviewbot.core.merge import (
+    approvals_short,
     approvers_at,
-    checks_not_green,
+    checks_refusal,
     requesting_changes,
     same_sha,
     standings,
@@ -41,6 +42,7 @@ from reviewbot.core.models import (
     Review,
     ReviewState,
 )
+from reviewbot.core.reasons import ReasonCode
 
 
 class Action(StrEnum):
@@ -61,6 +63,8 @@ class BlockerCode(StrEnum):
     SELF_APPROVAL = "self_approval"
     CHANGES_REQUESTED = "changes_requested"
     CHECKS_NOT_GREEN = "checks_not_green"
+    PROTECTION_UNREADABLE = "protection_unreadable"
+    PERMISSION_DENIED = "permission_denied"
     PR_CLOSED = "pr_closed"
     PR_DRAFT = "pr_draft"
     NOT_MERGEABLE = "not_mergeable"
@@ -98,6 +102,7 @@ class CapabilityFacts:
     lease: Lease | None = None  # the role's lease as seen now (its worker's liveness applied)
     bot_login: str | None = None
     now: float = 0.0
+    missing_permission: str | None = None  # what the bot's credentials lack to merge, if known
 
 
 @dataclass(frozen=True)
@@ -324,10 +329,29 @@ def _approval_blockers(facts: CapabilityFacts) -> list[Blocker]:
                 "address them and have the reviewers approve or dismiss their reviews",
             )
         )
-    not_green = checks_not_green(facts.protection, facts.configured_checks, facts.results)
-    if not_green is not None:
+    short = approvals_short(facts.protection, approvers_at(facts.reviews, pull.author, head), head)
+    if short is not None:
+        out.append(Blocker(BlockerCode.NOT_APPROVED, short, f"get more approvals at {head[:12]}"))
+    checks = checks_refusal(facts.protection, facts.configured_checks, facts.results)
+    if checks is not None and checks.code is ReasonCode.PROTECTION_UNREADABLE:
         out.append(
-            Blocker(BlockerCode.CHECKS_NOT_GREEN, not_green, "wait for CI, or fix the failures")
+            Blocker(
+                BlockerCode.PROTECTION_UNREADABLE,
+                checks.detail,
+                "grant the bot the permission named, or set required_checks in its rules",
+            )
+        )
+    elif checks is not None:
+        out.append(
+            Blocker(BlockerCode.CHECKS_NOT_GREEN, checks.detail, "wait for CI, or fix the failures")
+        )
+    if facts.missing_permission is not None:
+        out.append(
+            Blocker(
+                BlockerCode.PERMISSION_DENIED,
+                facts.missing_permission,
+                "grant the bot that permission on the forge (docs/github-app.md, docs/gitea.md)",
+            )
         )
     return out
 

@@ -13,7 +13,13 @@ twice) or a refusal listing **every** reason, each with a documented code:
 - ``not_approved``: nobody other than the author approved at exactly the pinned head (an
   approval at an older head never counts, nor does the author's own);
 - ``changes_requested``: some reviewer's standing review requests changes;
-- ``checks_not_green``: a required check failed, is pending or was not reported.
+- ``checks_not_green``: a required check failed, is pending or was not reported;
+- ``protection_unreadable``: the forge's rules for the base branch could not be read and the
+  repository configures no required checks (nothing safe to merge on);
+- ``permission_denied``: the bot's credentials lack what the forge needs for a merge (named).
+
+``not_approved`` also covers fewer distinct approvals at the pin than the forge's rules
+require (``required_approvals``).
 
 A reviewer's *standing* is their latest review that is an approval, a change request or a
 dismissal, in the order the forge lists them (review ids increase); comments do not change
@@ -47,6 +53,8 @@ REFUSAL_CODES: tuple[ReasonCode, ...] = (
     ReasonCode.NOT_APPROVED,
     ReasonCode.CHANGES_REQUESTED,
     ReasonCode.CHECKS_NOT_GREEN,
+    ReasonCode.PROTECTION_UNREADABLE,
+    ReasonCode.PERMISSION_DENIED,
 )
 _STANDING_STATES = frozenset(
     {ReviewState.APPROVED, ReviewState.CHANGES_REQUESTED, ReviewState.DISMISSED}
@@ -78,6 +86,7 @@ class MergeInputs:
     lease: Lease | None  # the merger lease row of the PR as stored now
     claim: LeaseClaim  # what the caller presents
     now: float
+    missing_permission: str | None = None  # what the bot's credentials lack to merge, if known
 
 
 @dataclass(frozen=True)
@@ -134,18 +143,30 @@ def requesting_changes(reviews: Sequence[Review]) -> tuple[str, ...]:
     )
 
 
-def checks_not_green(
+def checks_refusal(
     protection: RequiredChecks, configured: Sequence[str], results: Sequence[CheckResult]
-) -> str | None:
-    """``None`` when the required checks allow a merge, else each one that does not."""
+) -> Refusal | None:
+    """``None`` when the required checks allow a merge, else why not: each check that does
+    not (``checks_not_green``), or the rules that could not be read (``protection_unreadable``)."""
     verdict = policy.evaluate(protection, configured, results)
+    if verdict.reason is ReasonCode.PROTECTION_UNREADABLE:
+        detail = "; ".join(gap.describe() for gap in verdict.unreadable)
+        return Refusal(ReasonCode.PROTECTION_UNREADABLE, detail + "; or configure required_checks")
     # Nothing required means nothing to wait for; the approval rule still applies.
     if verdict.kind in (VerdictKind.APPROVE, VerdictKind.NO_REQUIRED_CHECKS):
         return None
     items = [f"{c.name} {c.state.value.replace('_', ' ')}" for c in verdict.failed]
     items += [f"{c.name} pending" for c in verdict.pending]
     items += [f"{name} not reported" for name in verdict.missing]
-    return ", ".join(items)
+    return Refusal(ReasonCode.CHECKS_NOT_GREEN, ", ".join(items))
+
+
+def approvals_short(protection: RequiredChecks, approvers: Sequence[str], pin: str) -> str | None:
+    """Why the approvals at ``pin`` are fewer than the forge's rules require, or ``None``."""
+    needed = protection.required_approvals
+    if not approvers or len(approvers) >= needed:
+        return None
+    return f"{len(approvers)} of the {needed} approvals the branch's rules require at {pin[:12]}"
 
 
 def lease_refusal(lease: Lease | None, claim: LeaseClaim, pin: str, now: float) -> Refusal | None:
@@ -222,14 +243,19 @@ def decide(inputs: MergeInputs) -> MergeDecision:
                 f"no approval by anyone other than the author {pull.author} at {pin[:12]}",
             )
         )
+    short = approvals_short(inputs.protection, approvers, pin)
+    if short is not None:
+        refusals.append(Refusal(ReasonCode.NOT_APPROVED, short))
     blocking = requesting_changes(inputs.reviews)
     if blocking:
         refusals.append(
             Refusal(ReasonCode.CHANGES_REQUESTED, "changes requested by " + ", ".join(blocking))
         )
-    not_green = checks_not_green(inputs.protection, inputs.configured_checks, inputs.results)
-    if not_green is not None:
-        refusals.append(Refusal(ReasonCode.CHECKS_NOT_GREEN, not_green))
+    checks = checks_refusal(inputs.protection, inputs.configured_checks, inputs.results)
+    if checks is not None:
+        refusals.append(checks)
+    if inputs.missing_permission is not None:
+        refusals.append(Refusal(ReasonCode.PERMISSION_DENIED, inputs.missing_permission))
     if refusals:
         order = {code: i for i, code in enumerate(REFUSAL_CODES)}
         refusals.sort(key=lambda r: order.get(r.code, len(order)))

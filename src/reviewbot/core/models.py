@@ -193,11 +193,47 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class RulesGap:
+    """A part of the forge's rules for a branch that the bot's credentials could not read.
+
+    "Cannot read" is never "nothing there": a gap keeps the bot from approving on less than
+    the operator asked for (``protection_unreadable`` in docs/reason-codes.md).
+    """
+
+    source: str  # what was not read: "branch_protection", "rulesets" or "branch"
+    permission: str  # what to grant, in the forge's own words
+    status: int | None = None  # the forge's answer
+
+    def describe(self) -> str:
+        answered = f" (HTTP {self.status})" if self.status is not None else ""
+        what = self.source.replace("_", " ")
+        return f"the {what} could not be read{answered}: grant {self.permission}"
+
+
+@dataclass(frozen=True)
 class RequiredChecks:
-    """Checks a branch requires. On Gitea the names are glob patterns."""
+    """What a branch's rules require, as far as the bot could read them.
+
+    On Gitea the names are glob patterns. ``required_approvals`` and ``code_owner_review``
+    come from the forge's rules (GitHub rulesets and protection, Gitea's protection);
+    ``unreadable`` lists every part of the rules the credentials could not read.
+    """
 
     names: tuple[str, ...] = ()
     globs: bool = False
+    required_approvals: int = 0
+    code_owner_review: bool = False
+    unreadable: tuple[RulesGap, ...] = ()
+
+    def joined(self, other: RequiredChecks) -> RequiredChecks:
+        """Both rule sets at once (protection and rulesets both apply on GitHub)."""
+        return RequiredChecks(
+            tuple(dict.fromkeys(self.names + other.names)),
+            globs=self.globs or other.globs,
+            required_approvals=max(self.required_approvals, other.required_approvals),
+            code_owner_review=self.code_owner_review or other.code_owner_review,
+            unreadable=self.unreadable + other.unreadable,
+        )
 
 
 class ReviewState(StrEnum):

@@ -22,6 +22,11 @@ Rules:
   only the first one, so a single review names everything that needs attention.
 - Nothing required anywhere -> ``no_required_checks``, unless the repository opted into
   ``approve_without_checks``.
+- Part of the forge's rules could not be read (``RequiredChecks.unreadable``): "cannot read"
+  is never "nothing there". With checks configured in the repository's rules, the verdict is
+  judged on what could be read plus those checks and says in its body what could not be
+  read; with nothing configured it waits (``protection_unreadable``), naming the permission
+  that is missing. ``approve_without_checks`` never approves past an unreadable rule.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
-from reviewbot.core.models import CheckResult, CheckState, RequiredChecks, ReviewEvent
+from reviewbot.core.models import CheckResult, CheckState, RequiredChecks, ReviewEvent, RulesGap
 from reviewbot.core.reasons import ReasonCode
 
 PASSING_STATES = frozenset({CheckState.SUCCESS, CheckState.NEUTRAL, CheckState.SKIPPED})
@@ -65,6 +70,7 @@ class Verdict:
     pending: tuple[CheckOutcome, ...] = ()
     missing: tuple[str, ...] = ()  # required names (or Gitea patterns) nobody reported
     passed: tuple[CheckOutcome, ...] = ()
+    unreadable: tuple[RulesGap, ...] = ()  # parts of the forge's rules not read
 
     @property
     def review_event(self) -> ReviewEvent | None:
@@ -131,6 +137,10 @@ def evaluate(
     approve_without_checks: bool = False,
 ) -> Verdict:
     """The verdict for one head SHA. See the module docstring for the rules."""
+    configured = [c for c in configured if c.strip()]
+    gaps = protection.unreadable
+    if gaps and not configured:
+        return Verdict(VerdictKind.WAITING, ReasonCode.PROTECTION_UNREADABLE, unreadable=gaps)
     requirements = required_names(protection, configured)
     if not requirements:
         if approve_without_checks:
@@ -161,7 +171,7 @@ def evaluate(
         kind, reason = VerdictKind.WAITING, ReasonCode.CHECKS_PENDING
     else:
         kind, reason = VerdictKind.APPROVE, ReasonCode.CHECKS_PASSED
-    return Verdict(kind, reason, failed, pending, missing_t, passed)
+    return Verdict(kind, reason, failed, pending, missing_t, passed, gaps)
 
 
 def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ()) -> str:
@@ -188,6 +198,11 @@ def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ())
     elif verdict.kind is VerdictKind.REQUEST_CHANGES:
         n = len(verdict.failed)
         lines.append(f"Changes requested: {n} required check{'s' if n != 1 else ''} failed.")
+    elif verdict.reason is ReasonCode.PROTECTION_UNREADABLE:
+        lines.append(
+            "Waiting: this branch's rules on the forge could not be read, and this repository "
+            "configures no required checks of its own, so there is nothing safe to judge."
+        )
     elif verdict.kind is VerdictKind.WAITING:
         lines.append("Waiting: some required checks have not passed yet.")
     else:
@@ -206,6 +221,12 @@ def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ())
     )
     section("Pending", [f"- {_code(c.name)}{_link(c.url)}" for c in verdict.pending])
     section("Not reported yet", [f"- {_code(name)}" for name in verdict.missing])
+    if verdict.unreadable:
+        section(
+            "Not read on the forge (this verdict covers only the checks listed above and the "
+            "repository's configured required checks)",
+            [f"- {_clean(gap.describe())}" for gap in verdict.unreadable],
+        )
     if notes:
         lines.extend(["", *(line for note in notes for line in note.splitlines())])
     lines.extend(["", marker])

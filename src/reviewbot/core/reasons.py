@@ -45,6 +45,7 @@ class ReasonCode(StrEnum):
     CHECKS_PENDING = "checks_pending"
     CHECKS_FAILED = "checks_failed"
     CHECKS_PASSED = "checks_passed"
+    PROTECTION_UNREADABLE = "protection_unreadable"  # the forge's rules could not be read
     REVIEWER_FINDINGS = "reviewer_findings"
     REVIEWER_ERROR = "reviewer_error"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # reviewers cannot be contained here

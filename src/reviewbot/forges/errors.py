@@ -34,7 +34,13 @@ class AuthenticationFailed(ForgeError):
 
 
 class PermissionDenied(ForgeError):
-    """403 that is not a rate limit: the credentials lack a permission (terminal, named)."""
+    """403 that is not a rate limit: the credentials lack a permission (terminal, named).
+
+    ``accepted`` is GitHub's ``X-Accepted-GitHub-Permissions`` header when it sent one
+    (``administration=read``; alternatives separated by ``;``), else empty.
+    """
+
+    accepted: str = ""
 
 
 class RateLimited(ForgeError):

@@ -4,14 +4,14 @@ Where Gitea differs from GitHub, this module absorbs it: review events are spell
 ``APPROVED`` / ``REQUEST_CHANGES`` / ``COMMENT`` (anything else silently becomes a
 PENDING review, which is an error here); a merge is ``POST`` with ``Do`` and an always
 non-empty ``head_commit_id`` and answers 200 with an empty body; required checks are
-glob patterns over commit statuses; there is no "pulls of a commit" endpoint.
+glob patterns over commit statuses, read from the branch (the protection routes are for
+admins only); there is no "pulls of a commit" endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +30,7 @@ from reviewbot.core.models import (
     Review,
     ReviewEvent,
     ReviewState,
+    RulesGap,
 )
 from reviewbot.forges.errors import (
     ForgeError,
@@ -37,6 +38,7 @@ from reviewbot.forges.errors import (
     NotFound,
     NotMergeable,
     PendingReview,
+    PermissionDenied,
 )
 from reviewbot.forges.http import (
     ErrorMap,
@@ -78,6 +80,12 @@ REVIEW_STATES: dict[str, ReviewState] = {
 }
 MERGE_DO: dict[str, str] = {"merge": "merge", "squash": "squash", "rebase": "rebase"}
 MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
+READ_CODE = (
+    "read access to the repository's code (a collaborator with Read, or a team with Code: Read)"
+)
+NEWER_SERVER = (
+    "a Gitea/Forgejo version whose branch API shows status_check_contexts (Gitea 1.12 or later)"
+)
 PERMISSIONS: dict[str, str] = {"owner": "admin", "admin": "admin", "write": "write", "read": "read"}
 
 
@@ -137,16 +145,36 @@ class GiteaForge(HttpAdapter):
         return [p for p in pulls if p.head_sha == sha]
 
     async def required_checks(self, repo: str, branch: str) -> RequiredChecks:
-        rules = as_list(
-            await self._get_json("required_checks", _repo_path(repo, "branch_protections")),
-            "required_checks",
-        )
+        """The branch's protection as ``GET /repos/{o}/{r}/branches/{b}`` shows it to a reader.
+
+        The ``branch_protections`` routes are for repository admins only (``reqAdmin()`` in
+        Gitea's API router); the branch itself carries ``enable_status_check``,
+        ``status_check_contexts`` and ``required_approvals`` for anyone who can read code.
+        A refusal, or a protected branch whose answer leaves them out (an old server), is a
+        gap, never "not protected".
+        """
+        try:
+            data = await self._get_json("required_checks", _repo_path(repo, "branches", branch))
+        except PermissionDenied as exc:
+            return RequiredChecks(
+                globs=True, unreadable=(RulesGap("branch", READ_CODE, exc.status),)
+            )
         with response_shape("required_checks"):
-            rule = matching_protection([as_dict(r, "required_checks") for r in rules], branch)
-            if rule is None or not rule.get("enable_status_check"):
+            found = as_dict(data, "required_checks")
+            if not found.get("protected"):
                 return RequiredChecks(globs=True)
-            patterns = [str(p) for p in rule.get("status_check_contexts") or () if str(p)]
-            return RequiredChecks(tuple(dict.fromkeys(patterns)), globs=True)
+            if "enable_status_check" not in found:
+                return RequiredChecks(
+                    globs=True,
+                    unreadable=(RulesGap("branch_protection", NEWER_SERVER),),
+                )
+            approvals = int(found.get("required_approvals") or 0)
+            if not found["enable_status_check"]:
+                return RequiredChecks(globs=True, required_approvals=approvals)
+            patterns = [str(p) for p in found.get("status_check_contexts") or () if str(p)]
+            return RequiredChecks(
+                tuple(dict.fromkeys(patterns)), globs=True, required_approvals=approvals
+            )
 
     async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
         path = _repo_path(repo, "commits", sha, "status")
@@ -342,72 +370,6 @@ def _repo_path(repo: str, *parts: str | int) -> str:
     segments = [quote(owner, safe=""), quote(name, safe="")]
     segments += [quote(str(p), safe="") for p in parts]
     return "/repos/" + "/".join(segments)
-
-
-def matching_protection(rules: list[dict[str, Any]], branch: str) -> dict[str, Any] | None:
-    """The protection rule Gitea applies to ``branch``.
-
-    A rule's name is a branch name or a glob; plain names win over globs, then the
-    lower ``priority``, then the name (Gitea's order).
-    """
-
-    def name_of(rule: dict[str, Any]) -> str:
-        return str(rule.get("rule_name") or rule.get("branch_name") or "")
-
-    def order(rule: dict[str, Any]) -> tuple[bool, int, str]:
-        name = name_of(rule)
-        priority = rule.get("priority")
-        return (_is_glob(name), priority if isinstance(priority, int) else 0, name)
-
-    for rule in sorted(rules, key=order):
-        name = name_of(rule)
-        if name == branch or (_is_glob(name) and glob_match(name, branch)):
-            return rule
-    return None
-
-
-def _is_glob(name: str) -> bool:
-    return any(ch in name for ch in "*?[{")
-
-
-def glob_match(pattern: str, text: str) -> bool:
-    """Gitea's glob with ``/`` as separator: ``*`` stays within a segment, ``**`` does not."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "{":
-            close = pattern.find("}", i)
-            if close == -1:
-                out.append(re.escape(ch))
-            else:
-                options = pattern[i + 1 : close].split(",")
-                out.append("(?:" + "|".join(re.escape(o) for o in options) + ")")
-                i = close + 1
-                continue
-        elif ch == "[":
-            close = pattern.find("]", i)
-            if close == -1:
-                out.append(re.escape(ch))
-            else:
-                body = pattern[i + 1 : close]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = close + 1
-                continue
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.fullmatch("".join(out), text) is not None
 
 
 def _snapshot(owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:

@@ -29,6 +29,7 @@ from reviewbot.core.models import (
     Review,
     ReviewEvent,
     ReviewState,
+    RulesGap,
 )
 from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.errors import (
@@ -37,6 +38,7 @@ from reviewbot.forges.errors import (
     HeadMoved,
     NotFound,
     NotMergeable,
+    PermissionDenied,
 )
 from reviewbot.forges.http import (
     ErrorMap,
@@ -88,6 +90,26 @@ CHECK_RUN_CONCLUSIONS: dict[str, CheckState] = {
     "stale": CheckState.PENDING,  # GitHub marked it outdated: it must run again
 }
 MERGE_METHODS = ("merge", "squash", "rebase")
+# Repository permissions as GitHub's App settings title them (docs/github-app.md).
+PERMISSION_TITLES: dict[str, str] = {
+    "administration": "Administration",
+    "checks": "Checks",
+    "contents": "Contents",
+    "issues": "Issues",
+    "metadata": "Metadata",
+    "pull_requests": "Pull requests",
+    "statuses": "Commit statuses",
+    "workflows": "Workflows",
+}
+# What each part of a branch's rules needs when GitHub does not say (a 404 says nothing).
+NEEDED: dict[str, str] = {
+    "rulesets": "Metadata (read), or a token of an account that can read the repository",
+    "branch": "Contents (read), or a token of an account that can read the repository",
+    "branch_protection": (
+        "Administration (read) for an App, or a token of an account with admin rights on the "
+        "repository (GitHub shows protection to admins only)"
+    ),
+}
 MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
 
 
@@ -226,21 +248,72 @@ class GitHubForge(HttpAdapter):
         return [p for p in pulls if p.state == "open" and p.head_sha == sha]
 
     async def required_checks(self, repo: str, branch: str) -> RequiredChecks:
+        """The branch's rulesets and its classic protection; both apply on GitHub.
+
+        Rulesets are read with Metadata (read). Classic protection is read from the branch
+        itself (Contents or Metadata, read): ``protected`` and the protection summary with
+        its required status checks. Only when the summary leaves the checks out is the
+        protection endpoint asked, which needs Administration (read) and answers a
+        non-admin user 404. A refusal there is a gap, never "not protected".
+        """
+        rulesets, classic = await asyncio.gather(
+            self._ruleset_rules(repo, branch), self._classic_protection(repo, branch)
+        )
+        return rulesets.joined(classic)
+
+    async def _ruleset_rules(self, repo: str, branch: str) -> RequiredChecks:
         owner, name = split_repo(repo)
+        try:
+            items = await self._list(
+                "required_checks",
+                "/repos/{owner}/{repo}/rules/branches/{branch}{?per_page}",
+                {"owner": owner, "repo": name, "branch": branch, "per_page": PER_PAGE},
+                repo=repo,
+            )
+        except (PermissionDenied, NotFound) as exc:
+            # The PR was just read, so a 404 here is "not shown to us", not "no rules".
+            return RequiredChecks(unreadable=(gap("rulesets", exc),))
+        with response_shape("required_checks"):
+            return ruleset_requirements([as_dict(i, "required_checks") for i in items])
+
+    async def _classic_protection(self, repo: str, branch: str) -> RequiredChecks:
+        owner, name = split_repo(repo)
+        url_vars = {"owner": owner, "repo": name, "branch": branch}
+        try:
+            data = await self._get(
+                "required_checks", "/repos/{owner}/{repo}/branches/{branch}", url_vars, repo=repo
+            )
+        except PermissionDenied as exc:
+            return RequiredChecks(unreadable=(gap("branch", exc),))
+        with response_shape("required_checks"):
+            found = as_dict(data, "required_checks")
+            if not found["protected"]:
+                return RequiredChecks()
+            summary = (found.get("protection") or {}).get("required_status_checks")
+            if isinstance(summary, dict) and "contexts" in summary:
+                checks = protection_requirements(summary)
+                approvals = int(found.get("required_approving_review_count") or 0)
+                return RequiredChecks(checks.names, required_approvals=approvals)
         try:
             data = await self._get(
                 "required_checks",
                 "/repos/{owner}/{repo}/branches/{branch}/protection",
-                {"owner": owner, "repo": name, "branch": branch},
+                url_vars,
                 repo=repo,
             )
-        except NotFound:
-            return RequiredChecks()  # the branch is not protected
+        except (PermissionDenied, NotFound) as exc:
+            # The branch says it is protected: a 404 here is GitHub hiding the protection
+            # from an account that is not an admin.
+            return RequiredChecks(unreadable=(gap("branch_protection", exc),))
         with response_shape("required_checks"):
-            checks = as_dict(data, "required_checks").get("required_status_checks") or {}
-            names = list(checks.get("contexts") or [])
-            names += [c["context"] for c in checks.get("checks") or []]
-            return RequiredChecks(tuple(dict.fromkeys(str(n) for n in names)), globs=False)
+            protection = as_dict(data, "required_checks")
+            checks = protection_requirements(protection.get("required_status_checks") or {})
+            approval_rule = protection.get("required_pull_request_reviews") or {}
+            return RequiredChecks(
+                checks.names,
+                required_approvals=int(approval_rule.get("required_approving_review_count") or 0),
+                code_owner_review=bool(approval_rule.get("require_code_owner_reviews")),
+            )
 
     async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
         owner, name = split_repo(repo)
@@ -531,6 +604,57 @@ class GitHubForge(HttpAdapter):
     def _snapshot(self, owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
         merged = bool(data.get("merged") or data.get("merged_at"))
         return pull_snapshot("github", owner, name, data, merged=merged)
+
+
+def protection_requirements(summary: Mapping[str, Any]) -> RequiredChecks:
+    """Required checks of classic protection (``contexts`` and ``checks``, exact names)."""
+    if summary.get("enforcement_level") == "off":
+        return RequiredChecks()
+    names = [str(n) for n in summary.get("contexts") or []]
+    names += [str(c["context"]) for c in summary.get("checks") or []]
+    return RequiredChecks(tuple(dict.fromkeys(names)))
+
+
+def ruleset_requirements(rules: Sequence[Mapping[str, Any]]) -> RequiredChecks:
+    """What the active rules of a branch require: status checks and pull-request reviews."""
+    names: list[str] = []
+    approvals, code_owners = 0, False
+    for rule in rules:
+        parameters = rule.get("parameters") or {}
+        if rule["type"] == "required_status_checks":
+            names += [str(c["context"]) for c in parameters.get("required_status_checks") or []]
+        elif rule["type"] == "pull_request":
+            count = parameters.get("required_approving_review_count") or 0
+            approvals = max(approvals, int(count))
+            code_owners = code_owners or bool(parameters.get("require_code_owner_review"))
+    return RequiredChecks(
+        tuple(dict.fromkeys(names)), required_approvals=approvals, code_owner_review=code_owners
+    )
+
+
+def gap(source: str, exc: ForgeError) -> RulesGap:
+    """A part of the rules the credentials could not read, naming what GitHub asked for."""
+    accepted = exc.accepted if isinstance(exc, PermissionDenied) else ""
+    return RulesGap(source, permission_named(accepted) or NEEDED[source], exc.status)
+
+
+def permission_named(accepted: str) -> str:
+    """GitHub's ``X-Accepted-GitHub-Permissions`` as a person reads it in the App settings.
+
+    Sets are separated by ``;`` (any one will do), the permissions of a set by ``,``
+    (all of them): ``pull_requests=read,contents=read; issues=read``.
+    """
+    options = []
+    for alternative in accepted.split(";"):
+        needed = []
+        for part in alternative.split(","):
+            key, _, level = part.strip().partition("=")
+            if key:
+                title = PERMISSION_TITLES.get(key, key.replace("_", " ").capitalize())
+                needed.append(f"{title} ({level or 'read'})")
+        if needed:
+            options.append(" and ".join(needed))
+    return " or ".join(options)
 
 
 def _status(data: dict[str, Any]) -> CheckResult:

@@ -271,7 +271,12 @@ class ForgeHttp:
                     self._remember(cache_key, status, resp_headers, content)
                 return HttpResult(status, resp_headers, content)
 
-            raise error_for_status(status, content, operation=operation, errors=errors)
+            refused = error_for_status(status, content, operation=operation, errors=errors)
+            if isinstance(refused, PermissionDenied):
+                # GitHub names what the call needed (``administration=read``); kept so the
+                # refusal can say what to grant.
+                refused.accepted = resp_headers.get("x-accepted-github-permissions", "")
+            raise refused
 
     def _unanswered(self, operation: str, why: str, exc: Exception, started: float) -> None:
         if self.watch is not None:

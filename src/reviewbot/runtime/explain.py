@@ -49,6 +49,9 @@ PLAIN_WORDS: dict[str, str] = {
     "checks_pending": "required checks are still running or have not reported yet",
     "checks_failed": "a required check failed",
     "checks_passed": "every required check passed",
+    "protection_unreadable": (
+        "the forge's rules for the branch could not be read with the bot's credentials"
+    ),
     "reviewer_findings": "an external reviewer reported errors",
     "reviewer_error": "an external reviewer could not be run or gave unreadable output",
     "sandbox_unavailable": "external reviewers did not run: the sandbox cannot run here",

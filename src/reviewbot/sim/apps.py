@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reviewbot.sim.core import SimCore, token_hash
 from reviewbot.sim.errors import ScenarioError
+from reviewbot.sim.permissions import GITHUB_DOCUMENTED, LEVELS
 from reviewbot.sim.state import SimApp, SimInstallation, SimInstallationToken
 
 INSTALLATION_TOKEN_TTL = 3600.0
@@ -61,11 +62,24 @@ class GitHubApps(SimCore):
             id=self.next_id(),
             app_id=app_id,
             account=state.owner,
+            permissions=dict(GITHUB_DOCUMENTED),
             repos={state.full_name.lower()},
             created_at=self.now(),
         )
         self.installations[installation.id] = installation
         return installation.id
+
+    def set_installation_permissions(
+        self, installation_id: int, permissions: dict[str, str]
+    ) -> None:
+        """Replace what an installation was granted (``{"contents": "read", ...}``)."""
+        installation = self.installations.get(installation_id)
+        if installation is None:
+            raise ScenarioError(f"no installation {installation_id}")
+        for name, level in permissions.items():
+            if level not in LEVELS or level == "admin":
+                raise ScenarioError(f"permission {name}: level {level!r} is not read or write")
+        installation.permissions = {n: lv for n, lv in permissions.items() if lv != "none"}
 
     def issue_installation_token(self, installation: SimInstallation) -> tuple[str, float]:
         token = (

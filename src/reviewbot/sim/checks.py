@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from reviewbot.sim.state import SimCheckRun, SimProtection, SimRepo, SimStatus
+from reviewbot.sim.state import SimCheckRun, SimProtection, SimRepo, SimRuleset, SimStatus
 
 GOOD_CONCLUSIONS = ("success", "neutral", "skipped")
 
@@ -86,3 +86,39 @@ def protection_for(repo: SimRepo, branch: str) -> SimProtection | None:
         if fnmatch.fnmatchcase(branch, rule):
             return protection
     return None
+
+
+def rulesets_for(repo: SimRepo, branch: str) -> list[SimRuleset]:
+    """The active rulesets whose conditions include ``branch`` (GitHub's ref patterns)."""
+    ref = f"refs/heads/{branch}"
+    found = []
+    for ruleset in repo.rulesets:
+        if ruleset.enforcement != "active":
+            continue
+        for pattern in ruleset.include:
+            if (
+                pattern == "~ALL"
+                or (pattern == "~DEFAULT_BRANCH" and branch == repo.default_branch)
+                or fnmatch.fnmatchcase(ref, pattern)
+            ):
+                found.append(ruleset)
+                break
+    return found
+
+
+def github_rules(repo: SimRepo, branch: str) -> SimProtection | None:
+    """What GitHub enforces on a merge into ``branch``: classic protection and every active
+    ruleset together (both apply), as one protection; ``None`` when neither exists."""
+    protection = protection_for(repo, branch)
+    rulesets = rulesets_for(repo, branch)
+    if not rulesets:
+        return protection
+    merged = SimProtection(branch=branch)
+    if protection is not None:
+        merged.contexts = list(protection.contexts)
+        merged.checks = list(protection.checks)
+        merged.required_approvals = protection.required_approvals
+    for ruleset in rulesets:
+        merged.contexts += [c for c in ruleset.contexts if c not in merged.contexts]
+        merged.required_approvals = max(merged.required_approvals, ruleset.required_approvals or 0)
+    return merged

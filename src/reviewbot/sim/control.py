@@ -127,9 +127,45 @@ Action = Callable[[Simulator, Body], Awaitable[Any]]
 
 async def _users(sim: Simulator, b: Body) -> Any:
     token = sim.add_user(
-        _need(b, "forge"), _need(b, "login"), _opt(b, "token", str), bool(b.get("bot"))
+        _need(b, "forge"),
+        _need(b, "login"),
+        _opt(b, "token", str),
+        bool(b.get("bot")),
+        permissions=_permission_set(b),
     )
     return {"token": token}
+
+
+def _permission_set(b: Body) -> dict[str, str] | None:
+    found = _opt(b, "permissions", dict)
+    if found is None:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        raise ScenarioError("permissions: an object of permission name -> read|write")
+    return {str(k): str(v) for k, v in found.items()}
+
+
+async def _permissions(sim: Simulator, b: Body) -> Any:
+    """A user's role on a repository (both forges), or an installation's permission set."""
+    installation = _opt(b, "installation_id", int)
+    if installation is not None:
+        granted = _permission_set(b) or {}
+        sim.set_installation_permissions(installation, granted)
+        return {"installation_id": installation, "permissions": granted}
+    sim.set_permission(_need(b, "forge"), _need(b, "repo"), _need(b, "login"), _need(b, "role"))
+    return {"login": b["login"], "role": b["role"]}
+
+
+async def _rulesets(sim: Simulator, b: Body) -> Any:
+    ruleset = sim.add_ruleset(
+        _need(b, "repo"),
+        [str(p) for p in _opt(b, "include", list, ["~DEFAULT_BRANCH"])],
+        [str(c) for c in _opt(b, "contexts", list, [])],
+        name=_opt(b, "name", str, "ruleset"),
+        required_approvals=_opt(b, "required_approvals", int),
+        enforcement=_opt(b, "enforcement", str, "active"),
+    )
+    return {"id": ruleset.id}
 
 
 async def _repos(sim: Simulator, b: Body) -> Any:
@@ -316,6 +352,8 @@ POST_ACTIONS: dict[str, Action] = {
     "statuses": _statuses,
     "check-runs": _check_runs,
     "required-checks": _required_checks,
+    "permissions": _permissions,
+    "rulesets": _rulesets,
     "reviews": _reviews,
     "comments": _comments,
     "mergeable": _mergeable,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 
+from reviewbot.sim.checks import protection_for
 from reviewbot.sim.clock import Clock, system_clock
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.faults import Faults
@@ -56,6 +57,8 @@ class SimCore:
         self.apps: dict[int, SimApp] = {}
         self.installations: dict[int, SimInstallation] = {}
         self._tokens: dict[str, dict[str, str]] = {f: {} for f in FORGES}  # hash -> login
+        # GitHub fine-grained tokens: hash -> granted permissions (absent: a classic token)
+        self._token_permissions: dict[str, dict[str, str]] = {}
         self._installation_tokens: dict[str, SimInstallationToken] = {}
         self._ids = itertools.count(1001)
         self._shas = itertools.count(1)
@@ -91,8 +94,19 @@ class SimCore:
         ]
 
     # ------------------------------------------------------------------ users and tokens
-    def add_user(self, forge: str, login: str, token: str | None = None, bot: bool = False) -> str:
-        """Create (or fetch) a user and give it an API token; returns the token."""
+    def add_user(
+        self,
+        forge: str,
+        login: str,
+        token: str | None = None,
+        bot: bool = False,
+        permissions: dict[str, str] | None = None,
+    ) -> str:
+        """Create (or fetch) a user and give it an API token; returns the token.
+
+        ``permissions`` makes a GitHub token a fine-grained one with that permission set
+        (``{"pull_requests": "write", ...}``); without it the token is a classic one, which
+        acts with the user's role alone."""
         check_forge(forge)
         user = self.users[forge].get(login)
         if user is None:
@@ -109,7 +123,13 @@ class SimCore:
             digest = hashlib.sha1(f"{forge}:{login}:{user.id}".encode()).hexdigest()  # noqa: S324
             token = f"ghp_{digest[:36]}" if forge == "github" else digest
         self._tokens[forge][token_hash(token)] = login
+        if permissions is not None:
+            self._token_permissions[token_hash(token)] = dict(permissions)
         return token
+
+    def token_permissions(self, token: str) -> dict[str, str] | None:
+        """A GitHub fine-grained token's permission set; ``None`` for a classic token."""
+        return self._token_permissions.get(token_hash(token))
 
     def user(self, forge: str, login: str) -> SimUser:
         check_forge(forge)
@@ -189,6 +209,15 @@ class SimCore:
         if login in repo.permissions:
             return repo.permissions[login]
         return "write" if login in self.users[repo.forge] else "none"
+
+    def may_merge_gitea(self, repo: SimRepo, branch: str, user: str) -> bool:
+        """Gitea's ``IsUserAllowedToMerge``: write access, and on a protected branch with a
+        merge whitelist, a place on it (``services/pull/check.go``)."""
+        if self.permission(repo, user) not in ("admin", "write"):
+            return False
+        protection = protection_for(repo, branch)
+        whitelist = protection.merge_whitelist if protection is not None else None
+        return whitelist is None or user in whitelist
 
     def _commit(self, repo: SimRepo, author: str, message: str, parents: list[str]) -> SimCommit:
         sha = self.new_sha(repo.forge, repo.full_name)

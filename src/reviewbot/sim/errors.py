@@ -8,11 +8,19 @@ from reviewbot.core.errors import ReviewbotError
 class ApiError(ReviewbotError):
     """``status`` and a message; ``errors`` are validation details (GitHub's ``errors`` list)."""
 
-    def __init__(self, status: int, message: str, *, errors: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        errors: list[str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.errors = errors or []
+        self.headers = headers or {}
 
 
 class ScenarioError(ReviewbotError, ValueError):

@@ -11,6 +11,7 @@ from reviewbot.sim.errors import ApiError
 from reviewbot.sim.gitea_json import GiteaJson
 from reviewbot.sim.github_auth import bearer
 from reviewbot.sim.http import Call, Reply, Route
+from reviewbot.sim.permissions import GITEA, PERMISSION_QUERY, role_at_least
 from reviewbot.sim.state import SimPull, SimRepo
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class GiteaApi:
                 body=body,
                 login=login,
             )
+            self._check_role(route, call)
             reply = await route.handler(call)
         except ApiError as exc:
             if exc.status == 404:
@@ -126,6 +128,21 @@ class GiteaApi:
         if login is None:
             raise ApiError(401, "user does not exist or token is invalid")
         return login
+
+    def _check_role(self, route: Route, call: Call) -> None:
+        """Refuse as Gitea's router does when the caller's role on the repository is too low
+        (``sim/permissions.py`` holds the table and the router lines it follows)."""
+        need = GITEA.get(route.operation_id)
+        if need is None or "owner" not in call.params:
+            return
+        repo = self.sim.find_repo("gitea", call.params["owner"], call.params["repo"])
+        if repo is None:
+            return  # the handler answers 404
+        role = self.sim.permission(repo, call.login)
+        if role == "none" and repo.private:
+            raise ApiError(404, "repository does not exist")  # repoAssignment hides it
+        if need.role != "read" and not role_at_least(role, need.role):
+            raise ApiError(403, need.message)
 
     # ------------------------------------------------------------------ lookups
     def _repo(self, call: Call) -> SimRepo:
@@ -191,6 +208,8 @@ class GiteaApi:
         login = call.params["collaborator"]
         if login not in self.sim.users["gitea"]:
             raise ApiError(404, "user does not exist")
+        if login != call.login and self.sim.permission(repo, call.login) != "admin":
+            raise ApiError(403, PERMISSION_QUERY)
         permission = self.sim.permission(repo, login)
         return Reply(
             200, {"permission": permission, "role_name": permission, "user": self.json.user(login)}

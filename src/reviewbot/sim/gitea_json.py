@@ -327,6 +327,7 @@ class GiteaJson:
     ) -> Json:
         commit = repo.commits[repo.branches[name]]
         can_write = self.sim.permission(repo, viewer) in ("admin", "write")
+        may_merge = self.sim.may_merge_gitea(repo, name, viewer)
         return {
             "name": name,
             "commit": self.payload_commit(repo, commit),
@@ -335,8 +336,13 @@ class GiteaJson:
             "enable_status_check": bool(protection and protection.enable_status_check),
             "status_check_contexts": list(protection.contexts) if protection else [],
             "user_can_push": can_write and protection is None,
-            "user_can_merge": can_write,
-            "effective_branch_protection_name": protection.branch if protection else "",
+            "user_can_merge": may_merge,
+            # Filled for repository admins only (services/convert/convert.go ToBranch).
+            "effective_branch_protection_name": (
+                protection.branch
+                if protection and self.sim.permission(repo, viewer) == "admin"
+                else ""
+            ),
         }
 
     def commit(self, repo: SimRepo, commit: SimCommit) -> Json:

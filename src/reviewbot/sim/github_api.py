@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from reviewbot.sim.checks import protection_for
+from reviewbot.sim.checks import protection_for, rulesets_for
 from reviewbot.sim.clock import forge_time
 from reviewbot.sim.errors import ApiError
-from reviewbot.sim.github_auth import GitHubIdentity, identify
+from reviewbot.sim.github_auth import GitHubIdentity, bearer, identify
 from reviewbot.sim.github_json import GitHubJson
 from reviewbot.sim.http import Call, Reply, Route
+from reviewbot.sim.permissions import GITHUB, github_granted, role_at_least
 from reviewbot.sim.state import SimPull, SimRepo
 
 if TYPE_CHECKING:
@@ -95,6 +96,12 @@ class GitHubApi:
                 self.get_protection,
             ),
             r("GET", f"{repo}/branches/{{branch}}", "repos/get-branch", self.get_branch),
+            r(
+                "GET",
+                f"{repo}/rules/branches/{{branch}}",
+                "repos/get-branch-rules",
+                self.get_branch_rules,
+            ),
             r(
                 "GET",
                 f"{repo}/collaborators/{{username}}/permission",
@@ -238,11 +245,13 @@ class GitHubApi:
                 installation_id=who.installation_id,
             )
             self._check_installation_scope(who, call)
+            self._check_permission(route, who, call, request.headers.get("Authorization", ""))
             if route.operation_id == "users/get-authenticated" and who.kind == "installation":
                 raise ApiError(403, "Resource not accessible by integration")
             reply = await route.handler(call)
         except ApiError as exc:
             reply = self.error(exc.status, exc.message, exc.errors, route.operation_id)
+            reply.headers.update(exc.headers)
         key = "anonymous" if who is None else f"{who.kind}:{who.login}:{who.installation_id}"
         response = reply.to_response()
         if request.method == "GET" and reply.status == 200 and reply.body is not None:
@@ -261,6 +270,36 @@ class GitHubApi:
         installation = self.sim.installations[who.installation_id or 0]
         if f"{call.params['owner']}/{call.params['repo']}".lower() not in installation.repos:
             raise ApiError(404, "Not Found")
+
+    def _check_permission(
+        self, route: Route, who: GitHubIdentity, call: Call, authorization: str
+    ) -> None:
+        """Refuse as GitHub does when the caller lacks what the operation needs
+        (``sim/permissions.py`` holds the table and its sources)."""
+        need = GITHUB.get(route.operation_id)
+        if need is None or "owner" not in call.params:
+            return
+        repo = self.sim.find_repo("github", call.params["owner"], call.params["repo"])
+        if repo is None:
+            return  # the handler answers 404
+        accepted = {"X-Accepted-GitHub-Permissions": need.header()}
+        if who.kind == "installation":
+            installation = self.sim.installations[who.installation_id or 0]
+            if not github_granted(installation.permissions, need):
+                raise ApiError(403, "Resource not accessible by integration", headers=accepted)
+            return
+        granted = self.sim.token_permissions(bearer(authorization) or "")
+        if granted is not None and not github_granted(granted, need):
+            raise ApiError(
+                403, "Resource not accessible by personal access token", headers=accepted
+            )
+        role = self.sim.permission(repo, who.login)
+        if need.admin_only and role != "admin":
+            raise ApiError(404, "Not Found")  # GitHub hides admin routes from non-admins
+        if role == "none" and repo.private:
+            raise ApiError(404, "Not Found")
+        if need.role != "read" and not role_at_least(role, need.role):
+            raise ApiError(403, "Must have push access to repository")
 
     def _repo(self, call: Call) -> SimRepo:
         repo = self.sim.find_repo("github", call.params["owner"], call.params["repo"])
@@ -326,7 +365,7 @@ class GitHubApi:
         body = {
             "token": token,
             "expires_at": forge_time(expires_at),
-            "permissions": self.json.installation(installation)["permissions"],
+            "permissions": dict(installation.permissions),
             "repository_selection": "selected",
         }
         return Reply(201, body)
@@ -362,6 +401,12 @@ class GitHubApi:
         if branch not in repo.branches:
             raise ApiError(404, "Branch not found")
         return Reply(200, self.json.branch(repo, branch, protection_for(repo, branch)))
+
+    async def get_branch_rules(self, call: Call) -> Reply:
+        # The branch need not exist: the rules that would apply to that name are returned.
+        repo = self._repo(call)
+        rules = self.json.branch_rules(repo, rulesets_for(repo, call.params["branch"]))
+        return Reply(200, self._page(call, rules))
 
     async def get_permission(self, call: Call) -> Reply:
         repo = self._repo(call)

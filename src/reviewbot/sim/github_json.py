@@ -14,6 +14,7 @@ from reviewbot.sim.checks import (
 )
 from reviewbot.sim.clock import forge_time
 from reviewbot.sim.core import SimCore
+from reviewbot.sim.permissions import GITHUB_DOCUMENTED
 from reviewbot.sim.state import (
     SimApp,
     SimCheckRun,
@@ -25,6 +26,7 @@ from reviewbot.sim.state import (
     SimPull,
     SimRepo,
     SimReview,
+    SimRuleset,
     SimStatus,
     SimUser,
 )
@@ -33,14 +35,7 @@ Json = dict[str, Any]
 
 
 # What the simulated GitHub App is granted and subscribed to (the app and its installations).
-APP_PERMISSIONS = {
-    "checks": "read",
-    "contents": "write",
-    "issues": "write",
-    "metadata": "read",
-    "pull_requests": "write",
-    "statuses": "read",
-}
+APP_PERMISSIONS = GITHUB_DOCUMENTED
 APP_EVENTS = ("check_run", "check_suite", "pull_request", "pull_request_review", "status")
 
 
@@ -650,6 +645,33 @@ class GitHubJson:
             }
         return body
 
+    def branch_rules(self, repo: SimRepo, rulesets: list[SimRuleset]) -> list[Json]:
+        """``repository-rule-detailed`` items: each active rule with its ruleset's source."""
+        out: list[Json] = []
+        for ruleset in rulesets:
+            source = {
+                "ruleset_source_type": "Repository",
+                "ruleset_source": repo.full_name,
+                "ruleset_id": ruleset.id,
+            }
+            if ruleset.required_approvals is not None:
+                parameters: Json = {
+                    "dismiss_stale_reviews_on_push": False,
+                    "require_code_owner_review": ruleset.code_owner_review,
+                    "require_last_push_approval": False,
+                    "required_approving_review_count": ruleset.required_approvals,
+                    "required_review_thread_resolution": False,
+                }
+                out.append({"type": "pull_request", "parameters": parameters, **source})
+            if ruleset.contexts:
+                checks = [{"context": c} for c in ruleset.contexts]
+                parameters = {
+                    "required_status_checks": checks,
+                    "strict_required_status_checks_policy": False,
+                }
+                out.append({"type": "required_status_checks", "parameters": parameters, **source})
+        return out
+
     def branch(self, repo: SimRepo, name: str, protection: SimProtection | None) -> Json:
         api = f"{self.api}/repos/{repo.full_name}/branches/{name}"
         commit = repo.commits[repo.branches[name]]
@@ -689,7 +711,7 @@ class GitHubJson:
             "app_slug": app.slug,
             "target_id": account.id,
             "target_type": "User",
-            "permissions": dict(APP_PERMISSIONS),
+            "permissions": dict(installation.permissions),
             "events": list(APP_EVENTS),
             "created_at": stamp,
             "updated_at": stamp,

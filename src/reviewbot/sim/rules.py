@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reviewbot.sim.checks import gitea_checks_pass, github_blocking_check, protection_for
+from reviewbot.sim.checks import (
+    gitea_checks_pass,
+    github_blocking_check,
+    github_rules,
+    protection_for,
+)
 from reviewbot.sim.core import SimCore
 from reviewbot.sim.errors import ApiError
 from reviewbot.sim.state import SimInlineComment, SimProtection, SimPull, SimRepo, SimReview
@@ -161,7 +166,7 @@ class ForgeRules(SimCore):
             raise ApiError(409, "Head branch was modified. Review and try the merge again.")
         if not pull.mergeable or pull.draft:
             raise ApiError(405, "Pull Request is not mergeable")
-        protection = protection_for(repo, pull.base)
+        protection = github_rules(repo, pull.base)
         if protection is not None:
             blocking = github_blocking_check(repo, protection, pull.head_sha)
             if blocking is not None:
@@ -186,7 +191,7 @@ class ForgeRules(SimCore):
             raise ApiError(405, "The PR is already merged")
         if not pull.open:
             raise ApiError(405, "The PR is closed")
-        if self.permission(repo, user) not in ("admin", "write"):
+        if not self.may_merge_gitea(repo, pull.base, user):
             raise ApiError(405, "User not allowed to merge PR")
         # Gitea compares head_commit_id only when it is non-empty.
         if head_commit_id and head_commit_id != pull.head_sha:

@@ -20,6 +20,7 @@ from reviewbot.sim.state import (
     SimProtection,
     SimPull,
     SimReview,
+    SimRuleset,
     SimStatus,
 )
 
@@ -242,6 +243,34 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         )
         repository.protections[branch] = protection
         return protection
+
+    def add_ruleset(
+        self,
+        repo: str,
+        include: Sequence[str],
+        contexts: Sequence[str] = (),
+        *,
+        name: str = "ruleset",
+        required_approvals: int | None = None,
+        code_owner_review: bool = False,
+        enforcement: str = "active",
+    ) -> SimRuleset:
+        """A GitHub repository ruleset for branches (``include``: ``~DEFAULT_BRANCH``,
+        ``~ALL`` or ``refs/heads/PATTERN``) with required status checks and, when
+        ``required_approvals`` is given, a pull-request rule."""
+        if enforcement not in ("active", "evaluate", "disabled"):
+            raise ScenarioError(f"enforcement {enforcement!r}: active, evaluate or disabled")
+        ruleset = SimRuleset(
+            id=self.next_id(),
+            name=name,
+            include=list(include),
+            contexts=list(contexts),
+            required_approvals=required_approvals,
+            code_owner_review=code_owner_review,
+            enforcement=enforcement,
+        )
+        self.repo("github", repo).rulesets.append(ruleset)
+        return ruleset
 
     def remove_protection(self, forge: str, repo: str, branch: str) -> None:
         self.repo(forge, repo).protections.pop(branch, None)

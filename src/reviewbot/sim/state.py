@@ -153,8 +153,27 @@ class SimProtection:
     strict: bool = False
     enable_status_check: bool = True
     required_approvals: int = 0
+    merge_whitelist: list[str] | None = None  # Gitea: who may merge (None: every writer)
     created_at: float = 0.0
     updated_at: float = 0.0
+
+
+@dataclass
+class SimRuleset:
+    """A GitHub repository ruleset targeting branches.
+
+    ``include`` holds GitHub's ref patterns: ``~DEFAULT_BRANCH``, ``~ALL`` or
+    ``refs/heads/NAME`` (fnmatch globs). Only ``active`` rulesets apply (``evaluate`` and
+    ``disabled`` ones are not returned by the branch-rules endpoint).
+    """
+
+    id: int
+    name: str
+    include: list[str]
+    contexts: list[str] = field(default_factory=list)
+    required_approvals: int | None = None  # None: no pull_request rule
+    code_owner_review: bool = False
+    enforcement: str = "active"
 
 
 @dataclass
@@ -172,6 +191,7 @@ class SimRepo:
     check_runs: list[SimCheckRun] = field(default_factory=list)
     check_suites: list[SimCheckSuite] = field(default_factory=list)
     protections: dict[str, SimProtection] = field(default_factory=dict)
+    rulesets: list[SimRuleset] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin|write|read|none
     next_number: int = 1
     private: bool = False
@@ -194,9 +214,12 @@ class SimApp:
 
 @dataclass
 class SimInstallation:
+    """``permissions``: the repository permissions the installation was granted."""
+
     id: int
     app_id: int
     account: str
+    permissions: dict[str, str]
     repos: set[str] = field(default_factory=set)
     created_at: float = 0.0
 

@@ -168,6 +168,7 @@ def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str
     out += [f"{name} not reported" for name in verdict.missing]
     if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
         out.append("no required checks are configured")
+    out += [gap.describe() for gap in verdict.unreadable]
     out += [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
     return tuple(out)
 
@@ -677,17 +678,27 @@ def _summary(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> str:
 def _checks_summary(verdict: Verdict) -> str:
     if verdict.reason is ReasonCode.REVIEWER_FINDINGS:
         return "an external reviewer reported errors"
+    if verdict.reason is ReasonCode.PROTECTION_UNREADABLE:
+        return (
+            "the forge's rules for the branch could not be read and the repository configures "
+            "no required_checks: " + "; ".join(gap.describe() for gap in verdict.unreadable)
+        )
+    unread = (
+        " (configured checks only: " + "; ".join(g.describe() for g in verdict.unreadable) + ")"
+        if verdict.unreadable
+        else ""
+    )
     if verdict.kind is VerdictKind.APPROVE:
-        return f"{len(verdict.passed)} required checks passed"
+        return f"{len(verdict.passed)} required checks passed{unread}"
     if verdict.kind is VerdictKind.REQUEST_CHANGES:
-        return "failed: " + ", ".join(c.name for c in verdict.failed)
+        return "failed: " + ", ".join(c.name for c in verdict.failed) + unread
     if verdict.kind is VerdictKind.WAITING:
         parts = []
         if verdict.pending:
             parts.append("pending: " + ", ".join(c.name for c in verdict.pending))
         if verdict.missing:
             parts.append("missing: " + ", ".join(verdict.missing))
-        return "; ".join(parts)
+        return "; ".join(parts) + unread
     return "no required checks are configured (set approve_without_checks = true to approve)"
 
 
