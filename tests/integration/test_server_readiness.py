@@ -49,8 +49,9 @@ def test_doctor_exits_non_zero_naming_the_failing_check(
     data = tmp_path / "data"
     monkeypatch.setenv("REVIEWBOT_DATA_DIR", str(data))
     monkeypatch.setenv("REVIEWBOT_READY_MAX_QUEUE_AGE_S", "60")
-    assert main(["doctor"]) == 0
-    assert "ok   store_writable" in capsys.readouterr().out
+    assert main(["doctor"]) == 1  # no forge configured: not ready, and said so
+    out = capsys.readouterr().out
+    assert "ok   store_writable" in out and "not ready: forges" in out
     db = open_store(make_settings(data))
     try:
         journal.insert_delivery(db, NewDelivery("stuck", "api", b"{}", OLD))
@@ -58,4 +59,4 @@ def test_doctor_exits_non_zero_naming_the_failing_check(
         db.close()
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL queue_age" in out and "not ready: queue_age" in out
+    assert "FAIL queue_age" in out and "not ready: queue_age, forges" in out

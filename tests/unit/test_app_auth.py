@@ -67,11 +67,12 @@ class FakeInstallations:
 
     async def create_installation_token(
         self, installation_id: int, app_jwt: str
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str, dict[str, str]]:
         self._verify(app_jwt)
         await asyncio.sleep(0)  # a real request yields to other tasks
         self.minted.append(installation_id)
-        return f"ghs_{installation_id}_{len(self.minted)}", iso(self.clock() + 3600)
+        token = f"ghs_{installation_id}_{len(self.minted)}"
+        return token, iso(self.clock() + 3600), {"contents": "read"}
 
 
 def test_jwt_claims_and_signature(key_pair: tuple[bytes, bytes]) -> None:
@@ -144,8 +145,8 @@ async def test_bad_expiry_is_a_forge_error(key_pair: tuple[bytes, bytes]) -> Non
     class Broken(FakeInstallations):
         async def create_installation_token(
             self, installation_id: int, app_jwt: str
-        ) -> tuple[str, str]:
-            return "ghs_x", "tomorrow"
+        ) -> tuple[str, str, dict[str, str]]:
+            return "ghs_x", "tomorrow", {}
 
     auth = GitHubAppAuth(42, private, clock=Clock())
     with pytest.raises(ForgeError, match="installation token"):

@@ -24,6 +24,7 @@ from reviewbot.core.models import (
     RequiredChecks,
     Review,
     ReviewState,
+    RulesGap,
 )
 
 NOW = 1_800_000_000.0
@@ -105,8 +106,16 @@ facts_st = st.builds(
     caller=callers,
     pull=pulls,
     reviews=reviews,
-    protection=st.sampled_from([RequiredChecks(("ci/test",)), RequiredChecks()]),
-    configured_checks=st.just(()),
+    protection=st.sampled_from(
+        [
+            RequiredChecks(("ci/test",)),
+            RequiredChecks(),
+            RequiredChecks(("ci/test",), required_approvals=2),
+            RequiredChecks(unreadable=(RulesGap("branch_protection", "Administration (read)"),)),
+        ]
+    ),
+    configured_checks=st.sampled_from([(), ("ci/*",)]),
+    missing_permission=st.sampled_from([None, "Contents (write)"]),
     results=results,
     lease=leases,
     bot_login=st.sampled_from([None, "alice", "reviewbot"]),
@@ -187,6 +196,7 @@ def test_an_allowed_merge_is_one_the_merge_rules_accept(facts: CapabilityFacts) 
             lease=held,
             claim=LeaseClaim(target, held.holder, held.epoch),
             now=NOW,
+            missing_permission=facts.missing_permission,
         )
     )
     assert decision.action is MergeAction.MERGE, decision.summary()
@@ -208,6 +218,7 @@ def test_a_merge_the_rules_refuse_is_never_allowed(facts: CapabilityFacts) -> No
             lease=mine,
             claim=mine.claim,
             now=NOW,
+            missing_permission=facts.missing_permission,
         )
     )
     if decision.action is MergeAction.REFUSE:

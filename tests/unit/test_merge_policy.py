@@ -24,6 +24,7 @@ from reviewbot.core.models import (
     RequiredChecks,
     Review,
     ReviewState,
+    RulesGap,
 )
 
 HEAD = "a" * 40
@@ -253,3 +254,25 @@ def test_merged_at_the_pin_without_the_claim_is_refused(
     decision = decide(inputs(pull=merged, lease=lease, claim=claim))
     assert decision.action is MergeAction.REFUSE
     assert decision.codes[0] in ("lease_not_held", "superseded")
+
+
+def test_unreadable_rules_refuse_a_merge_unless_checks_are_configured() -> None:
+    hidden = RequiredChecks(unreadable=(RulesGap("branch", "Contents (read)", 403),))
+    decision = decide(inputs(protection=hidden))
+    assert decision.codes == ("protection_unreadable",)
+    assert "Contents (read)" in decision.summary()
+    assert decide(inputs(protection=hidden, configured_checks=("ci/*",))).ok
+
+
+def test_fewer_approvals_than_the_rules_require_refuse() -> None:
+    two = RequiredChecks(("ci/test",), required_approvals=2)
+    decision = decide(inputs(protection=two))
+    assert decision.codes == ("not_approved",)
+    assert "1 of the 2 approvals" in decision.summary()
+    assert decide(inputs(protection=two, reviews=(approve("bob"), approve("carol", id=2)))).ok
+
+
+def test_a_missing_merge_permission_is_named_before_any_call() -> None:
+    decision = decide(inputs(missing_permission="Contents (write)"))
+    assert decision.codes == ("permission_denied",)
+    assert "Contents (write)" in decision.summary()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviewbot.core.models import CheckResult, CheckState, RequiredChecks, ReviewEvent
+from reviewbot.core.models import CheckResult, CheckState, RequiredChecks, ReviewEvent, RulesGap
 from reviewbot.core.policy import (
     CheckOutcome,
     Verdict,
@@ -348,3 +348,40 @@ def test_render_reviewer_findings_has_its_own_wording_and_notes_before_the_marke
     assert lines[0] == "Changes requested: an external reviewer reported errors."
     assert "required check" not in lines[0]
     assert lines[-3:] == [notes[0], "", MARKER]
+
+
+# --- the forge's rules could not be read ------------------------------------------------
+
+HIDDEN = RequiredChecks(unreadable=(RulesGap("branch_protection", "Administration (read)", 404),))
+
+
+@pytest.mark.parametrize("approve_without_checks", [False, True])
+def test_unreadable_rules_with_nothing_configured_wait_and_name_the_permission(
+    approve_without_checks: bool,
+) -> None:
+    # "Cannot read" is never "not protected": not even approve_without_checks approves.
+    v = evaluate(HIDDEN, [], [ok("ci")], approve_without_checks=approve_without_checks)
+    assert (v.kind, v.reason) == (VerdictKind.WAITING, ReasonCode.PROTECTION_UNREADABLE)
+    assert v.review_event is None
+    body = render_review_body(v, MARKER)
+    assert "could not be read" in body and "Administration (read)" in body
+
+
+def test_unreadable_rules_judge_the_configured_checks_and_say_what_was_not_read() -> None:
+    v = evaluate(HIDDEN, ["ci/*"], [ok("ci/test")])
+    assert (v.kind, v.reason) == (VerdictKind.APPROVE, ReasonCode.CHECKS_PASSED)
+    body = render_review_body(v, MARKER)
+    assert body.startswith("Approved: all 1 required checks passed.")
+    assert "Not read on the forge" in body and "HTTP 404" in body
+
+
+def test_unreadable_rules_never_hide_a_failed_configured_check() -> None:
+    v = evaluate(HIDDEN, ["ci/*"], [res("ci/test", S.FAILURE)])
+    assert v.kind is VerdictKind.REQUEST_CHANGES and v.unreadable == HIDDEN.unreadable
+
+
+def test_readable_rules_beside_an_unreadable_part_still_count() -> None:
+    # Rulesets read (lint), classic protection not: the configured checks and lint both.
+    partly = RequiredChecks(("lint",)).joined(HIDDEN)
+    v = evaluate(partly, ["ci/*"], [ok("ci/test")])
+    assert v.kind is VerdictKind.WAITING and v.missing == ("lint",)

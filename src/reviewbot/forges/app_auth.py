@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -31,8 +32,9 @@ class InstallationApi(Protocol):
 
     async def create_installation_token(
         self, installation_id: int, app_jwt: str
-    ) -> tuple[str, str]:
-        """``(token, expires_at)``, ``expires_at`` as ISO 8601."""
+    ) -> tuple[str, str, Mapping[str, str]]:
+        """``(token, expires_at, permissions)``: ``expires_at`` as ISO 8601, and the
+        repository permissions the installation was granted (``{"contents": "write"}``)."""
         ...
 
 
@@ -40,6 +42,7 @@ class InstallationApi(Protocol):
 class InstallationToken:
     token: str
     expires_at: float  # seconds since the epoch
+    permissions: Mapping[str, str] = field(default_factory=dict)
 
 
 class GitHubAppAuth:
@@ -93,13 +96,26 @@ class GitHubAppAuth:
             cached = self._tokens.get(installation)
             if cached is not None and self._clock() < cached.expires_at - self._refresh_margin_s:
                 return cached.token
-            token, expires_at = await api.create_installation_token(installation, self.app_jwt())
-            try:
-                expiry = parse_timestamp(expires_at)
-            except ValueError as exc:
-                raise ForgeError(f"installation token: {exc}", operation="app_token") from None
-            self._tokens[installation] = InstallationToken(token, expiry)
-            return token
+            return (await self._mint(installation, api)).token
+
+    async def granted(self, repo: str, api: InstallationApi) -> Mapping[str, str] | None:
+        """The repository permissions of ``repo``'s installation, as its token reported
+        (``None`` when the token was dropped meanwhile: unknown, not "nothing")."""
+        await self.token_for_repo(repo, api)
+        found = self._tokens.get(await self.installation_id(repo, api))
+        return found.permissions if found is not None else None
+
+    async def _mint(self, installation: int, api: InstallationApi) -> InstallationToken:
+        token, expires_at, permissions = await api.create_installation_token(
+            installation, self.app_jwt()
+        )
+        try:
+            expiry = parse_timestamp(expires_at)
+        except ValueError as exc:
+            raise ForgeError(f"installation token: {exc}", operation="app_token") from None
+        minted = InstallationToken(token, expiry, dict(permissions))
+        self._tokens[installation] = minted
+        return minted
 
     def forget_token(self, repo: str) -> None:
         """Drop the cached token of ``repo``'s installation (after the forge refused it)."""

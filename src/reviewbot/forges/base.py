@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from reviewbot.core.access import AccessFacts
 from reviewbot.core.models import (
     CheckResult,
     Comment,
@@ -62,6 +63,15 @@ class Forge(Protocol):
     async def merge(
         self, repo: str, number: int, *, head_sha: str, method: str = "merge"
     ) -> MergeResult: ...
+
+    async def access(self, repo: str) -> AccessFacts:
+        """What the forge shows of the bot's own access to ``repo`` (``reviewbot doctor``)."""
+        ...
+
+    async def merge_permission(self, repo: str, pull: PullRequestSnapshot) -> str | None:
+        """What the bot's credentials lack to merge ``pull``, named as the forge's settings
+        name it; ``None`` when nothing is known to be missing (the forge still decides)."""
+        ...
 
     async def user_permission(self, repo: str, user: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``."""

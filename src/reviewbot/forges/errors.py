@@ -37,10 +37,47 @@ class PermissionDenied(ForgeError):
     """403 that is not a rate limit: the credentials lack a permission (terminal, named).
 
     ``accepted`` is GitHub's ``X-Accepted-GitHub-Permissions`` header when it sent one
-    (``administration=read``; alternatives separated by ``;``), else empty.
+    (``administration=read``; alternatives separated by ``;``), else empty; the message
+    then names what to grant.
     """
 
     accepted: str = ""
+
+    def __str__(self) -> str:
+        named = permission_named(self.accepted)
+        return super().__str__() + (f" (grant {named})" if named else "")
+
+
+# Repository permissions as GitHub's App settings title them (docs/github-app.md).
+PERMISSION_TITLES: dict[str, str] = {
+    "administration": "Administration",
+    "checks": "Checks",
+    "contents": "Contents",
+    "issues": "Issues",
+    "metadata": "Metadata",
+    "pull_requests": "Pull requests",
+    "statuses": "Commit statuses",
+    "workflows": "Workflows",
+}
+
+
+def permission_named(accepted: str) -> str:
+    """GitHub's ``X-Accepted-GitHub-Permissions`` as a person reads it in the App settings.
+
+    Sets are separated by ``;`` (any one will do), the permissions of a set by ``,``
+    (all of them): ``pull_requests=read,contents=read; issues=read``.
+    """
+    options = []
+    for alternative in accepted.split(";"):
+        needed = []
+        for part in alternative.split(","):
+            key, _, level = part.strip().partition("=")
+            if key:
+                title = PERMISSION_TITLES.get(key, key.replace("_", " ").capitalize())
+                needed.append(f"{title} ({level or 'read'})")
+        if needed:
+            options.append(" and ".join(needed))
+    return " or ".join(options)
 
 
 class RateLimited(ForgeError):

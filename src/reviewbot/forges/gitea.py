@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from reviewbot.core.access import AccessFacts
 from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
@@ -262,6 +263,34 @@ class GiteaForge(HttpAdapter):
         except ForgeError:
             return MergeResult(merged=True, merge_commit_sha=None)
         return MergeResult(merged=True, merge_commit_sha=pull.merge_commit_sha)
+
+    async def access(self, repo: str) -> AccessFacts:
+        found = as_dict(await self._get_json("access", _repo_path(repo)), "access")
+        version = as_dict(await self._get_json("access", "/version"), "access").get("version")
+        with response_shape("access"):
+            shown = found.get("permissions")
+            return AccessFacts(
+                "gitea",
+                repo,
+                "token",
+                shown={str(k): bool(v) for k, v in shown.items()}
+                if isinstance(shown, dict)
+                else None,
+                version=str(version) if version is not None else None,
+            )
+
+    async def merge_permission(self, repo: str, pull: PullRequestSnapshot) -> str | None:
+        """``user_can_merge`` of the base branch as the bot's account sees it: write
+        access, and a place on the branch's merge whitelist when it has one (Gitea's
+        ``IsUserAllowedToMerge``)."""
+        data = await self._get_json("merge_permission", _repo_path(repo, "branches", pull.base_ref))
+        with response_shape("merge_permission"):
+            if as_dict(data, "merge_permission").get("user_can_merge") is False:
+                return (
+                    f"permission to merge into {pull.base_ref}: write access to the repository, "
+                    "and a place on the branch protection's merge whitelist when it has one"
+                )
+        return None
 
     async def user_permission(self, repo: str, user: str) -> str:
         try:

@@ -17,6 +17,7 @@ from typing import Any, cast
 import gidgethub.httpx
 import httpx
 
+from reviewbot.core.access import AccessFacts
 from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
@@ -39,6 +40,7 @@ from reviewbot.forges.errors import (
     NotFound,
     NotMergeable,
     PermissionDenied,
+    permission_named,
 )
 from reviewbot.forges.http import (
     ErrorMap,
@@ -90,17 +92,7 @@ CHECK_RUN_CONCLUSIONS: dict[str, CheckState] = {
     "stale": CheckState.PENDING,  # GitHub marked it outdated: it must run again
 }
 MERGE_METHODS = ("merge", "squash", "rebase")
-# Repository permissions as GitHub's App settings title them (docs/github-app.md).
-PERMISSION_TITLES: dict[str, str] = {
-    "administration": "Administration",
-    "checks": "Checks",
-    "contents": "Contents",
-    "issues": "Issues",
-    "metadata": "Metadata",
-    "pull_requests": "Pull requests",
-    "statuses": "Commit statuses",
-    "workflows": "Workflows",
-}
+WORKFLOWS_DIR = ".github/workflows/"
 # What each part of a branch's rules needs when GitHub does not say (a 404 says nothing).
 NEEDED: dict[str, str] = {
     "rulesets": "Metadata (read), or a token of an account that can read the repository",
@@ -403,6 +395,54 @@ class GitHubForge(HttpAdapter):
                 raise NotMergeable(str(result.get("message") or "not merged"), operation="merge")
             return MergeResult(merged=True, merge_commit_sha=result.get("sha") or None)
 
+    async def access(self, repo: str) -> AccessFacts:
+        if self._app is not None:
+            granted = await self._app.granted(repo, self)
+            return AccessFacts("github", repo, "app", granted=granted)
+        return AccessFacts("github", repo, "token", shown=await self._shown_permissions(repo))
+
+    async def _shown_permissions(self, repo: str) -> dict[str, bool] | None:
+        owner, name = split_repo(repo)
+        data = await self._get(
+            "access", "/repos/{owner}/{repo}", {"owner": owner, "repo": name}, repo=repo
+        )
+        with response_shape("access"):
+            shown = as_dict(data, "access").get("permissions")
+            return {str(k): bool(v) for k, v in shown.items()} if isinstance(shown, dict) else None
+
+    async def merge_permission(self, repo: str, pull: PullRequestSnapshot) -> str | None:
+        """An App: Contents (write) from its installation's grants, and Workflows (write)
+        when the PR changes ``.github/workflows/`` (GitHub refuses such a merge without
+        it). A token: ``permissions.push`` of the repository as GitHub shows it to the
+        token's account; a fine-grained token's own set is not readable, so GitHub's
+        refusal of the merge names what it lacks."""
+        if self._app is not None:
+            granted = await self._app.granted(repo, self)
+            if granted is None:
+                return None
+            if granted.get("contents") != "write":
+                return "Contents (write) for the GitHub App (merging writes to the base branch)"
+            if granted.get("workflows") != "write" and await self._changes_workflows(repo, pull):
+                return (
+                    "Workflows (write) for the GitHub App: the pull request changes "
+                    f"{WORKFLOWS_DIR}, and GitHub refuses such a merge without it"
+                )
+            return None
+        shown = await self._shown_permissions(repo)
+        if shown is not None and shown.get("push") is False:
+            return "write (push) access to the repository for the bot's account"
+        return None
+
+    async def _changes_workflows(self, repo: str, pull: PullRequestSnapshot) -> bool:
+        owner, name = split_repo(repo)
+        files = await self._list(
+            "merge_permission",
+            "/repos/{owner}/{repo}/pulls/{pull_number}/files{?per_page}",
+            {"owner": owner, "repo": name, "pull_number": pull.number, "per_page": PER_PAGE},
+            repo=repo,
+        )
+        return any(str(f.get("filename", "")).startswith(WORKFLOWS_DIR) for f in files)
+
     async def user_permission(self, repo: str, user: str) -> str:
         owner, name = split_repo(repo)
         try:
@@ -472,7 +512,7 @@ class GitHubForge(HttpAdapter):
 
     async def create_installation_token(
         self, installation_id: int, app_jwt: str
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str, dict[str, str]]:
         data = await self._call(
             _Call("app_token"),
             lambda: self._gh.post(
@@ -485,7 +525,9 @@ class GitHubForge(HttpAdapter):
         )
         with response_shape("app_token"):
             token = as_dict(data, "app_token")
-            return str(token["token"]), str(token["expires_at"])
+            granted = token.get("permissions") or {}
+            permissions = {str(k): str(v) for k, v in as_dict(granted, "app_token").items()}
+            return str(token["token"]), str(token["expires_at"]), permissions
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -636,25 +678,6 @@ def gap(source: str, exc: ForgeError) -> RulesGap:
     """A part of the rules the credentials could not read, naming what GitHub asked for."""
     accepted = exc.accepted if isinstance(exc, PermissionDenied) else ""
     return RulesGap(source, permission_named(accepted) or NEEDED[source], exc.status)
-
-
-def permission_named(accepted: str) -> str:
-    """GitHub's ``X-Accepted-GitHub-Permissions`` as a person reads it in the App settings.
-
-    Sets are separated by ``;`` (any one will do), the permissions of a set by ``,``
-    (all of them): ``pull_requests=read,contents=read; issues=read``.
-    """
-    options = []
-    for alternative in accepted.split(";"):
-        needed = []
-        for part in alternative.split(","):
-            key, _, level = part.strip().partition("=")
-            if key:
-                title = PERMISSION_TITLES.get(key, key.replace("_", " ").capitalize())
-                needed.append(f"{title} ({level or 'read'})")
-        if needed:
-            options.append(" and ".join(needed))
-    return " or ".join(options)
 
 
 def _status(data: dict[str, Any]) -> CheckResult:

@@ -7,7 +7,6 @@ The API route, the command line and MCP tools call :func:`read_capability`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from reviewbot.core.models import PullRef, RepoRef, RequiredChecks
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
+from reviewbot.runtime.merge.facts import MergeFacts, read_merge_facts
 from reviewbot.store.leases import LeaseStore
 
 ROLE_OF: dict[Action, Role] = {Action.REVIEW: Role.REVIEWER, Action.MERGE: Role.MERGER}
@@ -61,14 +61,10 @@ async def read_capability(
     try:
         pull = await forge.get_pull(repo, pr.number)
         if action is Action.MERGE:
-            reviews, protection, results = await asyncio.gather(
-                forge.list_reviews(repo, pr.number),
-                forge.required_checks(repo, pull.base_ref),
-                forge.check_results(repo, pull.head_sha),
-            )
+            facts = await read_merge_facts(forge, repo, pull, pull.head_sha)
             bot_login = None
         else:
-            reviews, protection, results = [], RequiredChecks(), []
+            facts = MergeFacts([], RequiredChecks(), [], None)
             bot_login = await forge.bot_login()
     except ForgeError as exc:
         raise Refused(str(exc), code=reason_for(exc).value) from None
@@ -76,22 +72,23 @@ async def read_capability(
     target = LeaseTarget(pr.forge, repo, pr.number, ROLE_OF[action])
 
     status, owned, lease, now = await leases.run(_store_facts, leases, target, worker, caller)
-    facts = CapabilityFacts(
+    answer = CapabilityFacts(
         action=action,
         forge=pr.forge,
         repo=repo,
         number=pr.number,
         caller=CallerFacts(caller.scopes, caller.binding, worker, status, owned),
         pull=pull,
-        reviews=reviews,
-        protection=protection,
+        reviews=facts.reviews,
+        protection=facts.protection,
         configured_checks=rules.required_checks,
-        results=results,
+        results=facts.results,
         lease=lease,
         bot_login=bot_login,
         now=now,
+        missing_permission=facts.missing_permission,
     )
-    return resolve_capability(facts)
+    return resolve_capability(answer)
 
 
 def _store_facts(

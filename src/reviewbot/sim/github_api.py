@@ -372,7 +372,19 @@ class GitHubApi:
 
     # ------------------------------------------------------------------ repository
     async def get_repo(self, call: Call) -> Reply:
-        return Reply(200, self.json.repository(self._repo(call), full=True))
+        repo = self._repo(call)
+        body = self.json.repository(repo, full=True)
+        if call.installation_id is None:
+            # With a user's token GitHub shows that user's access (full-repository schema).
+            role = self.sim.permission(repo, call.login)
+            body["permissions"] = {
+                "admin": role == "admin",
+                "maintain": role == "admin",
+                "push": role in ("admin", "write"),
+                "triage": role in ("admin", "write"),
+                "pull": role != "none" or not repo.private,
+            }
+        return Reply(200, body)
 
     def _protection(self, call: Call, repo: SimRepo) -> Any:
         branch = call.params["branch"]

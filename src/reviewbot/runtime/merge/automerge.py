@@ -31,6 +31,7 @@ from reviewbot.core.prstate import DecisionKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
+from reviewbot.runtime.merge.facts import read_merge_facts
 from reviewbot.runtime.merge.merger import MergeError, MergeOutcome, Merger, MergeRequest
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 
@@ -167,11 +168,7 @@ class AutoMerger:
     async def _looks_mergeable(self, forge: Forge, forge_name: str, repo: str, pull: Any) -> bool:
         """The merge rules without a lease: no lease is taken for a PR that is not ready."""
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge_name)) or RepoRules()
-        reviews, protection, results = await asyncio.gather(
-            forge.list_reviews(repo, pull.number),
-            forge.required_checks(repo, pull.base_ref),
-            forge.check_results(repo, pull.head_sha),
-        )
+        facts = await read_merge_facts(forge, repo, pull, pull.head_sha)
         target = LeaseTarget(forge_name, repo, pull.number, Role.MERGER)
         now = self.merger.clock()
         # A stand-in claim: only the forge-side rules matter here.
@@ -182,13 +179,14 @@ class AutoMerger:
             MergeInputs(
                 pull=pull,
                 pin=pull.head_sha,
-                reviews=reviews,
-                protection=protection,
+                reviews=facts.reviews,
+                protection=facts.protection,
                 configured_checks=rules.required_checks,
-                results=results,
+                results=facts.results,
                 lease=stand_in,
                 claim=LeaseClaim(target, self.worker, 1),
                 now=now,
+                missing_permission=facts.missing_permission,
             )
         )
         return decision.action is MergeAction.MERGE

@@ -54,6 +54,7 @@ from reviewbot.forges.errors import (
     reason_for,
 )
 from reviewbot.observe import Telemetry
+from reviewbot.runtime.merge.facts import read_merge_facts
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
@@ -232,7 +233,8 @@ class Merger:
         if pending:
             return await self._reverify(forge, claim, request, pending[-1])
         try:
-            pull, reviews, protection, results = await self._read(forge, request)
+            pull = await forge.get_pull(request.repo, request.number)
+            facts = await read_merge_facts(forge, request.repo, pull, request.head_sha)
         except ForgeError as exc:
             raise _forge_failure(exc) from None
         rules = (
@@ -243,13 +245,14 @@ class Merger:
             MergeInputs(
                 pull=pull,
                 pin=request.head_sha,
-                reviews=reviews,
-                protection=protection,
+                reviews=facts.reviews,
+                protection=facts.protection,
                 configured_checks=rules.required_checks,
-                results=results,
+                results=facts.results,
                 lease=lease,
                 claim=claim,
                 now=self.clock(),
+                missing_permission=facts.missing_permission,
             )
         )
         if decision.action is MergeAction.ALREADY_MERGED:
@@ -279,17 +282,6 @@ class Merger:
                 await self._head_moved(claim, request, pull.head_sha, outcome)
             return outcome
         return await self._send(forge, claim, request, pull, method, decision.approvers)
-
-    async def _read(
-        self, forge: Forge, request: MergeRequest
-    ) -> tuple[PullRequestSnapshot, list[Any], Any, list[Any]]:
-        pull = await forge.get_pull(request.repo, request.number)
-        reviews, protection, results = await asyncio.gather(
-            forge.list_reviews(request.repo, request.number),
-            forge.required_checks(request.repo, pull.base_ref),
-            forge.check_results(request.repo, request.head_sha),
-        )
-        return pull, reviews, protection, results
 
     async def _send(
         self,

@@ -420,7 +420,7 @@ class ReviewPipeline:
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, head)
             except ForgeError as exc:
-                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+                return await self._note(base, ERROR, reason_for(exc).value, str(exc))
             if _verdict(rules, checks).kind is not VerdictKind.WAITING:
                 ran = await self._external_findings(request, pull, rules)
                 if isinstance(ran, ReviewersFailed):
@@ -573,7 +573,7 @@ class ReviewPipeline:
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, base.head_sha)
             except ForgeError as exc:
-                return await self._note(base, ERROR, ReasonCode.FORGE_ERROR.value, str(exc))
+                return await self._note(base, ERROR, reason_for(exc).value, str(exc))
         verdict = _verdict(rules, checks)
         found = findings or ()
         verdict = merge_findings(verdict, found)

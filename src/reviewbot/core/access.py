@@ -1,0 +1,160 @@
+"""What the bot needs on a repository, against what its credentials hold there (pure).
+
+``reviewbot doctor`` reads the facts (a GitHub App installation's granted permissions, the
+``permissions`` object a forge shows a token's account, a Gitea/Forgejo server's version)
+and asks :func:`access_lines` which needs are met, each with what fails without it and where
+to grant it. The needs follow docs/github-app.md and docs/gitea.md, which name the official
+source of each.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+LEVELS = {"none": 0, "read": 1, "write": 2, "admin": 3}
+GITHUB_APP_FIX = (
+    "GitHub: the App's settings > Permissions & events > Repository permissions, then accept "
+    "the new permissions on each installation (docs/github-app.md#permissions)"
+)
+GITHUB_ACCOUNT_FIX = (
+    "GitHub: the repository's Settings > Collaborators and teams (docs/github-app.md)"
+)
+GITEA_FIX = (
+    "Gitea/Forgejo: the repository's Settings > Collaborators (docs/gitea.md#the-bot-account)"
+)
+STATUS_WEBHOOK_GITEA = (1, 23)  # Gitea added the commit-status webhook in 1.23.0
+
+
+@dataclass(frozen=True)
+class AccessFacts:
+    """What a forge showed of the bot's access to one repository.
+
+    ``granted``: a GitHub App installation's repository permissions. ``shown``: the
+    ``permissions`` object of ``GET /repos/{o}/{r}`` for a token's account (``admin``,
+    ``push``, ``pull``). ``version``: a Gitea/Forgejo server's ``/version``.
+    """
+
+    forge: str
+    repo: str
+    credential: str  # "app" or "token"
+    granted: Mapping[str, str] | None = None
+    shown: Mapping[str, bool] | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class AccessLine:
+    permission: str  # as the forge's settings name it
+    used_for: str  # what fails without it
+    ok: bool | None  # None: the forge does not show it
+    required: bool  # False: only some features need it
+    fix: str  # where to grant it
+
+
+# (key, level, title, what needs it, required always)
+_GITHUB_APP: tuple[tuple[str, str, str, str], ...] = (
+    ("metadata", "read", "Metadata (read)", "every read of the repository (and its rulesets)"),
+    (
+        "pull_requests",
+        "write",
+        "Pull requests (read and write)",
+        "reading pull requests and reviews, submitting reviews, the PR state comment",
+    ),
+    ("checks", "read", "Checks (read)", "check runs of the head commit"),
+    ("statuses", "read", "Commit statuses (read)", "commit statuses of the head commit"),
+    (
+        "contents",
+        "read",
+        "Contents (read)",
+        "the base branch's classic protection (its required checks)",
+    ),
+)
+
+
+def _level(granted: Mapping[str, str], key: str) -> int:
+    return LEVELS.get(granted.get(key, "none"), 0)
+
+
+def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
+    """Every need of the bot on ``facts.repo``; ``merges``: the repository merges through
+    the bot (automerge), so the merge permission is required rather than optional."""
+    if facts.forge == "github" and facts.credential == "app":
+        granted = facts.granted or {}
+        lines = [
+            AccessLine(title, used, _level(granted, key) >= LEVELS[level], True, GITHUB_APP_FIX)
+            for key, level, title, used in _GITHUB_APP
+        ]
+        lines.append(
+            AccessLine(
+                "Contents (read and write)",
+                "merges (automerge, reviewbot merge, merge_pr)",
+                _level(granted, "contents") >= LEVELS["write"],
+                merges,
+                GITHUB_APP_FIX,
+            )
+        )
+        lines.append(
+            AccessLine(
+                "Workflows (read and write)",
+                "merging a pull request that changes .github/workflows/",
+                _level(granted, "workflows") >= LEVELS["write"],
+                False,
+                GITHUB_APP_FIX,
+            )
+        )
+        return lines
+    shown = facts.shown or {}
+    fix = GITHUB_ACCOUNT_FIX if facts.forge == "github" else GITEA_FIX
+
+    def has(key: str) -> bool | None:
+        value = shown.get(key)
+        return value if isinstance(value, bool) else None
+
+    lines = [
+        AccessLine(
+            "Read",
+            "reading pull requests, branches, checks; submitting reviews and the state comment",
+            has("pull"),
+            True,
+            fix,
+        ),
+        AccessLine(
+            "Write",
+            "merges (automerge, reviewbot merge, merge_pr)"
+            + ("" if facts.forge == "github" else "; also a place on a merge whitelist"),
+            has("push"),
+            merges,
+            fix,
+        ),
+    ]
+    if facts.forge != "github":
+        lines.append(
+            AccessLine(
+                "Admin",
+                "`/reviewbot review` comments: Gitea shows another user's permission to "
+                "repository admins only, so without it such a command is refused "
+                "(permission_denied)",
+                has("admin"),
+                False,
+                fix,
+            )
+        )
+    return lines
+
+
+def version_notes(version: str, reconcile_interval_s: float) -> list[str]:
+    """What a Gitea/Forgejo server of ``version`` lacks that the bot uses."""
+    late = (
+        "a green CI is noticed by the reconcile sweep instead, up to "
+        f"reconcile_interval_s = {reconcile_interval_s:g} s later"
+    )
+    if "+gitea" in version.lower() or "forgejo" in version.lower():
+        return [f"Forgejo {version} sends no commit-status webhook: {late}"]
+    found = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    if found is None:
+        return [f"version {version!r} not recognised: cannot tell what it lacks"]
+    if (int(found[1]), int(found[2])) < STATUS_WEBHOOK_GITEA:
+        return [f"Gitea {version} sends no commit-status webhook (added in 1.23): {late}"]
+    return []
