@@ -165,3 +165,18 @@ async def test_binding_and_casing(world: World) -> None:
     assert status == 401
     status, answer = await w.call("GET", path(f"gitea:{REPO}#999", "review"), reader)
     assert (status, answer["error"]) == (404, "pr_not_found")
+
+
+async def test_a_bot_outside_the_merge_whitelist_is_a_named_blocker(world: World) -> None:
+    w = world
+    pr = w.sim.open_pr("gitea", REPO, author="alice")
+    set_check(w, "gitea", pr.head_sha, "success")
+    w.sim.submit_review("gitea", REPO, pr.number, reviewer="bob", state="APPROVED")
+    await w.settle()
+    w.sim.require_checks("gitea", REPO, "main", ["ci/test"])
+    w.sim.repo("gitea", REPO).protections["main"].merge_whitelist = ["carol"]
+    token = w.token("lease,merge,read")
+    status, answer = await w.call("GET", path(f"gitea:{REPO}#{pr.number}", "merge"), token)
+    assert status == 200 and answer["allowed"] is False, answer
+    (blocker,) = [b for b in answer["blockers"] if b["code"] == "permission_denied"]
+    assert "merge whitelist" in blocker["detail"] and "main" in blocker["detail"]

@@ -201,3 +201,24 @@ def test_every_help_has_an_example(argv: list[str], capsys: pytest.CaptureFixtur
         main([*argv, "--help"])
     assert exit_info.value.code == 0
     assert "Example" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("forge", ["github", "gitea"])
+async def test_a_bot_that_may_not_merge_is_refused_by_name_before_any_call(
+    cli: Cli, sim: Simulator, forge: str
+) -> None:
+    pr = sim.open_pr(forge, REPO, author="alice")
+    ref = f"{forge}:{REPO}#{pr.number}"
+    set_check(sim, forge, pr.head_sha, "success")
+    sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
+    if forge == "github":
+        sim.set_permission(forge, REPO, BOT, "read")  # the account can read, not push
+        named = "write (push) access"
+    else:
+        # Write access, but the branch's merge whitelist names someone else.
+        sim.repo(forge, REPO).protections["main"].merge_whitelist = ["carol"]
+        named = "merge whitelist"
+    code, out, err = await cli.run("merge", ref, "--head", pr.head_sha)
+    assert code == 1 and "permission_denied" in err and named in err
+    assert merge_calls(sim, forge, pr.number) == []
+    assert not sim.pull(forge, REPO, pr.number).merged
