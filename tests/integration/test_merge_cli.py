@@ -218,7 +218,7 @@ async def test_a_bot_that_may_not_merge_is_refused_by_name_before_any_call(
         # Write access, but the branch's merge whitelist names someone else.
         sim.repo(forge, REPO).protections["main"].merge_whitelist = ["carol"]
         named = "merge whitelist"
-    code, out, err = await cli.run("merge", ref, "--head", pr.head_sha)
+    code, _, err = await cli.run("merge", ref, "--head", pr.head_sha)
     assert code == 1 and "permission_denied" in err and named in err
     assert merge_calls(sim, forge, pr.number) == []
     assert not sim.pull(forge, REPO, pr.number).merged
