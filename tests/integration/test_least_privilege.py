@@ -322,3 +322,32 @@ def test_doctor_without_a_forge_is_not_ready(
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "FAIL forges: no forge is configured" in out and "not ready: forges" in out
+
+
+@pytest.mark.parametrize("forge", ["github", "gitea"])
+async def test_review_of_a_repository_without_rules_is_silent(
+    forge: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sim: Simulator,
+    sim_server: SimServer,
+) -> None:
+    # An organization-wide installation reaches repositories the rules do not name.
+    env, _ = github_app(sim, sim_server, tmp_path)
+    env.update(gitea_bot(sim, sim_server))
+    configure(monkeypatch, tmp_path, **env)
+    other = "acme/elsewhere"
+    sim.create_repo(forge, other)
+    if forge == "github":
+        sim.install_app(int(env["REVIEWBOT_GITHUB__APP_ID"]), other)
+    sim.require_checks(forge, other, "main", ["ci/test"])
+    pr = sim.open_pr(forge, other, author="alice")
+    sim.set_status(forge, other, pr.head_sha, "ci/test", "success", target_url=CI)
+    sim.clear_requests()
+    answer = await review(capsys, f"{forge}:{other}#{pr.number}")
+    decision = answer["decision"]
+    assert (decision["decision"], decision["reason_code"]) == ("skip", "repo_not_configured")
+    live = sim.pull(forge, other, pr.number)
+    assert live.reviews == [] and live.comments == []
+    assert [r for r in sim.requests if r.method != "GET"] == []

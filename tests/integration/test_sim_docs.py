@@ -1,8 +1,8 @@
 """docs/simulator.md: every ``/_sim`` route has an example, and the examples work as written.
 
 The ``curl`` lines of the page run in order against a real simulator, ``$SIM`` being its
-address, ``$BOT`` a receiver standing in for the bot, and ``$APP_ID`` the id the ``apps``
-example answered; each must succeed.
+address, ``$BOT`` a receiver standing in for the bot, ``$APP_ID`` the id the ``apps``
+example answered and ``$INSTALLATION_ID`` the ``installations`` one; each must succeed.
 """
 
 from __future__ import annotations
@@ -81,5 +81,7 @@ async def test_the_examples_work_as_written(receiver: tuple[str, list[str]]) -> 
                 assert (answer["status"], answer["error"]) == (202, None), (line, answer)
             if "/_sim/apps " in line:
                 values["$APP_ID"] = str(answer["app_id"])
+            if "/_sim/installations " in line:
+                values["$INSTALLATION_ID"] = str(answer["installation_id"])
     # one delivery per deliver example reached the stand-in and was answered 202
     assert len(events) == sum("/_sim/deliver " in line for line in examples()) == 6

@@ -40,6 +40,7 @@ class DecisionKind(StrEnum):
     REOPENED = "reopened"
     POSTED = "posted"
     MISSING_REPORTED = "missing_reported"
+    SKIP = "skip"  # not the bot's repository: nothing evaluated, nothing posted
 
 
 # The names the renderer and its tests use.

@@ -338,6 +338,25 @@ class ReviewPipeline:
             return await self._review_locked(request)
 
     async def _review_locked(self, request: ReviewRequest) -> ReviewOutcome:
+        if self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) is None:
+            # Not this bot's repository (an organization-wide installation reaches many):
+            # silent there on every entry path, as the gate is for webhooks.
+            return await self._note(
+                NewDecision(
+                    forge=request.forge,
+                    repo=request.repo,
+                    number=request.number,
+                    head_sha=request.head_sha or "",
+                    decision=DecisionKind.SKIP,
+                    reason_code=ReasonCode.REPO_NOT_CONFIGURED.value,
+                    delivery_id=request.delivery_id,
+                    source=request.source,
+                ),
+                DecisionKind.SKIP,
+                ReasonCode.REPO_NOT_CONFIGURED.value,
+                f"{request.forge}:{request.repo} has no [repos] table and there are no "
+                "[defaults]: nothing is evaluated or posted there",
+            )
         outcome = await self._evaluate(request)
         try:
             if self.drain_inline:
