@@ -351,3 +351,35 @@ async def test_review_of_a_repository_without_rules_is_silent(
     live = sim.pull(forge, other, pr.number)
     assert live.reviews == [] and live.comments == []
     assert [r for r in sim.requests if r.method != "GET"] == []
+
+
+@pytest.mark.parametrize(
+    ("removed", "named"),
+    [
+        ("metadata", "Metadata (read)"),
+        ("pull_requests", "Pull requests (read and write)"),
+        ("checks", "Checks (read)"),
+        ("statuses", "Commit statuses (read)"),
+        ("contents", "Contents (read)"),
+    ],
+)
+async def test_doctor_names_every_documented_app_permission_taken_away(
+    removed: str,
+    named: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sim: Simulator,
+    sim_server: SimServer,
+) -> None:
+    env, installation = github_app(sim, sim_server, tmp_path)
+    configure(monkeypatch, tmp_path, **env)
+    granted = {k: v for k, v in GITHUB_DOCUMENTED.items() if k != removed}
+    sim.set_installation_permissions(installation, granted)
+    settings = load_settings()
+    forges = configured_forges(settings)
+    try:
+        (check,) = [c for c in await access_checks(settings, forges) if "github" in c.name]
+    finally:
+        for forge in forges.values():
+            await forge.aclose()
+    assert not check.ok and f"missing {named}" in check.detail, check

@@ -28,6 +28,7 @@ from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
 from reviewbot.core.merge import MergeAction, MergeInputs, decide
 from reviewbot.core.models import RepoRef, repo_key
 from reviewbot.core.prstate import DecisionKind
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
@@ -189,4 +190,8 @@ class AutoMerger:
                 missing_permission=facts.missing_permission,
             )
         )
+        named = {ReasonCode.PERMISSION_DENIED.value, ReasonCode.PROTECTION_UNREADABLE.value}
+        if named & set(decision.codes):
+            # Not a PR waiting for its turn: the bot's own credentials stand in the way.
+            log.warning("automerge of %s not attempted: %s", target, decision.summary())
         return decision.action is MergeAction.MERGE
