@@ -26,6 +26,7 @@ async def test_review_says_it_waits_for_the_forge_then_gives_up_in_one_line(
     tmp_path: Path,
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
+    (tmp_path / "reviewbot.toml").write_text('[repos."gitea:acme/api"]\n')
     env = {
         "REVIEWBOT_DATA_DIR": str(tmp_path / "data"),
         "REVIEWBOT_GITEA__URL": url,
