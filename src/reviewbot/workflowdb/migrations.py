@@ -15,6 +15,7 @@ snapshot; on PostgreSQL a ``pg_dump`` of the tables the migration touches, or, w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -179,6 +180,19 @@ def read_migration(path: Path, *, packaged: bool = False) -> list[ClassifiedStat
 def parse_migration(
     text: str, file_name: str, *, packaged: bool = False
 ) -> list[ClassifiedStatement]:
+    if packaged:
+        # The bot's own migrations are package data that never changes under a process,
+        # and every store open checks each of them: parse each text once per process.
+        return list(_parse_packaged(text, file_name))
+    return _parse(text, file_name, packaged=False)
+
+
+@functools.lru_cache(maxsize=128)
+def _parse_packaged(text: str, file_name: str) -> tuple[ClassifiedStatement, ...]:
+    return tuple(_parse(text, file_name, packaged=True))
+
+
+def _parse(text: str, file_name: str, *, packaged: bool) -> list[ClassifiedStatement]:
     try:
         statements = migration_statements(text)
         classified = classify_all(statements, packaged=packaged)
