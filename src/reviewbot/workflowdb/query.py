@@ -17,6 +17,7 @@ health checks, ingress and the lease API need.
 
 from __future__ import annotations
 
+import base64
 import functools
 import sqlite3
 import threading
@@ -207,6 +208,14 @@ def _fetch(cur: sqlite3.Cursor, route: str, max_rows: int, max_bytes: int) -> li
     return rows
 
 
+def json_value(value: Any) -> Any:
+    """A column value as JSON carries it: a BLOB becomes ``{"$bytes": BASE64}`` (the form
+    ``db export`` writes), every other SQLite value is already a JSON value."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -215,9 +224,10 @@ class QueryResult:
     truncated: bool = False  # more rows existed than max_rows
 
     def as_dict(self) -> dict[str, Any]:
+        """The answer of every route (tools API, MCP, ``db query --json``), JSON-ready."""
         return {
             "columns": self.columns,
-            "rows": self.rows,
+            "rows": [[json_value(v) for v in row] for row in self.rows],
             "rowcount": self.rowcount,
             "truncated": self.truncated,
         }
