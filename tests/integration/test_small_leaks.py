@@ -1,10 +1,12 @@
 """Small leaks, each against a real server over HTTP: a binary value in a DB-tool answer
-(once a 500 over REST and a JSON-RPC error over MCP)."""
+(once a 500 over REST and a JSON-RPC error over MCP), and ``mutate`` rewriting SQLite's own
+tables (``UPDATE sqlite_sequence``)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from reviewbot.cli import main
+from reviewbot.workflowdb.protected import bot_schema
 from tests.integration.mcp_support import mcp_http, ok
 from tests.integration.server_support import Running, make_settings, running_server
 from tests.integration.test_db_tool_boundary import add_migration, rw_session, tool
@@ -65,3 +68,58 @@ async def test_a_binary_value_is_encoded_on_every_route(
     assert main(["db", "query", sql, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert as_bytes(printed["rows"][0][0]) == BLOB
+
+
+# -- mutate never writes SQLite's own tables, nor the bot's ------------------------------------
+
+
+def sequences(srv: Running) -> dict[str, int]:
+    """The AUTOINCREMENT counters, but the audit of tool calls (each call adds a row)."""
+    with srv.db.read() as tx:
+        rows = tx.all("SELECT name, seq FROM sqlite_sequence WHERE name <> 'session_tool_calls'")
+    return {r["name"]: r["seq"] for r in rows}
+
+
+def stats(srv: Running) -> list[tuple[Any, ...]]:
+    with srv.db.read() as tx:
+        return [tuple(r) for r in tx.all("SELECT * FROM sqlite_stat1 ORDER BY tbl, idx")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE sqlite_sequence SET seq = 0",
+        "UPDATE \"SQLITE_SEQUENCE\" SET seq = 0 WHERE name = 'pr_gate_decisions'",
+        "DELETE FROM main.sqlite_sequence",
+        "INSERT INTO sqlite_sequence (name, seq) VALUES ('files', 99)",
+        "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('files', NULL, '1')",
+    ],
+)
+async def test_mutate_refuses_sqlite_internal_tables(server: Running, sql: str) -> None:
+    with sqlite3.connect(server.db.path) as conn:
+        conn.execute("ANALYZE")  # SQLite's statistics table, sqlite_stat1, exists from now
+    writer = server.token("db:write")
+    status, body = await tool(server, writer, "mutate_workflow_db",
+                              {"sql": "INSERT INTO files (data) VALUES (x'01')"})  # fmt: skip
+    assert status == 200, body
+    before = sequences(server), stats(server)
+    status, body = await tool(server, writer, "mutate_workflow_db", {"sql": sql})
+    assert status in (400, 403), body
+    if status == 403:
+        assert body["error"] == "protected_table" and "sqlite_" in body["detail"].lower()
+    assert (sequences(server), stats(server)) == before
+    # The writer's own AUTOINCREMENT table still counts on.
+    insert = "INSERT INTO files (data) VALUES (x'02') RETURNING id"
+    status, body = await tool(server, writer, "mutate_workflow_db", {"sql": insert})
+    assert status == 200 and body["result"]["rows"] == [[2]], body
+
+
+async def test_mutate_refuses_every_bot_table(server: Running) -> None:
+    writer = server.token("db:write")
+    tables = sorted(bot_schema().tables | {"sqlite_sequence"})
+    assert {"lease_history", "lanes", "workers", "deliveries"} <= set(tables)
+    for table in tables:
+        status, body = await tool(server, writer, "mutate_workflow_db",
+                                  {"sql": f"DELETE FROM {table}"})  # fmt: skip
+        assert status in (400, 403), (table, body)
+        assert table in body["detail"], (table, body)
