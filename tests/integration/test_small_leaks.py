@@ -1,6 +1,7 @@
-"""Small leaks, each against a real server over HTTP: a binary value in a DB-tool answer
-(once a 500 over REST and a JSON-RPC error over MCP), and ``mutate`` rewriting SQLite's own
-tables (``UPDATE sqlite_sequence``)."""
+"""Three small leaks, each against a real server over HTTP: a binary value in a DB-tool
+answer (once a 500 over REST and a JSON-RPC error over MCP), a repository-bound token
+telling another repository's delivery from a missing one (403 against 404), and ``mutate``
+rewriting SQLite's own tables (``UPDATE sqlite_sequence``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from reviewbot.cli import main
 from reviewbot.workflowdb.protected import bot_schema
-from tests.integration.mcp_support import mcp_http, ok
+from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.server_support import Running, make_settings, running_server
 from tests.integration.test_db_tool_boundary import add_migration, rw_session, tool
 
@@ -68,6 +69,58 @@ async def test_a_binary_value_is_encoded_on_every_route(
     assert main(["db", "query", sql, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert as_bytes(printed["rows"][0][0]) == BLOB
+
+
+# -- another repository's delivery is a missing delivery -------------------------------------
+
+
+async def request_review(srv: Running, token: str, repo: str) -> str:
+    status, body = await srv.post(
+        "/api/v1/reviews",
+        json.dumps({"forge": "gitea", "repo": repo, "number": 3}).encode(),
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    assert status == 202, body
+    return str(body["delivery_id"])
+
+
+def missing(delivery_id: str) -> dict[str, Any]:
+    return {"error": "not_found", "detail": f"no delivery {delivery_id!r}"}
+
+
+async def test_a_bound_token_cannot_tell_another_repositorys_delivery_from_none(
+    tmp_path: Path, server: Running
+) -> None:
+    # Gated deliveries (no forge is configured: each ends in an error decision naming its
+    # repository), then deliveries no worker has gated yet (the fixture's server runs none).
+    async with running_server(make_settings(tmp_path / "gated"), forges={}) as gated:
+        anyone = gated.token("review")
+        theirs = await request_review(gated, anyone, "acme/other")
+        mine = await request_review(gated, anyone, "acme/api")
+        for delivery_id, repo in ((theirs, "acme/other"), (mine, "acme/api")):
+            assert [d.repo for d in await gated.decisions_of(delivery_id)] == [repo]
+        await expect_only_own(gated, theirs, mine)
+    anyone = server.token("review")
+    theirs = await request_review(server, anyone, "acme/other")
+    mine = await request_review(server, anyone, "acme/api")
+    await expect_only_own(server, theirs, mine)
+
+
+async def expect_only_own(srv: Running, theirs: str, mine: str) -> None:
+    bound = srv.token("read", repo="gitea:ACME/api")
+    for delivery_id in (theirs, "api:nobody"):
+        status, body = await srv.get(f"/api/v1/deliveries/{delivery_id}", bound)
+        assert (status, body) == (404, missing(delivery_id)), delivery_id
+    status, body = await srv.get(f"/api/v1/deliveries/{mine}", bound)
+    assert (status, body["delivery_id"]) == (200, mine), body
+    # A token bound to no repository sees every delivery.
+    status, _ = await srv.get(f"/api/v1/deliveries/{theirs}", srv.token("read"))
+    assert status == 200
+    async with mcp_http(srv.base, bound) as client:
+        for delivery_id in (theirs, "api:nobody"):
+            result = await client.call_tool("explain", {"delivery_id": delivery_id})
+            assert refused(result) == ("not_found", f"no delivery {delivery_id!r}")
+        ok(await client.call_tool("explain", {"delivery_id": mine}))
 
 
 # -- mutate never writes SQLite's own tables, nor the bot's ------------------------------------
