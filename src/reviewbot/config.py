@@ -141,6 +141,19 @@ class LeaseSettings(_Section):
         return self
 
 
+class RetentionSettings(_Section):
+    """How long the rows that callers add are kept, in days; 0 keeps them for good."""
+
+    # The lease audit trail: rows whose last activity (a grant's last renewal) is older are
+    # deleted, a bounded number at every grant.
+    lease_history_days: float = Field(30.0, ge=0, le=36500)
+
+    @property
+    def lease_history(self) -> float | None:
+        """``lease_history_days`` as the lease store takes it (``None``: kept for good)."""
+        return self.lease_history_days or None
+
+
 class GrantRule(_Section):
     """A folder a reviewer may see: relative to the data directory, or absolute."""
 
@@ -236,6 +249,7 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     defaults: RepoRules | None = None
     repos: dict[str, RepoRules] = Field(default_factory=dict)
     # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
@@ -467,6 +481,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "github": GitHubSettings,
     "gitea": GiteaSettings,
     "leases": LeaseSettings,
+    "retention": RetentionSettings,
     "defaults": RepoRules,
     "repos": RepoRules,
 }

@@ -236,7 +236,11 @@ class Service:
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
             self.leases = LeaseStore(
-                db, self.settings.leases, clock=self.clock, telemetry=self.telemetry
+                db,
+                self.settings.leases,
+                clock=self.clock,
+                telemetry=self.telemetry,
+                history_days=self.settings.retention.lease_history,
             )
         if Parts.AUTOMERGE in self.parts or Parts.RECONCILE in self.parts:
             host, pid = socket.gethostname(), os.getpid()
