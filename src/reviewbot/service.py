@@ -26,6 +26,7 @@ from enum import Flag, StrEnum, auto
 
 from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
+from reviewbot.core.quota import TokenBuckets
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
 from reviewbot.observe import Telemetry, logs
@@ -179,6 +180,8 @@ class Service:
     runtime_reports: Reused[RuntimeReport] | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
+    # The rate limits of this process's write paths, per caller and route class.
+    quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
 
     @property
     def routes(self) -> Routes:
@@ -590,4 +593,5 @@ def build_service(
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
         runtime_reports=Reused(clock),
         resume_deliveries=resume_deliveries,
+        quota=TokenBuckets(settings.rate_limits.rates()),
     )
