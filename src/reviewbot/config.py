@@ -272,6 +272,9 @@ class Settings(BaseSettings):
     ready_max_queue_age_s: float = Field(300.0, gt=0)
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
+    # An explicit review request (API, MCP, Crew) at a head the bot judged less than this
+    # long ago repeats nothing: it is answered from that verdict (an approval: for good).
+    review_request_dedupe_s: float = Field(60.0, ge=0)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
