@@ -171,6 +171,13 @@ class RetentionSettings(_Section):
     # The lease audit trail: rows whose last activity (a grant's last renewal) is older are
     # deleted, a bounded number at every grant.
     lease_history_days: float = Field(30.0, ge=0, le=36500)
+    # The rest is deleted after every reconcile sweep, a bounded number each time: deliveries
+    # that ended (with their bodies, gate decisions and review jobs), ...
+    journal_days: float = Field(30.0, ge=0, le=36500)
+    # ... the audit of workflow-DB tool calls, ...
+    tool_calls_days: float = Field(30.0, ge=0, le=36500)
+    # ... and workers a token registered that were not heard from since.
+    workers_days: float = Field(30.0, ge=0, le=36500)
 
     @property
     def lease_history(self) -> float | None:

@@ -38,6 +38,7 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.retention import Retention
 from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
@@ -180,6 +181,8 @@ class Service:
     runtime_reports: Reused[RuntimeReport] | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
+    # Deletes the rows the retention settings no longer keep (after each reconcile sweep).
+    retention: Retention | None = None
     # The rate limits of this process's write paths, per caller and route class.
     quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
 
@@ -226,7 +229,9 @@ class Service:
                 raise
         if self.owns_forges:
             self.forges = configured_forges(self.settings, self.telemetry)
-        self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
+        # Tool calls are recorded at the service's time, which retention compares them with.
+        self.tools = ToolDispatcher(self.sessions, audit=lambda: db, now=self.clock)
+        self.retention = Retention(db, self.settings.retention, self.clock)
         self.api_tokens = api_token_callers(self.settings, lambda: db)
         if Parts.JOURNAL in self.parts:
             # With workers running, their connections checkpoint the WAL (they commit after
@@ -294,6 +299,7 @@ class Service:
                 consider_merge=self.merge.automerge.consider
                 if self.merge is not None and self.merge.automerge is not None
                 else None,
+                prune=self.retention.run,
             )
             self.reconciler.start()
         self.started = True

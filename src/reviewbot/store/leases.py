@@ -86,6 +86,7 @@ from reviewbot.store.database import (
     T,
     ThreadConnections,
     Tx,
+    skip_locked,
 )
 
 if TYPE_CHECKING:
@@ -796,3 +797,25 @@ class LeaseStore:
     def _as_seen(self, lease: Lease, now: float | None = None) -> Lease:
         phase = lease.phase_at(self.clock() if now is None else now)
         return lease if phase is lease.phase else replace(lease, phase=phase)
+
+
+def prune_workers(db: Database, before: float, *, limit: int) -> int:
+    """Delete up to ``limit`` workers that an API token registered and that were last heard
+    from before ``before``; the number deleted.
+
+    A worker silent for longer than one lease term holds no live claim (its claims lapsed
+    with it), so none is cut short. A call in its name afterwards finds no worker
+    (``worker_unproven``), as for any identity nobody registered. The bot's own workers and
+    those of the command line (no owning token) are kept: they grow with restarts, not with
+    calls."""
+    with db.write(serialized=False) as tx:
+        rows = tx.all(
+            "SELECT identity FROM workers WHERE owner_token_id IS NOT NULL AND heartbeat_at < ?"
+            f" LIMIT ?{skip_locked(tx)}",
+            (before, limit),
+        )
+        ids = [str(r["identity"]) for r in rows]
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            tx.execute(f"DELETE FROM workers WHERE identity IN ({marks})", ids)
+    return len(ids)
