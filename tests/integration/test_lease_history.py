@@ -23,6 +23,7 @@ from reviewbot.workflowdb.migrations import apply_workflow_db_migration, migrati
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
 from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.test_db_tool_boundary import hold_a_lease
 
 HEAD = "a" * 40
 NEW_HEAD = "b" * 40
@@ -339,19 +340,8 @@ async def test_history_refusals(server: Running) -> None:
 
 
 async def test_heartbeats_over_http_add_no_history_rows(server: Running, clock: FakeClock) -> None:
-    token = server.token("lease,read")
-    status, reg = await call(
-        server, "POST", "/api/v1/workers", token,
-        {"name": "agent", "client": "c", "session_id": "s", "role": "merger"},
-    )  # fmt: skip
-    assert status == 201, reg
-    me = reg["worker_identity"]
-    status, lease = await call(
-        server, "POST", "/api/v1/leases/acquire", token,
-        {**TARGET, "worker_identity": me, "head_sha": HEAD},
-    )  # fmt: skip
-    assert status == 200, lease
-    claim = {**TARGET, "worker_identity": me, "epoch": lease["epoch"]}
+    token, lease = await hold_a_lease(server)
+    claim = {**TARGET, "worker_identity": lease["holder"], "epoch": lease["epoch"]}
     with server.db.read() as tx:
         before = tx.one("SELECT count(*), sum(length(actor)) FROM lease_history")
     for _ in range(300):

@@ -147,12 +147,18 @@ async def test_a_burst_of_requests_at_an_unchanged_head_is_one_evaluation(world:
     assert world.reads_of("/status") == 2 * checks_read
 
 
-async def test_an_approved_head_is_never_evaluated_again_on_request(world: World) -> None:
+async def requested(world: World, check: str) -> tuple[Any, dict[str, Any]]:
+    """A new PR whose ci/test is ``check``, reviewed once on request: it and the request."""
     pr = world.sim.open_pr(FORGE, REPO, author="alice")
-    world.sim.set_status(FORGE, REPO, pr.head_sha, "ci/test", "success")
+    world.sim.set_status(FORGE, REPO, pr.head_sha, "ci/test", check)
     review = {"forge": FORGE, "repo": REPO, "number": pr.number}
     assert await world.request("/api/v1/reviews", review) == 202
     await world.settle()
+    return pr, review
+
+
+async def test_an_approved_head_is_never_evaluated_again_on_request(world: World) -> None:
+    pr, review = await requested(world, "success")
     assert world.evaluations(pr.number) == ["approve"]
     world.sim.clear_requests()
     world.clock.now += 10 * WINDOW_S
@@ -164,11 +170,7 @@ async def test_an_approved_head_is_never_evaluated_again_on_request(world: World
 
 
 async def test_a_check_event_still_reevaluates_a_waiting_head(world: World) -> None:
-    pr = world.sim.open_pr(FORGE, REPO, author="alice")
-    world.sim.set_status(FORGE, REPO, pr.head_sha, "ci/test", "pending")
-    review = {"forge": FORGE, "repo": REPO, "number": pr.number}
-    assert await world.request("/api/v1/reviews", review) == 202
-    await world.settle()
+    pr, review = await requested(world, "pending")
     status = world.sim.set_status(FORGE, REPO, pr.head_sha, "ci/test", "success")
     await world.sim.deliver_status(FORGE, REPO, status.id)
     await world.settle()
