@@ -4,14 +4,16 @@ Measures, on a fresh workflow database in a temporary folder (or --dir):
 
   uncontended  one worker, acquire + release cycles on one target: cycles per second and
                p50/p99 of each call (every grant is written durably to the epoch ledger);
-  heartbeats   one worker renewing its live lease: heartbeats per second;
+  heartbeats   one worker renewing its live lease: heartbeats per second, and the rows they
+               added to the lease history (a renewal updates its grant's row: must be 0);
   contended    P OS processes (default 8) on ONE target, each looping acquire -> guarded
                write -> release (a refused acquire retries after 1-3 ms): completed cycles
                per second in total, refusals, and "database is locked" errors (must be 0);
   spread       the same P processes, each on its own target: cycles per second in total.
 
 After the contended run it checks the recorded history: epochs strictly increasing and one
-holder per epoch. Exits non-zero on any lock error or history violation.
+holder per epoch. Exits non-zero on any lock error, history violation or history row added
+by a heartbeat.
 
     python benchmarks/leases.py
     python benchmarks/leases.py --cycles 2000 --processes 8 --seconds 5 --json
@@ -69,10 +71,12 @@ def uncontended(db: SQLiteDatabase, cycles: int) -> dict[str, Any]:
 
     lease = store.acquire(t, worker.identity, HEAD)
     beats = cycles
+    rows_before = history_rows(db)
     hb_start = time.perf_counter()
     for _ in range(beats):
         store.heartbeat(lease.claim)
     hb_elapsed = time.perf_counter() - hb_start
+    rows_added = history_rows(db) - rows_before
     store.release(lease.claim)
     store.close()
     return {
@@ -82,7 +86,14 @@ def uncontended(db: SQLiteDatabase, cycles: int) -> dict[str, Any]:
         "acquire_p99_ms": percentile(acquire_ms, 0.99),
         "release_p50_ms": statistics.median(release_ms),
         "heartbeats_per_s": beats / hb_elapsed,
+        "history_rows_per_heartbeat": rows_added / beats,
     }
+
+
+def history_rows(db: SQLiteDatabase) -> int:
+    with db.read() as tx:
+        row = tx.one("SELECT count(*) FROM lease_history")
+    return int(row[0]) if row else 0
 
 
 def contender(db_path: str, index: int, number: int, seconds: float, out: str, start: Any) -> None:
@@ -209,6 +220,7 @@ def main() -> int:
             f"uncontended: {u['cycles_per_s']:.0f} acquire+release/s over {u['cycles']} cycles"
             f" (acquire p50 {u['acquire_p50_ms']:.2f} ms, p99 {u['acquire_p99_ms']:.2f} ms;"
             f" release p50 {u['release_p50_ms']:.2f} ms); {u['heartbeats_per_s']:.0f} heartbeats/s"
+            f" adding {u['history_rows_per_heartbeat']:g} history rows each"
         )
         print(
             f"contended:   {c['processes']} processes on one target for {c['seconds']:g} s:"
@@ -225,6 +237,7 @@ def main() -> int:
         results["contended"]["lock_errors"]
         or results["spread"]["lock_errors"]
         or results["contended"]["history_violations"]
+        or results["uncontended"]["history_rows_per_heartbeat"]
     )
     return 1 if failed else 0
 

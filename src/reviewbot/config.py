@@ -35,6 +35,7 @@ from pydantic_settings import (
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S
 from reviewbot.core.models import RepoRef
+from reviewbot.core.quota import Rate, RouteClass
 from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
 
 ENV_PREFIX = "REVIEWBOT_"
@@ -141,6 +142,49 @@ class LeaseSettings(_Section):
         return self
 
 
+class RateLimitSettings(_Section):
+    """Calls a token (or a reviewer's session) may make on each write path: a token bucket
+    of ``*_burst`` calls refilled at ``*_per_s`` a second, per caller and route class (see
+    :mod:`reviewbot.core.quota`). A ``*_per_s`` of 0 leaves that class unlimited."""
+
+    review_per_s: float = Field(0.25, ge=0)
+    review_burst: int = Field(20, ge=1)
+    lease_per_s: float = Field(5.0, ge=0)
+    lease_burst: int = Field(60, ge=1)
+    merge_per_s: float = Field(0.2, ge=0)
+    merge_burst: int = Field(10, ge=1)
+    tools_per_s: float = Field(2.0, ge=0)
+    tools_burst: int = Field(30, ge=1)
+
+    def rates(self) -> dict[RouteClass, Rate | None]:
+        found: dict[RouteClass, Rate | None] = {}
+        for route in RouteClass:
+            per_s = float(getattr(self, f"{route.value}_per_s"))
+            burst = int(getattr(self, f"{route.value}_burst"))
+            found[route] = Rate(per_s, burst) if per_s > 0 else None
+        return found
+
+
+class RetentionSettings(_Section):
+    """How long the rows that callers add are kept, in days; 0 keeps them for good."""
+
+    # The lease audit trail: rows whose last activity (a grant's last renewal) is older are
+    # deleted, a bounded number at every grant.
+    lease_history_days: float = Field(30.0, ge=0, le=36500)
+    # The rest is deleted after every reconcile sweep, a bounded number each time: deliveries
+    # that ended (with their bodies, gate decisions and review jobs), ...
+    journal_days: float = Field(30.0, ge=0, le=36500)
+    # ... the audit of workflow-DB tool calls, ...
+    tool_calls_days: float = Field(30.0, ge=0, le=36500)
+    # ... and workers a token registered that were not heard from since.
+    workers_days: float = Field(30.0, ge=0, le=36500)
+
+    @property
+    def lease_history(self) -> float | None:
+        """``lease_history_days`` as the lease store takes it (``None``: kept for good)."""
+        return self.lease_history_days or None
+
+
 class GrantRule(_Section):
     """A folder a reviewer may see: relative to the data directory, or absolute."""
 
@@ -235,7 +279,12 @@ class Settings(BaseSettings):
     ready_max_queue_age_s: float = Field(300.0, gt=0)
     reconcile_interval_s: float = Field(300.0, gt=0)
     missing_check_grace_s: float = Field(600.0, ge=0)
+    # An explicit review request (API, MCP, Crew) at a head the bot judged less than this
+    # long ago repeats nothing: it is answered from that verdict (an approval: for good).
+    review_request_dedupe_s: float = Field(60.0, ge=0)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     defaults: RepoRules | None = None
     repos: dict[str, RepoRules] = Field(default_factory=dict)
     # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
@@ -467,6 +516,8 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "github": GitHubSettings,
     "gitea": GiteaSettings,
     "leases": LeaseSettings,
+    "rate_limits": RateLimitSettings,
+    "retention": RetentionSettings,
     "defaults": RepoRules,
     "repos": RepoRules,
 }

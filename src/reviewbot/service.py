@@ -26,6 +26,7 @@ from enum import Flag, StrEnum, auto
 
 from reviewbot.config import ConfigError, Settings, read_private_key
 from reviewbot.core.clock import Clock
+from reviewbot.core.quota import TokenBuckets
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
 from reviewbot.observe import Telemetry, logs
@@ -37,6 +38,7 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.retention import Retention
 from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.review.jobs import ReviewJobs
 from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
@@ -179,6 +181,10 @@ class Service:
     runtime_reports: Reused[RuntimeReport] | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
+    # Deletes the rows the retention settings no longer keep (after each reconcile sweep).
+    retention: Retention | None = None
+    # The rate limits of this process's write paths, per caller and route class.
+    quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
 
     @property
     def routes(self) -> Routes:
@@ -223,7 +229,9 @@ class Service:
                 raise
         if self.owns_forges:
             self.forges = configured_forges(self.settings, self.telemetry)
-        self.tools = ToolDispatcher(self.sessions, audit=lambda: db)
+        # Tool calls are recorded at the service's time, which retention compares them with.
+        self.tools = ToolDispatcher(self.sessions, audit=lambda: db, now=self.clock)
+        self.retention = Retention(db, self.settings.retention, self.clock)
         self.api_tokens = api_token_callers(self.settings, lambda: db)
         if Parts.JOURNAL in self.parts:
             # With workers running, their connections checkpoint the WAL (they commit after
@@ -236,7 +244,11 @@ class Service:
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
             self.leases = LeaseStore(
-                db, self.settings.leases, clock=self.clock, telemetry=self.telemetry
+                db,
+                self.settings.leases,
+                clock=self.clock,
+                telemetry=self.telemetry,
+                history_days=self.settings.retention.lease_history,
             )
         if Parts.AUTOMERGE in self.parts or Parts.RECONCILE in self.parts:
             host, pid = socket.gethostname(), os.getpid()
@@ -287,6 +299,7 @@ class Service:
                 consider_merge=self.merge.automerge.consider
                 if self.merge is not None and self.merge.automerge is not None
                 else None,
+                prune=self.retention.run,
             )
             self.reconciler.start()
         self.started = True
@@ -586,4 +599,5 @@ def build_service(
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
         runtime_reports=Reused(clock),
         resume_deliveries=resume_deliveries,
+        quota=TokenBuckets(settings.rate_limits.rates()),
     )

@@ -12,12 +12,18 @@ import pytest
 from pydantic import ValidationError
 
 from reviewbot.config import LeaseSettings
-from reviewbot.core.lease_history import EndReason, LeaseEvent
+from reviewbot.core.lease_history import EndReason, HistoryEntry, LeaseEvent
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.store import lease_history
+from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.leases import LeaseRefused, LeaseStore
-from reviewbot.workflowdb.bootstrap import open_store
+from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.bootstrap import install_migration, open_store
+from reviewbot.workflowdb.migrations import apply_workflow_db_migration, migration_log
 from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
 from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.test_db_tool_boundary import hold_a_lease
 
 HEAD = "a" * 40
 NEW_HEAD = "b" * 40
@@ -57,21 +63,105 @@ def events(store: LeaseStore) -> list[tuple[str, str, int, str]]:
     ]
 
 
-def test_grant_renewal_release_with_reason_are_rows(store: LeaseStore, clock: FakeClock) -> None:
+def test_grant_and_release_are_rows_a_renewal_is_the_grants_renewed_at(
+    store: LeaseStore, clock: FakeClock
+) -> None:
     a = worker(store, "a")
     lease = store.acquire(MERGER, a, HEAD, actor="token 'ci' (id 3)")
     clock.now += 5
     store.heartbeat(lease.claim, actor="token 'ci' (id 3)")
+    clock.now += 5
+    store.acquire(MERGER, a, HEAD, actor="token 'ci' (id 3)")  # the holder again: a renewal
+    (granted,) = store.history("gitea", "ACME/Api", 12)  # any casing: the same repository
+    assert (granted.at, granted.renewed_at) == (clock.now - 10, clock.now)
+    assert granted.expires_at == clock.now + 15  # the term the last renewal gave
     store.release(lease.claim, reason=EndReason.MERGED, actor="reviewbot")
-    assert events(store) == [
-        ("granted", a, 1, ""),
-        ("renewed", a, 1, ""),
-        ("released", a, 1, "merged"),
+    assert events(store) == [("granted", a, 1, ""), ("released", a, 1, "merged")]
+    rows = store.history("gitea", "acme/api", 12)
+    assert [r.actor for r in rows] == ["token 'ci' (id 3)", "reviewbot"]
+    assert rows[0].head_sha == HEAD and rows[1].renewed_at is None
+
+
+def history_rows(store: LeaseStore) -> int:
+    with store.db.read() as tx:
+        return int(tx.one("SELECT count(*) FROM lease_history")[0])  # type: ignore[index]
+
+
+def test_heartbeats_add_no_rows(store: LeaseStore, clock: FakeClock) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD)
+    before = history_rows(store)
+    for _ in range(200):
+        clock.now += 1
+        store.heartbeat(lease.claim)
+    assert history_rows(store) == before == 1
+    (granted,) = store.history("gitea", "acme/api", 12)
+    assert granted.renewed_at == clock.now and granted.event is LeaseEvent.GRANTED
+
+
+def test_a_renewed_claim_whose_grant_was_pruned_keeps_one_row(
+    store: LeaseStore, clock: FakeClock
+) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD)
+    with store.db.write() as tx:
+        tx.execute("DELETE FROM lease_history")
+    for _ in range(3):
+        clock.now += 1
+        store.heartbeat(lease.claim)
+    assert [(e.event, e.renewed_at) for e in store.history("gitea", "acme/api", 12)] == [
+        (LeaseEvent.RENEWED, clock.now)
     ]
-    rows = store.history("gitea", "ACME/Api", 12)  # any casing: the same repository
-    assert [r.actor for r in rows] == ["token 'ci' (id 3)", "token 'ci' (id 3)", "reviewbot"]
-    assert [r.at for r in rows] == [clock.now - 5, clock.now, clock.now]
-    assert rows[0].head_sha == HEAD and rows[0].expires_at == clock.now - 5 + 15
+
+
+RETAINED_S = 300.0  # the retention of these tests: five minutes, so a claim stays live
+
+
+@pytest.fixture
+def pruning(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
+    db = open_store(workflow_paths)  # on both stores
+    s = LeaseStore(db, LeaseSettings(), clock=clock, history_days=RETAINED_S / 86400)
+    yield s
+    s.close()
+    db.close()
+
+
+def test_rows_older_than_the_retention_are_pruned_at_grants(
+    pruning: LeaseStore, clock: FakeClock
+) -> None:
+    store = pruning
+    a = worker(store, "a")
+    kept = store.acquire(REVIEWER, a, HEAD)  # held throughout, heartbeated every 10 s
+    for n in range(1, 101):  # a claim granted and released every 10 s for 1000 s
+        target = LeaseTarget("gitea", "acme/api", 100 + n, Role.MERGER)
+        store.release(store.acquire(target, a, HEAD).claim)
+        clock.now += 10
+        store.heartbeat(kept.claim)
+    # The grant at 10 * (n - 1) s pruned the rows older than 300 s then: those of the last
+    # 31 claims are left (two rows each), and the live claim's grant, 1000 s old but renewed
+    # a moment ago.
+    assert history_rows(store) == 2 * 31 + 1
+    with store.db.read() as tx:
+        oldest = tx.one("SELECT min(at) FROM lease_history WHERE renewed_at IS NULL")
+    assert oldest is not None and oldest[0] == clock.now - 10 - RETAINED_S
+    assert [e.event for e in store.history("gitea", "acme/api", 12)] == [LeaseEvent.GRANTED]
+
+
+def test_a_grant_prunes_a_bounded_number_of_rows(pruning: LeaseStore, clock: FakeClock) -> None:
+    store = pruning
+    a = worker(store, "a")
+    for n in range(150):
+        target = LeaseTarget("gitea", "acme/api", 100 + n, Role.MERGER)
+        store.release(store.acquire(target, a, HEAD).claim)
+    clock.now += RETAINED_S + 1
+    assert history_rows(store) == 300
+    batch = lease_history.PRUNE_BATCH
+    store.acquire(MERGER, a, HEAD)  # the first grant since: one batch of the 300
+    assert history_rows(store) == 300 - batch + 1
+    store.acquire(REVIEWER, a, HEAD)
+    assert history_rows(store) == 300 - 2 * batch + 2
+    store.acquire(LeaseTarget("gitea", "acme/api", 13, Role.MERGER), a, HEAD)
+    assert history_rows(store) == 3  # the rest of the old rows, and the three new grants
 
 
 def test_a_lapsed_claim_shows_expiry_then_takeover(store: LeaseStore, clock: FakeClock) -> None:
@@ -247,3 +337,59 @@ async def test_history_refusals(server: Running) -> None:
         assert (status, body["error"]) == (400, "invalid_request"), bad
     status, body = await server.get(history_path("gitea:acme/api#12", role="boss"), reader)
     assert (status, body["error"]) == (400, "invalid_request")
+
+
+async def test_heartbeats_over_http_add_no_history_rows(server: Running, clock: FakeClock) -> None:
+    token, lease = await hold_a_lease(server)
+    claim = {**TARGET, "worker_identity": lease["holder"], "epoch": lease["epoch"]}
+    with server.db.read() as tx:
+        before = tx.one("SELECT count(*), sum(length(actor)) FROM lease_history")
+    for _ in range(300):
+        clock.now += 1
+        status, body = await call(server, "POST", "/api/v1/leases/heartbeat", token, claim)
+        assert status == 200, body
+    with server.db.read() as tx:
+        after = tx.one("SELECT count(*), sum(length(actor)) FROM lease_history")
+    assert before is not None and after is not None and tuple(after) == tuple(before)
+    status, body = await server.get(history_path("gitea:acme/api#12"), token)
+    assert status == 200, body
+    (granted,) = body["history"]
+    assert granted["event"] == "granted"
+    assert granted["renewed_at"] == "2027-01-15T08:05:00.000Z"  # the 300th heartbeat
+
+
+def test_migration_0018_keeps_an_old_trail_and_renews_its_live_grant(tmp_path: Path) -> None:
+    paths = WorkflowPaths(tmp_path / "data").ensure()
+    db = SQLiteDatabase(paths.db_file)
+    try:
+        for name, data in packaged_migrations():
+            if name >= "0018":
+                break
+            install_migration(paths, name, data)
+            apply_workflow_db_migration(
+                name, paths=paths, access=DBAccess.READ_WRITE, applied_by="an earlier release",
+                db=db, skip_if_applied=True, packaged=True,
+            )  # fmt: skip
+        with db.write() as tx:
+            for event, at in [("granted", 10.0), ("renewed", 20.0), ("renewed", 30.0)]:
+                tx.execute(
+                    "INSERT INTO lease_history (forge, repo, number, role, event, holder, epoch,"
+                    " head_sha, at) VALUES ('gitea', 'acme/api', 12, 'merger', ?, 'a', 1, ?, ?)",
+                    (event, HEAD, at),
+                )
+    finally:
+        db.close()
+    db = open_store(paths)  # as the bot opens it at start: 0018 applies, without a snapshot
+    try:
+        assert [e for e in migration_log(db) if e["destructive"] and e["file_name"] > "0014"] == []
+        with db.write() as tx:
+            renewal = HistoryEntry(MERGER, LeaseEvent.RENEWED, "a", 1, HEAD, 40.0, expires_at=55.0)
+            lease_history.renew(tx, renewal)  # the next heartbeat of the claim
+            rows = tx.all("SELECT event, at, renewed_at, expires_at FROM lease_history ORDER BY id")
+        assert [tuple(r) for r in rows] == [
+            ("granted", 10.0, 40.0, 55.0),
+            ("renewed", 20.0, None, None),
+            ("renewed", 30.0, None, None),
+        ]
+    finally:
+        db.close()

@@ -100,7 +100,7 @@ async def test_merge_registers_acquires_merges_and_releases(cli: Cli, sim: Simul
     trail = [(h["event"], h["holder"], h["reason"]) for h in history["history"]]
     assert trail[0] == ("granted", result["worker"], "")
     assert trail[-1] == ("released", result["worker"], "merged")
-    assert {event for event, _, _ in trail[1:-1]} <= {"renewed"}  # the merger's heartbeat
+    assert len(trail) == 2  # the merger's heartbeats renew the grant's row, adding none
     code, explained, _ = await cli.run("explain", f"{forge}:{REPO}#{pr.number}")
     assert code == 0 and "Lease history" in explained and "reason=merged" in explained
     # a second run sees the merge and sends nothing

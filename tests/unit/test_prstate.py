@@ -93,3 +93,16 @@ def test_review_of_an_older_head_does_not_count() -> None:
 def test_dropped_review_says_the_head_moved() -> None:
     rec = records(decision="approve", review=PostedReview("approve", HEAD, "dropped"))
     assert "head moved" in review_status(rec)
+
+
+def test_a_request_repeats_an_approval_for_good_and_other_judgements_for_a_while() -> None:
+    from reviewbot.core.prstate import request_repeats
+
+    assert request_repeats("approve", 0.0, 1e9, 60.0)
+    for judged in ("waiting", "request_changes", "no_required_checks", "author_is_bot"):
+        assert request_repeats(judged, 100.0, 159.9, 60.0), judged
+        assert not request_repeats(judged, 100.0, 160.0, 60.0), judged
+        assert not request_repeats(judged, 100.0, 99.0, 60.0), judged  # a clock gone back
+        assert not request_repeats(judged, 100.0, 100.0, 0.0), judged  # no window
+    for not_judged in ("error", "lease_held", "superseded", "head_moved", "reopened"):
+        assert not request_repeats(not_judged, 100.0, 100.0, 60.0), not_judged

@@ -164,14 +164,9 @@ def _params(raw: str | None) -> list[Any]:
     return value
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).hex()
-    return str(value)
-
-
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, default=_json_default, indent=2))
+    # Query answers arrive JSON-ready (QueryResult.as_dict); anything else prints as text.
+    print(json.dumps(data, default=str, indent=2))
 
 
 def _cell(value: Any) -> str:

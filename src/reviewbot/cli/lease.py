@@ -157,7 +157,7 @@ def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
     require(effective_access(settings.db_access), need)
     # Listing never creates a store.
     db = open_existing_store(settings) if need is DBAccess.READ else open_store(settings)
-    store = LeaseStore(db, settings.leases)
+    store = LeaseStore(db, settings.leases, history_days=settings.retention.lease_history)
     try:
         yield store
     finally:

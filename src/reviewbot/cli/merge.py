@@ -81,7 +81,7 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
     except Exception as exc:
         raise CommandError(str(exc)) from None
     db = await asyncio.to_thread(open_store, settings)
-    leases = LeaseStore(db, settings.leases)
+    leases = LeaseStore(db, settings.leases, history_days=settings.retention.lease_history)
     worker, epoch = args.worker, args.epoch
     own_lease = worker is None
     target = LeaseTarget(ref.forge, ref.full_name, ref.number, Role.MERGER)

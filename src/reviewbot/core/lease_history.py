@@ -1,8 +1,11 @@
 """The lease audit trail: what happened to each claim, by whom, and why.
 
-Every grant, renewal, release, expiry, takeover and supersession of a lease is one
-:class:`HistoryEntry`. The store appends them in the same transaction as the lease change
-they describe, so the trail and the lease table never disagree. An expiry happens by the
+Every grant, release, expiry, takeover and supersession of a lease is one
+:class:`HistoryEntry`; a renewal (a heartbeat, or an acquire by the holder) is not a new
+entry but the ``renewed_at`` of the entry of the grant it renews, so a claim held for days
+by a chatty worker is still a handful of entries. The store writes them in the same
+transaction as the lease change they describe, so the trail and the lease table never
+disagree. An expiry happens by the
 clock, not by a call, so it is written when a later call first sees it (an acquire, the
 holder's next call, a sweep); until then :func:`with_unrecorded_lapses` adds it to a
 reading, marked ``recorded: false``.
@@ -25,7 +28,9 @@ from reviewbot.core.leases import Lease, LeaseTarget, Phase
 class LeaseEvent(StrEnum):
     GRANTED = "granted"  # a new epoch on a free, released, expired or superseded target
     TAKEOVER = "takeover"  # a new epoch over another worker's lapsed claim
-    RENEWED = "renewed"  # the same claim, its expiry pushed ahead (acquire again, heartbeat)
+    # The same claim, its expiry pushed ahead: only in trails written before renewals became
+    # the grant entry's ``renewed_at`` (and for a renewed claim whose grant was pruned).
+    RENEWED = "renewed"
     RELEASED = "released"  # ended by a call, with a reason
     EXPIRED = "expired"  # lapsed: no heartbeat of the claim, or of its worker
     SUPERSEDED = "superseded"  # the PR's head moved away from the claim's pin
@@ -64,6 +69,7 @@ class HistoryEntry:
     actor: str = ""  # the token or session (or "reviewbot", "cli") that made the call
     previous_holder: str | None = None  # a takeover's former holder
     recorded: bool = True  # False: a lapse seen by the clock, not yet written
+    renewed_at: float | None = None  # a grant's last renewal (then expires_at is its term)
 
     def to_json(self) -> dict[str, Any]:
         t = self.target
@@ -82,6 +88,7 @@ class HistoryEntry:
             "actor": self.actor,
             "previous_holder": self.previous_holder,
             "recorded": self.recorded,
+            "renewed_at": None if self.renewed_at is None else iso(self.renewed_at),
         }
 
     def line(self) -> str:
@@ -90,6 +97,8 @@ class HistoryEntry:
         text = f"{iso(self.at)}  {self.target.role.value:8}  {self.event.value:10}  {who}"
         if self.previous_holder:
             text += f" from {self.previous_holder}"
+        if self.renewed_at is not None:
+            text += f"  renewed {iso(self.renewed_at)}"
         if self.reason:
             text += f"  reason={self.reason}"
         if self.actor:

@@ -52,6 +52,20 @@ HEAD_MOVED = DecisionKind.HEAD_MOVED
 AUTHOR_IS_BOT = DecisionKind.AUTHOR_IS_BOT
 ERROR = DecisionKind.ERROR
 
+# Verdicts that judged the head. An explicit review request at a head that has one would only
+# repeat it for a while (its checks may change later, and their webhook may be lost); the
+# other outcomes (an error, a held lease, a superseded evaluation) did not judge the head.
+JUDGED = frozenset({REQUEST_CHANGES, WAITING, NO_REQUIRED_CHECKS, AUTHOR_IS_BOT})
+
+
+def request_repeats(decision: str, decided_at: float, now: float, window_s: float) -> bool:
+    """Whether an explicit review request at the head of the latest ``decision`` (taken at
+    ``decided_at``) has nothing new to evaluate: an approval is final at its head, another
+    verdict that judged the head stands for ``window_s`` seconds."""
+    if decision == APPROVE:
+        return True
+    return decision in JUDGED and 0 <= now - decided_at < window_s
+
 
 class PullState(StrEnum):
     """STATE of the comment: where the PR stands in the review-and-merge flow."""

@@ -12,6 +12,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from reviewbot.core.errors import Refused
+from reviewbot.core.quota import RouteClass
 from reviewbot.runtime.health import ForgeProbes
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
@@ -19,6 +20,7 @@ from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
 from reviewbot.server.mcp_http import add_mcp_route
 from reviewbot.server.metrics import Metrics
+from reviewbot.server.quota import admit
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, tool_handler
 from reviewbot.server.ui import pages as ui_pages
 from reviewbot.service import Routes, Service
@@ -113,7 +115,12 @@ async def _wrong_role(request: web.Request) -> web.Response:
 async def _tools(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     assert service.tools is not None
-    return await tool_handler(service.tools, api_tokens=service.api_tokens)(request)
+    handler = tool_handler(
+        service.tools,
+        api_tokens=service.api_tokens,
+        admit=lambda caller: admit(service, caller, RouteClass.TOOLS),
+    )
+    return await handler(request)
 
 
 def _secret(value: SecretStr | None) -> bytes | None:

@@ -10,6 +10,7 @@ from aiohttp import web
 from reviewbot.core.errors import Refused
 from reviewbot.core.models import RepoRef
 from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.quota import WRITE_SCOPES, admit, token_caller
 from reviewbot.store import repositories
 from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo, lookup_token
@@ -24,13 +25,18 @@ def bearer(request: web.Request) -> str | None:
 
 async def authenticate(request: web.Request, scope: str, *alternatives: str) -> TokenInfo:
     """The calling token, which must be active and hold ``scope`` (or one of
-    ``alternatives``)."""
+    ``alternatives``); a call that needs a write scope also takes one from the token's rate
+    limit for that scope's class (``server/quota.py``)."""
     token = bearer(request)
     if token is None:
         raise Refused("send Authorization: Bearer <token>", code="unauthorized")
-    db = request.app[SERVICE].db
-    assert db is not None
-    return await check_token(db, token, scope, *alternatives)
+    service = request.app[SERVICE]
+    assert service.db is not None
+    info = await check_token(service.db, token, scope, *alternatives)
+    route = WRITE_SCOPES.get(scope)
+    if route is not None:
+        admit(service, token_caller(info), route)
+    return info
 
 
 async def check_token(db: Database, token: str, scope: str | None, *alternatives: str) -> TokenInfo:

@@ -60,6 +60,7 @@ STATUS: dict[str, int] = {
     "wrong_endpoint": 400,
     "body_too_large": 413,
     "too_large": 413,
+    "rate_limited": 429,
     "statement_failed": 422,
     "query_timeout": 422,
     "query_too_large": 422,

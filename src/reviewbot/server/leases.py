@@ -45,8 +45,9 @@ def routes() -> list[tuple[str, str, Handler]]:
     ]
 
 
-# Each route authenticates (the scope is checked before the body is read), reads its body
-# and answers what the shared action in ``actions.py`` returns: the MCP tools call the same.
+# Each route authenticates (the scope and the caller's rate limit are checked before the
+# body is read), reads its body and answers what the shared action in ``actions.py``
+# returns: the MCP tools call the same.
 
 
 async def api_register_worker(request: web.Request) -> web.Response:

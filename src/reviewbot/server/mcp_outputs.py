@@ -72,6 +72,7 @@ class HistoryEntry(_Out):
     reason: str | None
     actor: str | None
     previous_holder: str | None
+    renewed_at: str | None = None
 
 
 class History(_Out):

@@ -29,11 +29,13 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from reviewbot.core.errors import Refused
+from reviewbot.core.quota import RouteClass
 from reviewbot.runtime.reviewers.findings import FindingModel
 from reviewbot.runtime.reviewers.sessions import Session, SessionError
 from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryArgs
 from reviewbot.server.auth import require_scope
 from reviewbot.server.body import as_model
+from reviewbot.server.quota import WRITE_SCOPES, admit, session_caller, token_caller
 from reviewbot.server.tools import call_as_token, token_access_of
 from reviewbot.service import Routes, Service
 from reviewbot.store.tokens import TokenInfo
@@ -240,6 +242,9 @@ async def call_tool(
         check_served(env.service, tool.group, name)
         info = env.caller.token_with(tool.scope)
         require_scope(info, tool.scope)  # before the arguments, as a route before its body
+        route = WRITE_SCOPES.get(tool.scope)
+        if route is not None:  # a write: within the token's rate limit, as over REST
+            admit(env.service, token_caller(info), route)
         args = parse_args(tool.input, arguments)
         result = await tool.run(env, info, args)
         return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)
@@ -249,12 +254,14 @@ async def call_tool(
     dispatcher, caller = env.service.tools, env.caller
     assert dispatcher is not None
     if caller.session is not None:
+        admit(env.service, session_caller(caller.session.id), RouteClass.TOOLS)
         outcome = await dispatcher.call(caller.session, name[:100], arguments or {})
     else:
         info = caller.token_with("db:read")
         api_tokens = env.service.api_tokens
         assert api_tokens is not None
         access = token_access_of(api_tokens, info)
+        admit(env.service, token_caller(info), RouteClass.TOOLS)
         outcome = await call_as_token(
             dispatcher, api_tokens, info, access, name[:100], arguments or {}
         )

@@ -21,13 +21,15 @@ from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, st
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
+from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.service import Service
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
 from reviewbot.store import repositories
-from reviewbot.store.journal import NewDelivery, delivery_json
+from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.journal import NewDelivery, StoredDelivery, delivery_json
 from reviewbot.store.reviews import ReviewStore
 from reviewbot.store.tokens import TokenInfo
 
@@ -156,19 +158,35 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
 
 
 async def explain_delivery(service: Service, info: TokenInfo, delivery_id: str) -> dict[str, Any]:
-    """A delivery's status and every decision recorded for it."""
+    """A delivery's status and every decision recorded for it.
+
+    A token bound to one repository sees only that repository's deliveries; any other is
+    answered exactly as a delivery that does not exist, so the answer never tells whether
+    another repository's delivery id is known."""
     require_scope(info, "read")
     db = database(service)
     stored = await db.run(journal_store.get_delivery, db, delivery_id)
-    if stored is None:
+    rows = [] if stored is None else await db.run(decision_store.for_delivery, db, delivery_id)
+    if stored is None or not _shown_to(service, info, stored, rows):
         raise Refused(f"no delivery {delivery_id!r}", code="not_found")
-    rows = await db.run(decision_store.for_delivery, db, delivery_id)
-    if info.repo is not None:
-        if not rows:  # not gated yet: nothing shows it belongs to the bound repository
-            check_binding(info, None, None)
-        for row in rows:
-            check_binding(info, row.forge, row.repo)
     return delivery_json(stored, [r.to_json() for r in rows])
+
+
+def _shown_to(
+    service: Service, info: TokenInfo, stored: StoredDelivery, rows: list[DecisionRecord]
+) -> bool:
+    """Whether ``info`` may see the delivery: every token bound to no repository; a bound
+    one when every decision names its repository or, before the gate decided, when the
+    delivery itself names it."""
+    if info.repo is None:
+        return True
+    if rows:
+        return all(info.allows_repo(row.forge, row.repo) for row in rows)
+    try:
+        trigger = parse_stored_delivery(stored, tuple(service.forges))
+    except TriggerError:
+        return False  # nothing shows it belongs to the bound repository
+    return info.allows_repo(trigger.forge, trigger.repo_full_name)
 
 
 async def explain_pull(

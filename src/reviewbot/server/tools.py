@@ -28,6 +28,7 @@ from reviewbot.runtime.reviewers.tools import (
 from reviewbot.server.auth import bearer
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import error_response
+from reviewbot.server.quota import session_caller, token_caller
 from reviewbot.store.database import Database
 from reviewbot.store.tokens import TokenInfo
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
@@ -39,6 +40,9 @@ MAX_TOOL_NAME_CHARS = 100
 SESSIONS = web.AppKey("reviewbot.sessions", SessionManager)
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
+# Admits one call of an authenticated caller (its name: a token's or a session's), or raises
+# the refusal (the server's rate limits, server/quota.py).
+Admit = Callable[[str], None]
 
 
 async def _api_token(api_tokens: ApiTokenCallers, token: str) -> tuple[TokenInfo, DBAccess]:
@@ -91,7 +95,11 @@ def tool_handler(
     *,
     api_tokens: ApiTokenCallers | None = None,
     max_body_bytes: int = MAX_TOOL_BODY_BYTES,
+    admit: Admit | None = None,
 ) -> Handler:
+    """The route's handler; ``admit`` sees every authenticated caller before its body is
+    read."""
+
     async def handle(request: web.Request) -> web.Response:
         # Answered here too, for an application without the server's middleware (tests).
         try:
@@ -114,6 +122,8 @@ def tool_handler(
                 + (" or an API token with db:read / db:write" if api_tokens else ""),
                 code="unauthorized",
             )
+        if admit is not None:
+            admit(token_caller(api_token) if api_token is not None else caller_name(caller))
         # Any name: one that no registry holds is refused as not owned, like every other.
         name = request.match_info["name"][:MAX_TOOL_NAME_CHARS]
         try:
@@ -138,6 +148,11 @@ def tool_handler(
         return web.json_response(outcome.to_json())
 
     return handle
+
+
+def caller_name(session: Session | None) -> str:
+    assert session is not None
+    return session_caller(session.id)
 
 
 def register_tool_routes(

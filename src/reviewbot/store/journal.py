@@ -659,3 +659,42 @@ def delivery_json(stored: StoredDelivery, rows: list[dict[str, Any]]) -> dict[st
         "error": stored.error,
         "decisions": rows,
     }
+
+
+# The states a delivery ends in: only those are pruned.
+ENDED = (DONE, FAILED, DEAD)
+
+
+def prune_ended(db: Database, before: float, *, limit: int) -> int:
+    """Delete up to ``limit`` deliveries that ended (done, failed or dead) and were received
+    before ``before``, oldest first, with what was kept for each: the body, the gate's
+    decisions, the semantic key it claimed and its finished review jobs. A delivery whose
+    review job is still queued is kept. The number deleted.
+
+    The review decisions (what the bot judged and posted) are kept: they belong to the PR,
+    not to the delivery."""
+    ended = ", ".join(f"'{s}'" for s in ENDED)
+    with db.write(serialized=False) as tx:
+        rows = tx.all(
+            f"SELECT delivery_id FROM deliveries AS d WHERE d.status IN ({ended})"
+            " AND d.received_at < ? AND NOT EXISTS (SELECT 1 FROM pr_gate_decisions AS g"
+            " JOIN review_jobs AS j ON j.decision_id = g.id"
+            " WHERE g.delivery_id = d.delivery_id AND j.status = 'queued')"
+            f" ORDER BY d.received_at LIMIT ?{skip_locked(tx)}",
+            (before, limit),
+        )
+        ids = [str(r["delivery_id"]) for r in rows]
+        if not ids:
+            return 0
+        marks = ", ".join("?" for _ in ids)
+        decided = f"SELECT {{}} FROM pr_gate_decisions WHERE delivery_id IN ({marks})"
+        tx.execute(f"DELETE FROM review_jobs WHERE decision_id IN ({decided.format('id')})", ids)
+        tx.execute(
+            "DELETE FROM delivery_semantic_keys WHERE semantic_key IN"
+            f" ({decided.format('semantic_key')}) AND delivery_id IN ({marks})",
+            [*ids, *ids],
+        )
+        tx.execute(f"DELETE FROM pr_gate_decisions WHERE delivery_id IN ({marks})", ids)
+        tx.execute(f"DELETE FROM delivery_bodies WHERE delivery_id IN ({marks})", ids)
+        tx.execute(f"DELETE FROM deliveries WHERE delivery_id IN ({marks})", ids)
+    return len(ids)

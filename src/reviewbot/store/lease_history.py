@@ -1,28 +1,36 @@
-"""The lease audit trail in the store (table ``lease_history``, migration 0014).
+"""The lease audit trail in the store (table ``lease_history``, migrations 0014 and 0018).
 
-Rows are appended by :class:`reviewbot.store.leases.LeaseStore` inside the transaction of
-the lease change they describe; this module writes and reads them.
+Rows are written by :class:`reviewbot.store.leases.LeaseStore` inside the transaction of
+the lease change they describe; this module writes, renews, prunes and reads them. A
+renewal changes its grant's row (:func:`renew`) and adds none, so the trail grows by grants,
+releases, expiries and takeovers only; :func:`prune` deletes the rows whose last activity
+is older than the retention, oldest first, a bounded number per call.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Row, Tx
+from reviewbot.store.database import Row, Tx, skip_locked
 
 # A PR held for days by chatty workers still answers in one page.
 DEFAULT_LIMIT = 500
+# Rows one prune deletes at most: a grant adds at most two (the end of the claim it
+# replaces, and itself), so pruning at every grant keeps ahead of the growth.
+PRUNE_BATCH = 100
+_EPOCH_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ? AND epoch = ?"
 
 
 def append(tx: Tx, entry: HistoryEntry) -> None:
     t = entry.target
     tx.execute(
         "INSERT INTO lease_history (forge, repo, number, role, event, holder, epoch, head_sha,"
-        " at, expires_at, reason, actor, previous_holder)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " at, expires_at, reason, actor, previous_holder, renewed_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             t.forge,
             t.repo,
@@ -37,8 +45,46 @@ def append(tx: Tx, entry: HistoryEntry) -> None:
             entry.reason,
             entry.actor,
             entry.previous_holder,
+            entry.renewed_at,
         ),
     )
+
+
+def renew(tx: Tx, entry: HistoryEntry) -> None:
+    """Record a renewal of the claim ``entry`` names (its ``at`` the renewal, its
+    ``expires_at`` the new term) on the row of the grant it renews; only when that row is
+    gone (pruned, or written before the trail existed) is the renewal a row of its own,
+    once, and later renewals update that one."""
+    t = entry.target
+    key = (t.forge, t.repo, t.number, t.role.value, entry.epoch)
+    row = tx.one(
+        f"SELECT id FROM lease_history WHERE {_EPOCH_WHERE}"
+        " AND event IN ('granted', 'takeover', 'renewed')"
+        " ORDER BY CASE WHEN event = 'renewed' THEN 1 ELSE 0 END, id DESC LIMIT 1",
+        key,
+    )
+    if row is None:
+        append(tx, replace(entry, renewed_at=entry.at))
+        return
+    tx.execute(
+        "UPDATE lease_history SET renewed_at = ?, expires_at = ? WHERE id = ?",
+        (entry.at, entry.expires_at, row["id"]),
+    )
+
+
+def prune(tx: Tx, before: float, *, limit: int = PRUNE_BATCH) -> int:
+    """Delete up to ``limit`` rows whose last activity (their time, or their grant's last
+    renewal) is older than ``before``, oldest first; the number deleted."""
+    rows = tx.all(
+        "SELECT id FROM lease_history WHERE at < ? AND (renewed_at IS NULL OR renewed_at < ?)"
+        f" ORDER BY at LIMIT ?{skip_locked(tx)}",
+        (before, before, limit),
+    )
+    if not rows:
+        return 0
+    ids = [int(r["id"]) for r in rows]
+    marks = ", ".join("?" for _ in ids)
+    return tx.execute(f"DELETE FROM lease_history WHERE id IN ({marks})", ids).rowcount
 
 
 def has_end(tx: Tx, target: LeaseTarget, epoch: int) -> bool:
@@ -63,6 +109,7 @@ def _entry(row: Row) -> HistoryEntry:
         reason=row["reason"],
         actor=row["actor"],
         previous_holder=row["previous_holder"],
+        renewed_at=row["renewed_at"],
     )
 
 

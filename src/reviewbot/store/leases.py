@@ -86,6 +86,7 @@ from reviewbot.store.database import (
     T,
     ThreadConnections,
     Tx,
+    skip_locked,
 )
 
 if TYPE_CHECKING:
@@ -264,8 +265,12 @@ class LeaseStore:
         random_bytes: Callable[[int], bytes] = os.urandom,
         ledger_path: Path | None = None,
         telemetry: Telemetry | None = None,
+        history_days: float | None = None,
     ) -> None:
-        """``telemetry`` hears of every grant, takeover, expiry, release and refusal."""
+        """``telemetry`` hears of every grant, takeover, expiry, release and refusal.
+        ``history_days``: every grant deletes a bounded number of ``lease_history`` rows
+        whose last activity is older than that (``None``: the trail is kept whole)."""
+        self.history_days = history_days
         self.db = db
         self.telemetry = telemetry
         self.timing = timing
@@ -462,6 +467,8 @@ class LeaseStore:
                 )
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
             self._record_grant(tx, stored, current, result.kind, lease, now, actor)
+            if result.kind is not GrantKind.RENEWED and self.history_days is not None:
+                lease_history.prune(tx, now - self.history_days * 86400.0)
         if self.telemetry is not None:
             lapsed = current is not None and current.phase_at(now) is Phase.EXPIRED
             if lapsed and result.kind is not GrantKind.RENEWED:
@@ -485,9 +492,13 @@ class LeaseStore:
         now: float,
         actor: str,
     ) -> None:
-        """The history rows of an acquire: the end of the claim it replaced, then itself."""
+        """The history rows of an acquire: the end of the claim it replaced, then itself (a
+        renewal only updates the row of the grant it renews)."""
+        if kind is GrantKind.RENEWED:
+            lease_history.renew(tx, self._entry(lease, LeaseEvent.RENEWED, now, actor))
+            return
         previous: str | None = None
-        if stored is not None and current is not None and kind is not GrantKind.RENEWED:
+        if stored is not None and current is not None:
             if current.live(now):  # the same worker moved its claim to another head
                 ended = HistoryEntry(
                     current.target,
@@ -505,11 +516,7 @@ class LeaseStore:
                 self._record_lapse(tx, current, stored.expires_at)
             if kind is GrantKind.TAKEOVER:
                 previous = current.holder
-        event = {
-            GrantKind.GRANTED: LeaseEvent.GRANTED,
-            GrantKind.TAKEOVER: LeaseEvent.TAKEOVER,
-            GrantKind.RENEWED: LeaseEvent.RENEWED,
-        }[kind]
+        event = LeaseEvent.TAKEOVER if kind is GrantKind.TAKEOVER else LeaseEvent.GRANTED
         lease_history.append(tx, self._entry(lease, event, now, actor, previous_holder=previous))
 
     @staticmethod
@@ -745,7 +752,10 @@ class LeaseStore:
             assert isinstance(result, Granted)
             self._store(tx, result.lease)
             entry = self._entry(result.lease, event, now, actor, reason=reason)
-            lease_history.append(tx, entry)
+            if event is LeaseEvent.RENEWED:
+                lease_history.renew(tx, entry)  # a heartbeat adds no row
+            else:
+                lease_history.append(tx, entry)
         return result.lease
 
     def seen_in(self, tx: Tx, lease: Lease | None) -> Lease | None:
@@ -787,3 +797,25 @@ class LeaseStore:
     def _as_seen(self, lease: Lease, now: float | None = None) -> Lease:
         phase = lease.phase_at(self.clock() if now is None else now)
         return lease if phase is lease.phase else replace(lease, phase=phase)
+
+
+def prune_workers(db: Database, before: float, *, limit: int) -> int:
+    """Delete up to ``limit`` workers that an API token registered and that were last heard
+    from before ``before``; the number deleted.
+
+    A worker silent for longer than one lease term holds no live claim (its claims lapsed
+    with it), so none is cut short. A call in its name afterwards finds no worker
+    (``worker_unproven``), as for any identity nobody registered. The bot's own workers and
+    those of the command line (no owning token) are kept: they grow with restarts, not with
+    calls."""
+    with db.write(serialized=False) as tx:
+        rows = tx.all(
+            "SELECT identity FROM workers WHERE owner_token_id IS NOT NULL AND heartbeat_at < ?"
+            f" LIMIT ?{skip_locked(tx)}",
+            (before, limit),
+        )
+        ids = [str(r["identity"]) for r in rows]
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            tx.execute(f"DELETE FROM workers WHERE identity IN ({marks})", ids)
+    return len(ids)

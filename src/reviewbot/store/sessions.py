@@ -86,3 +86,20 @@ def tool_calls(
     with db.read() as tx:
         rows = tx.all(sql + " ORDER BY id", params)
     return [ToolCallRecord.from_row(r) for r in rows]
+
+
+def prune_tool_calls(db: Database, before: float, *, limit: int) -> int:
+    """Delete up to ``limit`` of the oldest audit rows of tool calls made before ``before``;
+    the number deleted. Rows are taken in id order (the order they were written), so no
+    index on the time is needed and a call never scans the table."""
+    with db.write() as tx:
+        rows = tx.all("SELECT id, called_at FROM session_tool_calls ORDER BY id LIMIT ?", (limit,))
+        ids = []
+        for row in rows:
+            if float(row["called_at"]) >= before:
+                break
+            ids.append(int(row["id"]))
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            tx.execute(f"DELETE FROM session_tool_calls WHERE id IN ({marks})", ids)
+    return len(ids)

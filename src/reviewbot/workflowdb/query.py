@@ -17,6 +17,7 @@ health checks, ingress and the lease API need.
 
 from __future__ import annotations
 
+import base64
 import functools
 import sqlite3
 import threading
@@ -48,8 +49,20 @@ _SCHEMA_WORDS = frozenset(
 _TX_WORDS = frozenset({"BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT"})
 _WRITE_WORDS = frozenset({"INSERT", "UPDATE", "DELETE"})
 _QUERY_STARTS = ("SELECT", "WITH", "EXPLAIN")
+# SQLite reserves every table name with this prefix for itself: the schema, the
+# AUTOINCREMENT counters (sqlite_sequence: lowering one would hand out a used id again),
+# the statistics. mutate changes none of them (the authorizer refuses every such name; the
+# text check names the ones SQLite has, so a column called sqlite_x stays usable).
+_SQLITE_PREFIX = "sqlite_"
+_SQLITE_TABLES = frozenset(
+    {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
+    | {"sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"}
+)
 _MUTATION_STARTS = ("INSERT", "UPDATE", "DELETE")
-_SYSTEM_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master"})
+
+
+def _is_sqlite_table(name: str) -> bool:
+    return name.lower().startswith(_SQLITE_PREFIX)
 
 
 class QueryRefused(ReviewbotError, ValueError):
@@ -207,6 +220,14 @@ def _fetch(cur: sqlite3.Cursor, route: str, max_rows: int, max_bytes: int) -> li
     return rows
 
 
+def json_value(value: Any) -> Any:
+    """A column value as JSON carries it: a BLOB becomes ``{"$bytes": BASE64}`` (the form
+    ``db export`` writes), every other SQLite value is already a JSON value."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -215,9 +236,10 @@ class QueryResult:
     truncated: bool = False  # more rows existed than max_rows
 
     def as_dict(self) -> dict[str, Any]:
+        """The answer of every route (tools API, MCP, ``db query --json``), JSON-ready."""
         return {
             "columns": self.columns,
-            "rows": self.rows,
+            "rows": [[json_value(v) for v in row] for row in self.rows],
             "rowcount": self.rowcount,
             "truncated": self.truncated,
         }
@@ -284,8 +306,11 @@ def check_mutation(sql: str) -> Statement:
         name = (tok.name or "").lower() if tok.kind is not TokenKind.STRING else ""
         if name == LEDGER_TABLE:
             raise QueryRefused(f"mutate: {LEDGER_TABLE} is the migration ledger; it is read-only")
-        if name in _SYSTEM_TABLES:
-            raise QueryRefused(f"mutate: {name} is SQLite's schema table; it cannot be changed")
+        if name in _SQLITE_TABLES:
+            raise QueryRefused(
+                f"mutate: {name} is one of SQLite's own tables (the schema table, the "
+                "AUTOINCREMENT counters, the statistics); it cannot be changed"
+            )
     return stmt
 
 
@@ -306,7 +331,7 @@ def _mutation_authorizer(action: int, arg1: Any, _arg2: Any, dbname: Any, _src: 
         return sqlite3.SQLITE_OK
     if action in _ROW_ACTIONS:
         table = str(arg1 or "").lower()
-        if dbname not in (None, "main") or table == LEDGER_TABLE or table in _SYSTEM_TABLES:
+        if dbname not in (None, "main") or table == LEDGER_TABLE or _is_sqlite_table(table):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY

@@ -35,6 +35,7 @@ from reviewbot.store.leases import EpochLedger, default_ledger_path
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.migrations import migration_log, table_exists
 from reviewbot.workflowdb.protected import bot_schema
+from reviewbot.workflowdb.query import json_value
 
 FORMAT = "reviewbot-export"
 VERSION = 1
@@ -71,12 +72,6 @@ def table_columns(tx: Tx, table: str) -> list[str]:
         (table,),
     )
     return [str(r["column_name"]) for r in rows]
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
-    return value
 
 
 def _decode(value: Any) -> Any:
@@ -122,7 +117,7 @@ def export_lines(db: Database) -> Iterator[str]:
             order = ", ".join(c for c in ("id",) if c in columns) or ", ".join(columns[:1])
             n = 0
             for row in tx.all(f"SELECT * FROM {table} ORDER BY {order}"):
-                item = {c: _encode(row[c]) for c in columns}
+                item = {c: json_value(row[c]) for c in columns}
                 if table == "lease_epochs":
                     key = (item["forge"], item["repo"], int(item["number"]), item["role"])
                     item["epoch"] = max(int(item["epoch"]), marks.pop(key, 0))

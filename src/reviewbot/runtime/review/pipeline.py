@@ -16,6 +16,9 @@ review (decision ``error``, reason ``reviewer_error``).
 ``on_eligible`` is the gate's hook: it decides whether an eligible delivery needs an
 evaluation (a check event re-runs the policy only while the head is still waiting,
 failing or without required checks; a human dismissing the bot's review re-opens the head).
+An explicit request (the API, MCP ``review_pr``, a Crew call) at a head the bot judged less
+than ``review_request_dedupe_s`` ago, or approved, has nothing new to evaluate: it reads and
+writes nothing more, not even the state comment, however often it is sent.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import policy
-from reviewbot.core.clock import Clock
+from reviewbot.core.clock import Clock, iso
 from reviewbot.core.findings import Finding, inline_comments, merge_findings, summary_lines
 from reviewbot.core.gate import same_login
 from reviewbot.core.leases import LeaseClaim, Refused
@@ -48,10 +51,12 @@ from reviewbot.core.prstate import (
     ERROR,
     HEAD_MOVED,
     DecisionKind,
+    request_repeats,
 )
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
+from reviewbot.ingress import api, crew
 from reviewbot.observe import Telemetry
 from reviewbot.runtime.review.outbox import (
     AFTER_OUTBOX,
@@ -79,6 +84,8 @@ from reviewbot.store.reviews import (
 log = logging.getLogger(__name__)
 
 CHECK_EVENTS = frozenset({"status", "check_run", "check_suite"})
+# A caller asking for a review (the API and MCP review_pr, a Crew call), not a forge event.
+REQUEST_EVENTS = frozenset({api.EVENT, crew.EVENT})
 # Decisions after which a check event (or a sweep) at the same head is worth a new
 # evaluation. NO_REQUIRED_CHECKS is one: the required checks may have been configured since
 # (branch protection, or the rules at a restart), and the head must not stay unreviewed.
@@ -256,6 +263,8 @@ class ReviewPipeline:
             if bot and same_login(request.sender, bot):
                 return None
         async with self.locks.hold(request.forge, request.repo, request.number):
+            if head is not None and await self.store.run(self._repeated_request, request, head):
+                return None  # nothing new: no evaluation, no read, no edit
             if dismissed and head:
                 evaluate = await self._reopen_if_dismissed(request, head)
             else:
@@ -269,6 +278,29 @@ class ReviewPipeline:
                     request.forge, request.repo, request.number, request.pull
                 )
             return None
+
+    def _repeated_request(self, request: ReviewRequest, head: str) -> bool:
+        """Whether ``request`` is an explicit request with nothing new to evaluate at
+        ``head`` (see :func:`~reviewbot.core.prstate.request_repeats`)."""
+        if request.event not in REQUEST_EVENTS or request.source == "sweep":
+            return False
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        if latest is None or latest.head_sha != head:
+            return False
+        window = self.settings.review_request_dedupe_s
+        if not request_repeats(latest.decision, latest.decided_at, self.clock(), window):
+            return False
+        log.info(
+            "review request %s for %s:%s#%s deduplicated: head %s was judged %s at %s",
+            request.delivery_id,
+            request.forge,
+            request.repo,
+            request.number,
+            head[:12],
+            latest.decision,
+            iso(latest.decided_at),
+        )
+        return True
 
     def _needs_evaluation(self, request: ReviewRequest, head: str) -> bool:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)

@@ -94,9 +94,12 @@ class Reconciler:
         verify_merges: Callable[[], Awaitable[object]] | None = None,
         lanes: Lanes | None = None,
         consider_merge: ConsiderMerge | None = None,
+        prune: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """``verify_merges``: re-reads merges left unverified (the merger's). ``lanes``:
-        each repository is swept under its lane (None: a lone process, no lanes)."""
+        each repository is swept under its lane (None: a lone process, no lanes).
+        ``prune``: deletes what the retention settings no longer keep, after each sweep."""
+        self.prune = prune
         self.settings = settings
         self.lanes = lanes
         self.consider_merge = consider_merge
@@ -148,6 +151,8 @@ class Reconciler:
                 await self.verify_merges()
             except ForgeError as exc:
                 report.errors.append(f"unverified merges: {exc}")
+        if self.prune is not None:
+            await self.prune()
         self.sweeps += 1
         return report
 
