@@ -43,6 +43,7 @@ from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreRevie
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
 from reviewbot.runtime.review.state_comment import StateComments
+from reviewbot.runtime.reviewers.runner import ReviewerLimits
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
@@ -573,7 +574,11 @@ def build_service(
         sessions=manager,
         # External reviewers run as sessions of the manager the tools route answers for,
         # inside the sandbox these settings ask for (probed once per process).
-        external=ExternalReviewers(manager, sandbox=Sandbox.from_settings(settings)),
+        external=ExternalReviewers(
+            manager,
+            limits=ReviewerLimits.from_settings(settings),
+            sandbox=Sandbox.from_settings(settings),
+        ),
         telemetry=telemetry if telemetry is not None else Telemetry(),
         on_eligible=on_eligible,
         worker=worker,

@@ -9,6 +9,7 @@ changes, and a reviewer that fails leaves the head without a review (``reviewer_
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -64,10 +65,18 @@ print("[]")
 """
 
 
+def writable_by_reviewers(folder: Path) -> None:
+    """A bot running as root runs its reviewers as host uid and gid 65534 (``sandbox_uid``):
+    a folder they are granted to write must be theirs, as it must on a real host."""
+    if os.geteuid() == 0:
+        os.chown(folder, 65534, 65534)
+
+
 def reviewer(tmp_path: Path, name: str, source: str) -> tuple[str, Path]:
     """(the reviewer command, the file it counts its runs in)."""
     folder = tmp_path / "reviewers"
     folder.mkdir(exist_ok=True)
+    writable_by_reviewers(folder)
     script = folder / f"{name}.py"
     script.write_text(PRELUDE + source)
     runs = folder / f"{name}.runs"

@@ -33,7 +33,7 @@ from reviewbot.core.models import InlineComment, PullRequestSnapshot
 from reviewbot.core.policy import Verdict
 from reviewbot.runtime.reviewers.findings import MalformedFindings, parse_findings
 from reviewbot.runtime.reviewers.runs import RunFolder, delivery_document, run_id_for, start_run
-from reviewbot.runtime.reviewers.sandbox import PrepareFailed, Sandbox, command_of, probe
+from reviewbot.runtime.reviewers.sandbox import Launch, PrepareFailed, Sandbox, command_of, probe
 from reviewbot.runtime.reviewers.sessions import SessionExists, SessionManager
 from reviewbot.runtime.reviewers.tools import run_tools
 from reviewbot.workflowdb.access import DBAccess, session_access
@@ -64,10 +64,21 @@ DRAIN_AFTER_EXIT_S = 2.0
 
 @dataclass(frozen=True)
 class ReviewerLimits:
+    """The runner's bounds (the sandbox's own are :class:`SandboxLimits`, probed with it)."""
+
     timeout_s: float = 300.0
     max_stdout_bytes: int = 1024 * 1024
     max_stderr_bytes: int = 64 * 1024  # kept for the record; the rest is read and dropped
     max_findings: int = 500  # per reviewer; more are dropped and counted
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReviewerLimits:
+        limits = settings.reviewer_limits
+        return cls(
+            timeout_s=limits.timeout_s,
+            max_stdout_bytes=limits.stdout_bytes,
+            max_findings=limits.findings,
+        )
 
 
 class ReviewerErrorKind(StrEnum):
@@ -231,12 +242,13 @@ async def run_reviewer(
     env: Mapping[str, str],
     limits: ReviewerLimits = ReviewerLimits(),
     session_id: str | None = None,
-    wrap: Callable[[list[str]], list[str]] | None = None,
+    launch: Callable[[list[str]], Launch] | None = None,
 ) -> ReviewerResult:
     """Run one reviewer command and read its findings. Never raises for a reviewer's fault.
 
-    ``wrap`` turns the reviewer's argv into the sandbox's (``None``: run it as it is). The
-    timeout counts until the reviewer exits; its output is then read for a short bound.
+    ``launch`` turns the reviewer's argv into the sandbox's, with its resource limits
+    (``None``: run it as it is). The timeout counts until the reviewer exits; its output is
+    then read for a short bound.
     """
 
     def failed(kind: ReviewerErrorKind, detail: str, **kw: Any) -> ReviewerResult:
@@ -249,17 +261,24 @@ async def run_reviewer(
     if not argv:
         return failed(ReviewerErrorKind.SPAWN_FAILED, "the command is empty")
     try:
+        started = launch(argv) if launch is not None else Launch(argv)
+    except OSError as exc:
+        return failed(ReviewerErrorKind.SPAWN_FAILED, f"cannot start {argv[0]!r}: {exc.strerror}")
+    try:
         proc = await asyncio.create_subprocess_exec(
-            *(wrap(argv) if wrap is not None else argv),
+            *started.argv,
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, so a timeout kills it all
+            **started.popen_kwargs(),
         )
     except OSError as exc:
         return failed(ReviewerErrorKind.SPAWN_FAILED, f"cannot start {argv[0]!r}: {exc.strerror}")
+    finally:
+        started.close()
 
     out = _Output()
     timed_out = False
@@ -456,7 +475,7 @@ async def run_external_reviewers(
                 env=env,
                 limits=limits,
                 session_id=child.id,
-                wrap=prepared.wrap,
+                launch=prepared.launch,
             )
         finally:
             sessions.end(child.id)
