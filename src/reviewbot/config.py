@@ -207,7 +207,9 @@ class ReviewerLimitSettings(_Section):
     file_bytes: int = Field(SandboxLimits.file_bytes, ge=_MIB)  # the largest file it writes
     folder_bytes: int = Field(SandboxLimits.folder_bytes, ge=_MIB)  # run folder and /tmp, each
     stdout_bytes: int = Field(1024 * 1024, ge=1024, le=64 * _MIB)
-    findings: int = Field(500, ge=1, le=100_000)  # kept per reviewer
+    findings: int = Field(500, ge=1, le=100_000)  # kept per reviewer (errors first)
+    run_findings: int = Field(1000, ge=1, le=100_000)  # kept per run, all reviewers together
+    run_findings_bytes: int = Field(_MIB, ge=1024, le=64 * _MIB)  # their paths and messages
 
     def sandbox(self) -> SandboxLimits:
         return SandboxLimits(

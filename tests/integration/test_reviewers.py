@@ -291,6 +291,39 @@ async def test_findings_beyond_the_limit_are_dropped_and_counted(tmp_path: Path)
     assert result.dropped_findings == 20
 
 
+async def test_an_error_past_the_limit_is_kept_so_the_cut_never_approves(tmp_path: Path) -> None:
+    reviewer = script(
+        tmp_path,
+        "late_error.py",
+        "import json; print(json.dumps([{'path': 'a.py', 'line': i, 'message': 'm', "
+        "'severity': 'info'} for i in range(1, 31)] + [{'path': 'b.py', 'line': 9, "
+        "'message': 'broken', 'severity': 'error'}]))",
+    )
+    outcome = await review(tmp_path, [py(reviewer)], ReviewerLimits(max_findings=10))
+    (result,) = outcome.results
+    assert len(result.findings) == 10 and result.dropped_findings == 21
+    assert [f.path for f in result.findings if f.severity is Severity.ERROR] == ["b.py"]
+    green = evaluate(RequiredChecks(("ci",)), [], [CheckResult("ci", CheckState.SUCCESS)])
+    assert outcome.apply(green).kind is VerdictKind.REQUEST_CHANGES
+
+
+async def test_a_run_keeps_at_most_its_bound_of_findings_whoever_reported_them(
+    tmp_path: Path,
+) -> None:
+    reviewer = script(
+        tmp_path,
+        "many.py",
+        "import json; print(json.dumps([{'path': 'a.py', 'line': i, 'message': 'm' * 100, "
+        "'severity': 'warning'} for i in range(1, 101)]))",
+    )
+    limits = ReviewerLimits(max_run_findings=150, max_run_findings_bytes=10**6)
+    outcome = await review(tmp_path, [py(reviewer), py(reviewer)], limits)
+    assert len(outcome.findings) == 150 and outcome.dropped_findings == 50
+    limits = ReviewerLimits(max_run_findings=1000, max_run_findings_bytes=104 * 30)
+    outcome = await review(tmp_path, [py(reviewer)], limits)
+    assert len(outcome.findings) == 30 and outcome.dropped_findings == 70
+
+
 async def test_the_step_token_is_revoked_when_the_reviewer_finishes(tmp_path: Path) -> None:
     reviewer = script(
         tmp_path,
