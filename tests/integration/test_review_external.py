@@ -12,11 +12,14 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from reviewbot.core.models import PullRef
+from reviewbot.runtime.explain import pull_facts
 from tests.integration.test_review_pipeline import APPROVED, CHANGES, REPO, Bot, running_bot
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
@@ -298,3 +301,9 @@ async def test_a_flood_of_large_findings_still_ends_in_one_review_within_the_for
         kept = bot.store.reviewer_findings(forge, REPO, pr.number, pr.head_sha)
         assert kept is not None and 8 <= len(kept) < 800  # the run's bound: 1 MiB
         assert sum(len(f.message) for f in kept) <= 1024 * 1024
+        # The pointer holds: explain lists every kept finding.
+        pull = PullRef.parse(f"{forge}:{REPO}#{pr.number}")
+        facts = pull_facts(bot.store.db, time.time, pull, 20)
+        assert facts.findings == kept
+        assert f"External reviewers' findings at {pr.head_sha[:12]} ({len(kept)}):" in facts.text()
+        assert "  - error src/f99.py:100: finding 99 x" in facts.text()
