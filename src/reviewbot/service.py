@@ -204,6 +204,7 @@ class Service:
             expect_workers=self.runner is not None or self.pool is not None,
             queue_age=not ingest_only,
             probes=probes,  # the server's shared forge answers (an anonymous route)
+            sandbox=None if ingest_only else self.external.sandbox.state,
         )
 
     # -- start -----------------------------------------------------------------------------

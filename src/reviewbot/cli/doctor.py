@@ -1,7 +1,8 @@
 """``reviewbot doctor``: the readiness checks of ``GET /readyz``, from the command line.
 
 It checks the store (a write commits), the queue (the oldest delivery waiting to be gated
-is younger than ready_max_queue_age_s) and each configured forge (it answers). The workers
+is younger than ready_max_queue_age_s), each configured forge (it answers) and the reviewer
+sandbox (probed here as serve would, as this user: run it as the bot's user). The workers
 run inside ``reviewbot serve``: with --server URL their check is read from that server's
 /readyz. Exit status 0 when every check passes, 1 otherwise.
 """
@@ -18,13 +19,14 @@ import httpx
 
 from reviewbot.config import Settings, load_settings
 from reviewbot.runtime.health import Check, readiness
+from reviewbot.runtime.reviewers.sandbox import Sandbox
 from reviewbot.workflowdb.bootstrap import open_store
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "doctor",
-        help="check that the bot is ready: store, queue, forges, workers",
+        help="check that the bot is ready: store, queue, forges, sandbox, workers",
         description=__doc__,
         epilog="Examples:\n  reviewbot doctor\n  reviewbot doctor --server http://127.0.0.1:8080",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -55,8 +57,11 @@ async def local_checks(settings: Settings) -> list[Check]:
 
     db = await asyncio.to_thread(open_store, settings)
     forges = configured_forges(settings)
+    sandbox = await asyncio.to_thread(Sandbox.from_settings, settings)
     try:
-        return await readiness(settings, db, forges, time.time, expect_workers=False)
+        return await readiness(
+            settings, db, forges, time.time, expect_workers=False, sandbox=sandbox.state
+        )
     finally:
         for forge in forges.values():
             await forge.aclose()
