@@ -221,6 +221,9 @@ attempt("write_etc", lambda: write("/etc/planted"))
 attempt("write_db_folder", lambda: write("../../db/planted"))
 if RO_GRANT != "-":
     attempt("write_ro_grant", lambda: write(os.path.join(RO_GRANT, "planted")))
+attempt("write_root", lambda: write("/planted"))
+attempt("write_beside_a_grant", lambda: write(os.path.join(os.path.dirname(OUT), "planted")))
+attempt("write_dev", lambda: write("/dev/planted"))
 attempt("write_run_folder", lambda: write("planted"))
 
 with open(os.path.join(OUT, "report.json"), "w") as handle:

@@ -138,8 +138,11 @@ def test_the_jail_is_the_same_whoever_runs_the_bot(drop_to: HostUser | None) -> 
     assert flags_after(jail, "--cap-drop") == ["ALL"] and "--cap-add" not in jail
     assert flags_after(jail, "--seccomp") == ["7"]
     assert flags_after(jail, "--proc") == ["/proc"]  # the new PID namespace's own
-    assert jail[-3:] == ["--", "python3", "lint.py"]
-    assert flags_after(jail, "--chdir") == [str(RUN)]
+    assert jail[-15:] == [
+        *["--perms", "1777", "--size", str(8 * MIB), "--tmpfs", "/dev/shm"],
+        *["--remount-ro", "/dev", "--remount-ro", "/"],  # only the tmpfs and grants are written
+        *["--chdir", str(RUN), "--", "python3", "lint.py"],
+    ]
     # The run folder is a tmpfs of folder_bytes; delivery.json and the secrets are copied in.
     at = jail.index(str(RUN))
     assert jail[at - 5 : at + 1] == ["--perms", "0755", "--size", str(8 * MIB), "--tmpfs", str(RUN)]

@@ -149,7 +149,7 @@ class SandboxLimits:
     cpu_s: int = 600  # CPU seconds of each process
     open_files: int = 1024  # per process
     file_bytes: int = 64 * MIB  # the largest file it may write, anywhere
-    folder_bytes: int = 64 * MIB  # its run folder and its /tmp, each a tmpfs of this size
+    folder_bytes: int = 64 * MIB  # its run folder, /tmp and /dev/shm, each a tmpfs this size
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -233,7 +233,7 @@ def _view(spec: SandboxSpec, *, keep_run_folder_for_jail: bool) -> list[str]:
         made.add(target)
         argv += op
     for path in spec.hidden:
-        argv += ["--tmpfs", str(path)]
+        argv += _tmpfs(str(path), RUN_TMPFS_BYTES, "0555")
     return argv
 
 
@@ -300,7 +300,19 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     unprivileged host user; a second bwrap, unprivileged like any user's, enters the jail
     with that view as its root. Without it one bwrap does both.
     """
-    tail = ["--chdir", str(spec.cwd), "--", *spec.argv]
+    # Last, whoever builds the view: a bounded /dev/shm, then /dev and the root read-only, so
+    # the only places a reviewer writes are its bounded tmpfs and its writable grants.
+    tail = [
+        *_tmpfs("/dev/shm", spec.limits.folder_bytes, "1777"),  # noqa: S108 - its own
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        str(spec.cwd),
+        "--",
+        *spec.argv,
+    ]
     if spec.drop_to is None:
         return [
             spec.bwrap,
