@@ -32,7 +32,7 @@ from reviewbot.runtime.reviewers.runner import (
     run_external_reviewers,
 )
 from reviewbot.runtime.reviewers.runs import RunFolder, start_run
-from reviewbot.runtime.reviewers.sandbox import Sandbox, contained, probe
+from reviewbot.runtime.reviewers.sandbox import Sandbox, contained, host_tasks, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -306,22 +306,26 @@ async def test_a_reviewer_is_bounded_in_processes_memory_cpu_files_and_disk(
     greedy = script(tmp_path, "greedy.py", GREEDY)
     entry = ReviewerRule(command=py(greedy, str(out)), grants=[GrantRule(path=str(out), mode="rw")])
 
+    # The limit is over what the reviewers' host user runs when it starts; what of that
+    # ends meanwhile (another test's processes) leaves room for more.
+    others = host_tasks(state.drop_to.uid if state.drop_to else os.getuid())
     outcome = await review(paths, run, [entry], sandbox=Sandbox(state))
 
     assert outcome.errors == ()
     report = json.loads((out / "report.json").read_text())
-    assert_bounded(report)
+    assert_bounded(report, others=others)
     # The run folder was the sandbox's own tmpfs: nothing it wrote is on the host's disk.
     assert sorted(p.name for p in run.path.iterdir()) == ["delivery.json"]
     assert (out / "big").stat().st_size == 12 * MIB
 
 
-def assert_bounded(report: dict[str, Any]) -> None:
+def assert_bounded(report: dict[str, Any], *, others: int = 0) -> None:
     """What GREEDY measured under 32 processes, 256 MiB, 1 CPU second, 64 open files,
-    12 MiB files and 8 MiB folders."""
+    12 MiB files and 8 MiB folders; ``others``: processes of its host user that may have
+    ended while it ran."""
     print("measured:", report)  # shown with -s: what the bounds let through
     processes, why = report["processes"]
-    assert 16 <= processes < 32 and why == "Resource temporarily unavailable"
+    assert 16 <= processes < 32 + others and why == "Resource temporarily unavailable"
     blocks, why = report["memory"]
     assert 64 <= blocks < 256 and why == "MemoryError"
     assert report["run_folder"] == [8 * MIB, "No space left on device"]
