@@ -36,7 +36,13 @@ from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S
 from reviewbot.core.models import RepoRef
 from reviewbot.core.quota import Rate, RouteClass
-from reviewbot.core.sandbox import GrantRefused, check_grant, forbidden_files, grant_path
+from reviewbot.core.sandbox import (
+    GrantRefused,
+    SandboxLimits,
+    check_grant,
+    forbidden_files,
+    grant_path,
+)
 
 ENV_PREFIX = "REVIEWBOT_"
 CONFIG_ENV = "REVIEWBOT_CONFIG"
@@ -230,6 +236,36 @@ class ReviewerSettings(_Section):
         return self
 
 
+_MIB = 1024 * 1024
+
+
+class ReviewerLimitSettings(_Section):
+    """``[reviewer_limits]``: what one external reviewer may use (docs/reviewers.md)."""
+
+    timeout_s: float = Field(300.0, gt=0, le=86400)  # until it exits; then its sandbox dies
+    # Processes and threads it may start, over what its host user runs already.
+    processes: int = Field(SandboxLimits.processes, ge=4, le=1_000_000)
+    memory_bytes: int = Field(SandboxLimits.memory_bytes, ge=64 * _MIB)  # per process
+    cpu_s: int = Field(SandboxLimits.cpu_s, ge=1)  # CPU seconds per process
+    open_files: int = Field(SandboxLimits.open_files, ge=16, le=1_048_576)  # per process
+    file_bytes: int = Field(SandboxLimits.file_bytes, ge=_MIB)  # the largest file it writes
+    folder_bytes: int = Field(SandboxLimits.folder_bytes, ge=_MIB)  # run folder and /tmp, each
+    stdout_bytes: int = Field(1024 * 1024, ge=1024, le=64 * _MIB)
+    findings: int = Field(500, ge=1, le=100_000)  # kept per reviewer (errors first)
+    run_findings: int = Field(1000, ge=1, le=100_000)  # kept per run, all reviewers together
+    run_findings_bytes: int = Field(_MIB, ge=1024, le=64 * _MIB)  # their paths and messages
+
+    def sandbox(self) -> SandboxLimits:
+        return SandboxLimits(
+            processes=self.processes,
+            memory_bytes=self.memory_bytes,
+            cpu_s=self.cpu_s,
+            open_files=self.open_files,
+            file_bytes=self.file_bytes,
+            folder_bytes=self.folder_bytes,
+        )
+
+
 class RepoRules(_Section):
     """Rules for one repository (``[repos."FORGE:OWNER/NAME"]``) or for all (``[defaults]``)."""
 
@@ -290,6 +326,10 @@ class Settings(BaseSettings):
     # "off" runs reviewers without the sandbox; only ever explicit (logged loudly at start).
     sandbox: Literal["on", "off"] = "on"
     bwrap: str = "bwrap"  # the bubblewrap binary: a name looked up on PATH, or a path
+    # The host user and group reviewers run as when the bot runs as root (never root).
+    sandbox_uid: int = Field(65534, ge=1, le=2**32 - 2)
+    sandbox_gid: int = Field(65534, ge=1, le=2**32 - 2)
+    reviewer_limits: ReviewerLimitSettings = Field(default_factory=ReviewerLimitSettings)
     # Logs on standard error: "auto" is console lines on a terminal, JSON lines otherwise.
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

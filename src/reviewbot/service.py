@@ -45,6 +45,7 @@ from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreRevie
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
 from reviewbot.runtime.review.state_comment import StateComments
+from reviewbot.runtime.reviewers.runner import ReviewerLimits
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
@@ -209,6 +210,7 @@ class Service:
             expect_workers=self.runner is not None or self.pool is not None,
             queue_age=not ingest_only,
             probes=probes,  # the server's shared forge answers (an anonymous route)
+            sandbox=None if ingest_only else self.external.sandbox.state,
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -586,7 +588,11 @@ def build_service(
         sessions=manager,
         # External reviewers run as sessions of the manager the tools route answers for,
         # inside the sandbox these settings ask for (probed once per process).
-        external=ExternalReviewers(manager, sandbox=Sandbox.from_settings(settings)),
+        external=ExternalReviewers(
+            manager,
+            limits=ReviewerLimits.from_settings(settings),
+            sandbox=Sandbox.from_settings(settings),
+        ),
         telemetry=telemetry if telemetry is not None else Telemetry(),
         on_eligible=on_eligible,
         worker=worker,

@@ -58,12 +58,21 @@ class ServeProcess:
 
 @asynccontextmanager
 async def serve_process(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None, start_s: float = WAIT_S
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    start_s: float = WAIT_S,
+    user: int | None = None,
+    python: str = sys.executable,
 ) -> AsyncIterator[ServeProcess]:
     """``reviewbot serve --port 0 ARGS`` until its ``listening on`` line (at most ``start_s``);
-    killed on exit."""
+    killed on exit. ``user``: run it as that uid (and gid, with no other group); only root
+    can. ``python``: the interpreter that runs it."""
+    as_user: dict[str, object] = (
+        {} if user is None else {"user": user, "group": user, "extra_groups": []}
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
+        python,
         "-m",
         "reviewbot",
         "serve",
@@ -74,6 +83,7 @@ async def serve_process(
         env=clean_env(env),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        **as_user,  # type: ignore[arg-type]
     )
     log: list[str] = []
     assert proc.stderr is not None

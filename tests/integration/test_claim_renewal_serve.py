@@ -29,6 +29,7 @@ from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.process_support import ServeProcess, serve_process
 from tests.integration.server_support import GITHUB_SECRET, sim_world
 from tests.integration.test_review_crash import START_S, bot_env, outbox_rows, stop_bot, wait_for
+from tests.integration.test_review_external import writable_by_reviewers
 from tests.integration.test_review_intent import bot_reviews, jobs
 from tests.integration.test_review_pipeline import APPROVED, REPO, SECRET, prepare_sim
 from tests.integration.test_server_crash import write_config
@@ -69,6 +70,7 @@ def config_with_reviewer(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(the configuration, the reviewer's runs file, its release file)."""
     folder = tmp_path / "reviewers"
     folder.mkdir()
+    writable_by_reviewers(folder)
     script = folder / "waits.py"
     script.write_text(WAITING_REVIEWER)
     runs = folder / "waits.runs"

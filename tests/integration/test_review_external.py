@@ -9,13 +9,17 @@ changes, and a reviewer that fails leaves the head without a review (``reviewer_
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from reviewbot.core.models import PullRef
+from reviewbot.runtime.explain import pull_facts
 from tests.integration.test_review_pipeline import APPROVED, CHANGES, REPO, Bot, running_bot
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
@@ -64,10 +68,18 @@ print("[]")
 """
 
 
+def writable_by_reviewers(folder: Path) -> None:
+    """A bot running as root runs its reviewers as host uid and gid 65534 (``sandbox_uid``):
+    a folder they are granted to write must be theirs, as it must on a real host."""
+    if os.geteuid() == 0:
+        os.chown(folder, 65534, 65534)
+
+
 def reviewer(tmp_path: Path, name: str, source: str) -> tuple[str, Path]:
     """(the reviewer command, the file it counts its runs in)."""
     folder = tmp_path / "reviewers"
     folder.mkdir(exist_ok=True)
+    writable_by_reviewers(folder)
     script = folder / f"{name}.py"
     script.write_text(PRELUDE + source)
     runs = folder / f"{name}.runs"
@@ -245,3 +257,53 @@ async def test_the_delivery_file_carries_the_webhook_that_was_received(
         "number": pr.number,
         "head_sha": pr.head_sha,
     }
+
+
+# Prints 100 findings of about 9 KB each (under the 1 MiB stdout limit): 99 warnings, then
+# one error.
+FLOOD = """\
+import json
+print(json.dumps([
+    {"path": f"src/f{i}.py", "line": i + 1, "message": f"finding {i} " + "x" * 9000,
+     "severity": "error" if i == 99 else "warning"}
+    for i in range(100)
+]))
+"""
+
+
+@FORGES
+async def test_a_flood_of_large_findings_still_ends_in_one_review_within_the_forge_limits(
+    tmp_path: Path, forge: str
+) -> None:
+    """Eight reviewers, 800 findings, 7 MB of messages: the review posts (the forge refuses
+    more than 65536 characters of body and 5 MiB of request), bounded and pointing to the
+    whole list, and the error still requests changes."""
+    folder = tmp_path / "reviewers"
+    folder.mkdir()
+    (folder / "flood.py").write_text(FLOOD)
+    command = shlex.join([sys.executable, str(folder / "flood.py")])
+    rules = {"reviewers": [command] * 8}
+    repos = {f"github:{REPO}": rules, f"gitea:{REPO}": rules}
+    async with running_bot(tmp_path, repos=repos) as bot:
+        pr = await open_green_pr(bot, forge)
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(CHANGES[forge], pr.head_sha)]
+        (review,) = reviews
+        assert len(review.body) <= 65536
+        assert 0 < len(review.comments) <= 50
+        assert sum(len(c.body) for c in review.comments) <= 60_000
+        # Errors are chosen first (the eight reviewers' identical one is one comment).
+        assert [c.path for c in review.comments if c.body.startswith("**error**")] == ["src/f99.py"]
+        assert f"`reviewbot explain {forge}:{REPO}#{pr.number}` lists them all" in review.body
+        latest = bot.store.latest_verdict(forge, REPO, pr.number)
+        assert latest is not None and latest.reason_code == "reviewer_findings"
+        kept = bot.store.reviewer_findings(forge, REPO, pr.number, pr.head_sha)
+        assert kept is not None and 8 <= len(kept) < 800  # the run's bound: 1 MiB
+        assert sum(len(f.message) for f in kept) <= 1024 * 1024
+        # The pointer holds: explain lists every kept finding.
+        pull = PullRef.parse(f"{forge}:{REPO}#{pr.number}")
+        facts = pull_facts(bot.store.db, time.time, pull, 20)
+        assert facts.findings == kept
+        assert f"External reviewers' findings at {pr.head_sha[:12]} ({len(kept)}):" in facts.text()
+        assert "  - error src/f99.py:100: finding 99 x" in facts.text()

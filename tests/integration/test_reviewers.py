@@ -213,14 +213,27 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _host_pids(marker: str) -> list[int]:
+    """Host processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild.pid"
+    marker = "time.sleep(120.25)"  # the grandchild's command line, as the host sees it
     reviewer = script(
         tmp_path,
         "hang.py",
         "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; {marker}'])\n"
         "time.sleep(120)\n",
     )
     outcome = await review(tmp_path, [py(reviewer)], ReviewerLimits(timeout_s=3))
@@ -228,13 +241,11 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert result.error is not None
     assert result.error.kind is ReviewerErrorKind.TIMEOUT
     assert "3 s" in result.error.detail
-    if pid_file.exists():  # written unless the machine took longer than the timeout to start
-        pid = int(pid_file.read_text())
-        for _ in range(200):  # the kill is sent; the kernel may take a moment to reap
-            if not _alive(pid):
-                break
-            await __import__("asyncio").sleep(0.05)
-        assert not _alive(pid)
+    for _ in range(200):  # the kill is sent; the kernel may take a moment to reap
+        if not _host_pids(marker):
+            break
+        await __import__("asyncio").sleep(0.05)
+    assert _host_pids(marker) == []
 
 
 @pytest.mark.parametrize("endless", [False, True])
@@ -280,22 +291,56 @@ async def test_findings_beyond_the_limit_are_dropped_and_counted(tmp_path: Path)
     assert result.dropped_findings == 20
 
 
+async def test_an_error_past_the_limit_is_kept_so_the_cut_never_approves(tmp_path: Path) -> None:
+    reviewer = script(
+        tmp_path,
+        "late_error.py",
+        "import json; print(json.dumps([{'path': 'a.py', 'line': i, 'message': 'm', "
+        "'severity': 'info'} for i in range(1, 31)] + [{'path': 'b.py', 'line': 9, "
+        "'message': 'broken', 'severity': 'error'}]))",
+    )
+    outcome = await review(tmp_path, [py(reviewer)], ReviewerLimits(max_findings=10))
+    (result,) = outcome.results
+    assert len(result.findings) == 10 and result.dropped_findings == 21
+    assert [f.path for f in result.findings if f.severity is Severity.ERROR] == ["b.py"]
+    green = evaluate(RequiredChecks(("ci",)), [], [CheckResult("ci", CheckState.SUCCESS)])
+    assert outcome.apply(green).kind is VerdictKind.REQUEST_CHANGES
+
+
+async def test_a_run_keeps_at_most_its_bound_of_findings_whoever_reported_them(
+    tmp_path: Path,
+) -> None:
+    reviewer = script(
+        tmp_path,
+        "many.py",
+        "import json; print(json.dumps([{'path': 'a.py', 'line': i, 'message': 'm' * 100, "
+        "'severity': 'warning'} for i in range(1, 101)]))",
+    )
+    limits = ReviewerLimits(max_run_findings=150, max_run_findings_bytes=10**6)
+    outcome = await review(tmp_path, [py(reviewer), py(reviewer)], limits)
+    assert len(outcome.findings) == 150 and outcome.dropped_findings == 50
+    limits = ReviewerLimits(max_run_findings=1000, max_run_findings_bytes=104 * 30)
+    outcome = await review(tmp_path, [py(reviewer)], limits)
+    assert len(outcome.findings) == 30 and outcome.dropped_findings == 70
+
+
 async def test_the_step_token_is_revoked_when_the_reviewer_finishes(tmp_path: Path) -> None:
     reviewer = script(
         tmp_path,
         "token.py",
-        "import os, pathlib; pathlib.Path('token.txt')"
-        ".write_text(os.environ['REVIEWBOT_SESSION_TOKEN']); print('[]')",
+        "import json, os; print(json.dumps([{'path': 'token', 'line': 1, 'severity': 'info', "
+        "'message': os.environ['REVIEWBOT_SESSION_TOKEN']}]))",
     )
     paths = WorkflowPaths(tmp_path / "data").ensure()
     run = start_run(paths, "run-t", DELIVERY)
     sessions = SessionManager()
     with sessions.run("run-t", db_access=DBAccess.READ_WRITE) as session:
-        await run_external_reviewers(
+        outcome = await run_external_reviewers(
             [py(reviewer)], run=run, sessions=sessions, run_session_id=session.id
         )
         assert sessions.live_sessions() == ["run-t"]  # the step's session has ended
-    assert (run.path / "token.txt").read_text().startswith("rbs_")
+    (token,) = outcome.findings
+    assert token.message.startswith("rbs_")
     assert sessions.live_sessions() == []
 
 

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from reviewbot.config import GrantRule, ReviewerRule, ReviewerSettings, SecretSource
+from reviewbot.core.sandbox import MIB, SandboxLimits
 from reviewbot.runtime.reviewers.runner import (
     ReviewerErrorKind,
     ReviewerLimits,
@@ -31,7 +32,7 @@ from reviewbot.runtime.reviewers.runner import (
     run_external_reviewers,
 )
 from reviewbot.runtime.reviewers.runs import RunFolder, start_run
-from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
+from reviewbot.runtime.reviewers.sandbox import Sandbox, contained, host_tasks, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -116,48 +117,79 @@ def no_leftovers() -> Iterator[list[str]]:
             os.kill(pid, signal.SIGKILL)
 
 
-HOSTILE = r"""
-import json, os, subprocess, sys
-db_abs, host_pid, outside, ro_grant = sys.argv[1:5]
-report = {}
-
-def attempt(name, action):
-    try:
-        report[name] = ["ok", action()]
-    except Exception as exc:
-        report[name] = ["failed", type(exc).__name__]
-
-def read(path):
-    with open(path, "rb") as handle:
-        return handle.read().decode("latin-1")
-
-def write(path):
-    with open(path, "w") as handle:
-        handle.write("planted")
-    return path
-
-attempt("proc1_environ", lambda: read("/proc/1/environ"))
-attempt("parent_environ", lambda: read(f"/proc/{os.getppid()}/environ"))
-attempt("server_environ", lambda: read(f"/proc/{host_pid}/environ"))
-attempt("pids", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
-for suffix in ("", "-wal", "-shm"):
-    attempt("db_relative" + suffix, lambda: read("../../db/db.sqlite" + suffix))
-    attempt("db_absolute" + suffix, lambda: read(db_abs + suffix))
-attempt("migrations", lambda: sorted(os.listdir("../../db/migrations")))
-attempt("backups", lambda: sorted(os.listdir("../../db/migrations/.backups")))
-attempt("write_outside", lambda: write(outside))
-attempt("write_db_folder", lambda: write("../../db/planted"))
-attempt("write_usr", lambda: write("/usr/planted"))
-attempt("write_ro_grant", lambda: write(os.path.join(ro_grant, "planted")))
-attempt("read_ro_grant", lambda: read(os.path.join(ro_grant, "rules.txt")))
-subprocess.Popen(["setsid", "sleep", "3217"], stdout=subprocess.DEVNULL)
-with open("report.json", "w") as handle:
-    json.dump(report, handle)
-print("[]")
-"""
+HOSTILE = Path(__file__).with_name("hostile_reviewer.py")
 
 
-async def test_a_hostile_reviewer_reaches_no_secret_no_database_and_leaves_nothing_running(
+def hostile_entry(
+    paths: WorkflowPaths, out: Path, outside: Path, ro_grant: Path | None
+) -> ReviewerRule:
+    """The hostile reviewer, granted ``out`` (writable, made for it) and ``ro_grant``."""
+    command = shlex.join(
+        [
+            sys.executable,
+            str(HOSTILE),
+            str(out),
+            str(paths.db_file.resolve()),
+            str(outside),
+            str(ro_grant) if ro_grant else "-",
+        ]
+    )
+    grants = [GrantRule(path=str(out), mode="rw")]
+    if ro_grant is not None:
+        grants.append(GrantRule(path=str(ro_grant), mode="ro"))
+    return ReviewerRule(command=command, grants=grants)
+
+
+def assert_contained(report: dict[str, Any]) -> None:
+    """Everything the hostile reviewer reports shows the sandbox held."""
+    status = report["status"][1]
+    for key in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
+        assert int(status[key], 16) == 0, (key, status)  # no capability at all
+    assert (status["Seccomp"], status["NoNewPrivs"]) == ("2", "1")
+    assert status["Uid"].split() == ["65534"] * 4
+    assert report["hostname"] == ["ok", "reviewer"]
+    # /proc is the sandbox's own: its init and the reviewer, nothing of the host.
+    assert report["pids"][0] == "ok" and max(report["pids"][1]) < 10
+    for name in ("proc1_environ", "parent_environ"):
+        assert SERVER_SECRET not in str(report[name][1])
+    # The database: not by its path, not relative to the run folder, not through a /proc
+    # root, not anywhere on the sandbox's filesystem.
+    for suffix in ("", "-wal", "-shm"):
+        assert report["db" + suffix] == ["failed", "FileNotFoundError:ENOENT"]
+        assert report["db_relative" + suffix] == ["failed", "FileNotFoundError:ENOENT"]
+    for name in ("db_proc1_root", "db_self_root", "db_parent_root"):
+        assert report[name][0] == "failed", (name, report[name])
+    assert report["db_anywhere"] == ["ok", []]
+    assert report["backups"] == ["ok", []]
+    # Every privileged call is refused by the filter (or by having no capability).
+    for name in (
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "remount_usr",
+        "mount_tmpfs",
+        "umount_backups",
+        "unshare_user_then_remount",
+        "clone_user_namespace",
+        "setns_pid1_mnt",
+        "ptrace_pid1",
+        "ptrace_parent",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+    ):
+        assert report[name] == ["failed", "PermissionError:EPERM"], (name, report[name])
+    if "remount_ro_grant" in report:
+        assert report["remount_ro_grant"] == ["failed", "PermissionError:EPERM"]
+        assert report["write_ro_grant"][0] == "failed"
+    # The system, the sandbox's root and /dev are read-only. (Writes elsewhere may land on a
+    # private tmpfs, such as /tmp, where the folders leading to a grant may be: the callers
+    # check that none reached the host.)
+    for name in ("write_usr", "write_etc", "write_root", "write_dev"):
+        assert report[name][0] == "failed", (name, report[name])
+    assert report["write_run_folder"][0] == "ok"
+
+
+async def test_a_hostile_reviewer_reaches_no_secret_no_database_and_holds_no_privilege(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_leftovers: list[str]
 ) -> None:
     no_leftovers.append("sleep 3217")
@@ -166,38 +198,151 @@ async def test_a_hostile_reviewer_reaches_no_secret_no_database_and_leaves_nothi
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "rules.txt").write_text("no print()")
-    outside = tmp_path / "outside.txt"
-    hostile = script(tmp_path, "hostile.py", HOSTILE)
-    command = py(hostile, str(paths.db_file.resolve()), str(os.getpid()), str(outside), str(rules))
-    entry = ReviewerRule(command=command, grants=[GrantRule(path=str(rules), mode="ro")])
+    out, outside = paths.data_dir / "out", tmp_path / "outside.txt"
+    leaves = script(
+        tmp_path,
+        "leaves.py",
+        "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '3217'])\nprint('[]')\n",
+    )
+    entries = [hostile_entry(paths, out, outside, rules), py(leaves)]
 
-    outcome = await review(paths, run, [entry])
+    outcome = await review(paths, run, entries)
 
     assert outcome.errors == ()
-    report = json.loads((run.path / "report.json").read_text())
-    # /proc is the sandbox's own: its init and the reviewer, no server, no secrets.
-    assert report["pids"][0] == "ok" and max(report["pids"][1]) < 10
-    for name in ("proc1_environ", "parent_environ"):
-        assert SERVER_SECRET not in str(report[name][1])
-        assert "REVIEWBOT_SESSION_TOKEN" in str(report[name][1])  # only the reviewer's own
-    assert report["server_environ"][0] == "failed"
-    # Database files: unreachable by every path; the migrations are there, the backups not.
-    for suffix in ("", "-wal", "-shm"):
-        assert report["db_relative" + suffix] == ["failed", "FileNotFoundError"]
-        assert report["db_absolute" + suffix] == ["failed", "FileNotFoundError"]
-    assert report["migrations"] == ["ok", [".backups", "0001_init.sql"]]
-    assert report["backups"] == ["ok", []]
-    # Writes outside the run folder and its writable grants never reach the host.
-    assert report["write_usr"][0] == "failed"
-    assert report["write_ro_grant"] == ["failed", "OSError"]
-    assert report["read_ro_grant"] == ["ok", "no print()"]
+    report = json.loads((out / "report.json").read_text())
+    assert_contained(report)
+    assert report["proc1_environ"][0] == "ok"  # its own init: only the reviewer's variables
+    assert "REVIEWBOT_SESSION_TOKEN" in report["proc1_environ"][1]
     assert not outside.exists()
     assert not (paths.db_dir / "planted").exists()
     assert not (rules / "planted").exists()
+    assert not (paths.data_dir / "planted").exists()
+    assert not (run.path / "planted").exists()  # the run folder inside is its own tmpfs
     with sqlite3.connect(paths.db_file) as db:
         assert db.execute("SELECT count(*) FROM sqlite_master").fetchone() == (1,)
     # The setsid sleeper died with the sandbox's PID namespace.
     assert processes_with("sleep 3217") == []
+
+
+GREEDY = r"""
+import json, os, signal, subprocess, sys, time
+out = sys.argv[1]
+report = {}
+
+def fill(path, chunk=1024 * 1024):
+    written = 0
+    try:
+        with open(path, "wb") as handle:
+            while written < 1024 * chunk:
+                handle.write(b"x" * chunk)
+                handle.flush()
+                written += chunk
+    except OSError as exc:
+        return [written, exc.strerror]
+    return [written, "no limit"]
+
+children, error = [], "no limit"
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        error = exc.strerror
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    children.append(pid)
+report["processes"] = [len(children), error]
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+blocks = []
+try:
+    while len(blocks) < 4096:
+        blocks.append(bytearray(1024 * 1024))
+    report["memory"] = [len(blocks), "no limit"]
+except MemoryError:
+    report["memory"] = [len(blocks), "MemoryError"]
+del blocks
+report["run_folder"] = fill("big")
+report["tmp"] = fill("/tmp/big")
+os.remove("/tmp/big")
+report["shm"] = fill("/dev/shm/big")
+os.remove("/dev/shm/big")
+report["file_in_grant"] = fill(os.path.join(out, "big"))
+files = []
+try:
+    while len(files) < 100000:
+        files.append(open("/dev/null"))
+    report["open_files"] = [len(files), "no limit"]
+except OSError as exc:
+    report["open_files"] = [len(files), exc.strerror]
+for handle in files:
+    handle.close()
+spin = subprocess.run([sys.executable, "-c", "while True: pass"], timeout=60)
+report["cpu"] = [spin.returncode]
+with open(os.path.join(out, "report.json"), "w") as handle:
+    json.dump(report, handle)
+print("[]")
+"""
+
+
+async def test_a_reviewer_is_bounded_in_processes_memory_cpu_files_and_disk(
+    tmp_path: Path,
+) -> None:
+    paths, run = workflow(tmp_path)
+    limits = SandboxLimits(
+        processes=32,
+        memory_bytes=256 * MIB,
+        cpu_s=1,
+        open_files=64,
+        file_bytes=12 * MIB,
+        folder_bytes=8 * MIB,
+    )
+    state = probe("on", limits=limits)
+    assert state.enforced, state.reason
+    out = paths.data_dir / "out"
+    greedy = script(tmp_path, "greedy.py", GREEDY)
+    entry = ReviewerRule(command=py(greedy, str(out)), grants=[GrantRule(path=str(out), mode="rw")])
+
+    # The limit is over what the reviewers' host user runs when it starts; what of that
+    # ends meanwhile (another test's processes) leaves room for more.
+    others = host_tasks(state.drop_to.uid if state.drop_to else os.getuid())
+    outcome = await review(paths, run, [entry], sandbox=Sandbox(state))
+
+    assert outcome.errors == ()
+    report = json.loads((out / "report.json").read_text())
+    assert_bounded(report, others=others)
+    # The run folder was the sandbox's own tmpfs: nothing it wrote is on the host's disk.
+    assert sorted(p.name for p in run.path.iterdir()) == ["delivery.json"]
+    assert (out / "big").stat().st_size == 12 * MIB
+
+
+def assert_bounded(report: dict[str, Any], *, others: int = 0) -> None:
+    """What GREEDY measured under 32 processes, 256 MiB, 1 CPU second, 64 open files,
+    12 MiB files and 8 MiB folders; ``others``: processes of its host user that may have
+    ended while it ran."""
+    print("measured:", report)  # shown with -s: what the bounds let through
+    processes, why = report["processes"]
+    assert 16 <= processes < 32 + others and why == "Resource temporarily unavailable"
+    blocks, why = report["memory"]
+    assert 64 <= blocks < 256 and why == "MemoryError"
+    assert report["run_folder"] == [8 * MIB, "No space left on device"]
+    assert report["tmp"] == [8 * MIB, "No space left on device"]
+    assert report["shm"] == [8 * MIB, "No space left on device"]
+    assert report["file_in_grant"] == [12 * MIB, "File too large"]
+    assert report["open_files"][0] < 64 and report["open_files"][1] == "Too many open files"
+    assert report["cpu"] == [-signal.SIGXCPU]
+
+
+def test_the_probe_refuses_a_sandbox_that_would_not_contain_its_reviewer() -> None:
+    jailed = "CapInh:\t0\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\nCapAmb:\t0\nNoNewPrivs:\t1\n"
+    assert contained(jailed + "Seccomp:\t2\n") == ""
+    root = jailed.replace("CapEff:\t0", "CapEff:\t000001fffeffffff")
+    assert "CapEff '000001fffeffffff'" in contained(root + "Seccomp:\t0\n")
+    assert "Seccomp '0'" in contained(jailed + "Seccomp:\t0\n")
+    assert "NoNewPrivs" in contained(jailed.replace("NoNewPrivs:\t1", "NoNewPrivs:\t0"))
 
 
 async def test_the_timeout_ends_the_whole_namespace(
@@ -290,7 +435,7 @@ async def test_grants_follow_the_folder_rules(tmp_path: Path, caplog: Any) -> No
         "import json, os, sys\n"
         "seen = {p: os.path.isdir(p) for p in sys.argv[1:]}\n"
         "open(os.path.join(sys.argv[2], 'written'), 'w').write('ok')\n"
-        "json.dump(seen, open('seen.json', 'w')); print('[]')\n",
+        "json.dump(seen, open(os.path.join(sys.argv[2], 'seen.json'), 'w')); print('[]')\n",
     )
     missing_ro = paths.data_dir / "shared" / "missing"
     made_rw = paths.data_dir / "shared" / "cache"
@@ -304,15 +449,16 @@ async def test_grants_follow_the_folder_rules(tmp_path: Path, caplog: Any) -> No
     with caplog.at_level(logging.WARNING, logger="reviewbot.runtime.reviewers.sandbox"):
         outcome = await review(paths, run, [entry])
     assert outcome.errors == ()
-    seen = json.loads((run.path / "seen.json").read_text())
+    seen = json.loads((made_rw / "seen.json").read_text())
     assert seen == {str(missing_ro): False, str(made_rw): True}
     assert (made_rw / "written").read_text() == "ok"  # created when granted, and writable
     assert not missing_ro.exists()  # a missing read-only grant grants nothing...
     assert "does not exist and grants nothing" in caplog.text  # ...and says so
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder; run as a user")
 async def test_a_folder_that_cannot_be_read_fails_closed(tmp_path: Path) -> None:
+    """By the user reviewers run as: the bot's own, or sandbox_uid under a root bot (which
+    itself could read every folder)."""
     paths, run = workflow(tmp_path)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o000)
@@ -323,10 +469,12 @@ async def test_a_folder_that_cannot_be_read_fails_closed(tmp_path: Path) -> None
     (result,) = outcome.results
     assert result.error is not None and result.error.kind is ReviewerErrorKind.GRANT_REFUSED
     assert "cannot be read" in result.error.detail
+    assert ("uid 65534" in result.error.detail) is (os.geteuid() == 0)
+    assert not marker.exists()
 
 
 SHOW_SECRETS = """
-import json, os
+import json, os, sys
 folder = "secrets"
 files = {}
 if os.path.isdir(folder):
@@ -334,7 +482,8 @@ if os.path.isdir(folder):
         path = os.path.join(folder, name)
         files[name] = [open(path).read(), oct(os.stat(path).st_mode & 0o777)]
 env = {k: v for k, v in os.environ.items() if k.startswith("SECRET_")}
-json.dump({"files": files, "env": env}, open(os.environ["VAR_NAME"] + ".json", "w"))
+out = os.path.join(sys.argv[1], os.environ["VAR_NAME"] + ".json")
+json.dump({"files": files, "env": env}, open(out, "w"))
 print("[]")
 """
 
@@ -359,16 +508,20 @@ async def test_secrets_reach_their_reviewer_alone_and_are_never_logged(
         environ={**os.environ, "LINT_TOKEN": "env-held-lint-token"},
     )
     # The same program, once as "lint" (with secrets), then as "other" (without).
+    out = paths.data_dir / "out"
+    grants = [GrantRule(path=str(out), mode="rw")]
     entries: list[str | ReviewerRule] = [
-        ReviewerRule(command=f"env VAR_NAME=lint {py(show)}", name="lint"),
-        ReviewerRule(command=f"env VAR_NAME=other {py(show)}", name="other"),
+        ReviewerRule(command=f"env VAR_NAME=lint {py(show, str(out))}", name="lint", grants=grants),
+        ReviewerRule(
+            command=f"env VAR_NAME=other {py(show, str(out))}", name="other", grants=grants
+        ),
     ]
     with caplog.at_level(logging.DEBUG):
         outcome = await review(paths, run, entries, sandbox=sandbox)
 
     assert outcome.errors == ()
-    lint = json.loads((run.path / "lint.json").read_text())
-    other = json.loads((run.path / "other.json").read_text())
+    lint = json.loads((out / "lint.json").read_text())
+    other = json.loads((out / "other.json").read_text())
     assert lint == {
         "files": {
             "api_token": ["env-held-lint-token", "0o400"],

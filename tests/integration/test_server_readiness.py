@@ -60,3 +60,39 @@ def test_doctor_exits_non_zero_naming_the_failing_check(
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "FAIL queue_age" in out and "not ready: queue_age, forges" in out
+
+
+REVIEWED = {"github:acme/api": {"reviewers": ["lint"]}}
+
+
+async def test_readyz_names_a_sandbox_that_cannot_contain_the_configured_reviewers(
+    tmp_path: Path,
+) -> None:
+    missing = str(tmp_path / "no-bwrap")
+    settings = make_settings(tmp_path / "data", bwrap=missing, repos=REVIEWED)
+    async with running_server(settings) as server:
+        status, body = await server.get("/readyz")
+        assert status == 503 and body["failing"] == ["sandbox"], body
+        (check,) = [c for c in body["checks"] if c["name"] == "sandbox"]
+        assert check["detail"].startswith("sandbox_unavailable: ")
+        assert "no-bwrap" in check["detail"] and "is not installed" in check["detail"]
+    # Without reviewers nothing waits on the sandbox: ready, and still named.
+    async with running_server(make_settings(tmp_path / "data2", bwrap=missing)) as server:
+        status, body = await server.get("/readyz")
+        assert status == 200, body
+        (check,) = [c for c in body["checks"] if c["name"] == "sandbox"]
+        assert check["ok"] and "no repository has reviewers" in check["detail"]
+
+
+def test_doctor_names_a_sandbox_that_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "reviewbot.toml"
+    config.write_text('[repos."github:acme/api"]\nreviewers = ["lint"]\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(config))
+    monkeypatch.setenv("REVIEWBOT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("REVIEWBOT_BWRAP", str(tmp_path / "no-bwrap"))
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL sandbox: sandbox_unavailable: " in out and "is not installed" in out
+    assert "not ready: sandbox" in out  # (no forge is configured here either)

@@ -231,11 +231,34 @@ def test_dockerfile_command_port_and_health_check() -> None:
 
 def test_dockerfile_runs_as_non_root_with_a_data_volume() -> None:
     found = dockerfile()
-    assert found["USER"][-1] not in ("root", "0")
+    user = found["USER"][-1].split(":")[0]
+    assert user not in ("root", "0") and user.isidentifier()
+    # A name the image creates itself, with a uid that is not 0.
+    created = [r for r in found["RUN"] if re.search(rf"useradd\b.*\b{user}\b", r)]
+    assert created, f"the Dockerfile never creates the user {user!r}"
+    uid = re.search(r"--uid\s+(\d+)", created[0])
+    assert uid is not None and int(uid.group(1)) != 0
     assert found["VOLUME"] == ['["/data"]'] and _docker_env()["REVIEWBOT_DATA_DIR"] == "/data"
     for src in found["COPY"]:
         for part in src.split()[:-1]:
             assert (ROOT / part).exists(), f"Dockerfile copies missing {part}"
+
+
+def _apt_installs(found: dict[str, list[str]]) -> set[str]:
+    """The packages the image's RUN lines install with apt-get (or apt)."""
+    packages: set[str] = set()
+    for run in found.get("RUN", []):
+        for command in re.split(r"&&|;|\|\|", run):
+            words = shlex.split(command)
+            if words[:1] in (["apt-get"], ["apt"]) and "install" in words:
+                rest = words[words.index("install") + 1 :]
+                packages |= {w for w in rest if not w.startswith("-")}
+    return packages
+
+
+def test_dockerfile_installs_bubblewrap_for_the_reviewer_sandbox() -> None:
+    """Without it configured reviewers never run in the image (sandbox_unavailable)."""
+    assert "bubblewrap" in _apt_installs(dockerfile())
 
 
 def test_health_route_exists() -> None:

@@ -7,8 +7,12 @@ import re
 import pytest
 
 from reviewbot.core.findings import (
+    MAX_INLINE_CHARS,
+    MAX_INLINE_COMMENTS,
     Finding,
     Severity,
+    bound_findings,
+    finding_bytes,
     inline_comments,
     merge_findings,
     summary_lines,
@@ -87,3 +91,56 @@ def test_output_the_runner_cannot_use_is_malformed_never_an_exception(
 ) -> None:
     with pytest.raises(MalformedFindings, match=re.escape(expected)):
         parse_findings(raw)
+
+
+def _many(n: int, severity: Severity, size: int = 10) -> list[Finding]:
+    return [Finding(f"f{i}.py", i + 1, "m" * size, severity) for i in range(n)]
+
+
+def test_a_run_keeps_at_most_so_many_findings_errors_first_in_their_order() -> None:
+    infos, errors = _many(30, Severity.INFO), _many(3, Severity.ERROR)
+    findings = infos[:10] + errors + infos[10:]
+    kept, dropped = bound_findings(findings, count=5, total_bytes=10**6)
+    assert dropped == len(findings) - 5
+    assert kept == tuple(errors + infos[:2]) or kept == tuple(infos[:2] + errors)
+    assert kept == tuple(f for f in findings if f in kept)  # the original order
+
+
+def test_a_run_keeps_at_most_so_many_bytes_and_never_loses_its_first_error() -> None:
+    big_error = Finding("a.py", 1, "e" * 5000, Severity.ERROR)
+    small = _many(10, Severity.WARNING, size=90)  # 96 bytes each with their paths
+    kept, dropped = bound_findings([*small, big_error], count=100, total_bytes=1000)
+    # The error is kept although it alone weighs more than the bound: dropping it would
+    # turn a request for changes into an approval. Nothing else fits beside it.
+    assert kept == (big_error,) and dropped == 10
+    kept, dropped = bound_findings(small, count=100, total_bytes=1000)
+    assert len(kept) == 10 and sum(finding_bytes(f) for f in kept) <= 1000 and dropped == 0
+    kept, dropped = bound_findings(small * 2, count=100, total_bytes=1000)
+    assert len(kept) == 10 and dropped == 10
+
+
+def test_a_cut_never_turns_errors_into_an_approval() -> None:
+    findings = [*_many(600, Severity.INFO), ERROR]  # the error printed last
+    kept, _ = bound_findings(findings, count=500, total_bytes=10**6)
+    assert merge_findings(APPROVE, kept).kind is VerdictKind.REQUEST_CHANGES
+
+
+def test_inline_comments_are_bounded_in_number_and_size_errors_first() -> None:
+    infos, errors = _many(80, Severity.INFO), _many(5, Severity.ERROR)
+    comments = inline_comments(infos + errors)
+    assert len(comments) == MAX_INLINE_COMMENTS
+    assert [c.path for c in comments[-5:]] == [f.path for f in errors]  # kept, in order
+    huge = _many(40, Severity.WARNING, size=9000)
+    comments = inline_comments(huge)
+    assert sum(len(c.body) for c in comments) <= MAX_INLINE_CHARS
+    assert len(comments) == MAX_INLINE_CHARS // (9000 + len("**warning**: "))
+
+
+def test_the_summary_says_how_many_findings_are_not_inline_and_where_they_are() -> None:
+    findings = _many(120, Severity.WARNING)
+    lines = summary_lines(findings, pull="gitea:acme/api#12")
+    assert lines == [
+        "External reviewers reported 120 warnings (see inline comments).",
+        "70 findings are not shown inline, to keep the review within the forge's limits: "
+        "`reviewbot explain gitea:acme/api#12` lists them all.",
+    ]

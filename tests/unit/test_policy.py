@@ -4,6 +4,7 @@ import pytest
 
 from reviewbot.core.models import CheckResult, CheckState, RequiredChecks, ReviewEvent, RulesGap
 from reviewbot.core.policy import (
+    MAX_REVIEW_BODY_CHARS,
     CheckOutcome,
     Verdict,
     VerdictKind,
@@ -385,3 +386,23 @@ def test_readable_rules_beside_an_unreadable_part_still_count() -> None:
     partly = RequiredChecks(("lint",)).joined(HIDDEN)
     v = evaluate(partly, ["ci/*"], [ok("ci/test")])
     assert v.kind is VerdictKind.WAITING and v.missing == ("lint",)
+
+
+def test_a_review_body_over_the_forge_limit_is_cut_with_a_pointer_and_its_marker() -> None:
+    names = [f"ci/job-{i:05d}-" + "x" * 200 for i in range(1000)]  # ~210 KB of failed checks
+    v = evaluate(
+        RequiredChecks(tuple(names)), [], [CheckResult(n, CheckState.FAILURE) for n in names]
+    )
+    body = render_review_body(v, MARKER, pull="github:acme/api#7")
+    assert len(body) <= MAX_REVIEW_BODY_CHARS
+    lines = body.splitlines()
+    assert lines[0] == "Changes requested: 1000 required checks failed."
+    assert lines[-1] == MARKER  # the outbox still finds its review
+    cut = lines[-3]
+    assert cut.startswith("... ") and "more lines were cut" in cut
+    assert "`reviewbot explain github:acme/api#7` shows the whole record" in cut
+    shown = sum(1 for line in lines if line.startswith("- `ci/job-"))
+    assert int(cut.split()[1]) == 1000 - shown  # exactly the lines left out are counted
+    # A body within the limit is left whole.
+    small = render_review_body(v, MARKER, pull="github:acme/api#7", limit=10**7)
+    assert "more lines were cut" not in small and len(small) > MAX_REVIEW_BODY_CHARS

@@ -54,10 +54,10 @@ PINNED_NAMES = {
 }
 
 # Writes the environment it received to env.json in the run folder, prints no findings.
+# Its whole environment, as the message of its one finding.
 DUMP_ENV = (
-    "import json, os, pathlib; "
-    "pathlib.Path(os.environ['REVIEWBOT_RUN_FOLDER'], 'env.json')"
-    ".write_text(json.dumps(dict(os.environ))); print('[]')"
+    "import json, os; print(json.dumps([{'path': 'env', 'line': 1, 'severity': 'info', "
+    "'message': json.dumps(dict(os.environ))}]))"
 )
 
 
@@ -158,7 +158,8 @@ async def test_a_real_child_sees_exactly_the_allow_list(
         )
 
     assert outcome.errors == ()
-    child = json.loads((run.path / "env.json").read_text())
+    (dumped_env,) = outcome.findings
+    child = json.loads(dumped_env.message)
     # PWD is the sandbox's: bwrap sets it to the folder it starts the reviewer in.
     assert child.pop("PWD") == str(run.path)
     assert set(child) == PINNED_NAMES | {"VAR_FROM_PARENT", "STEP_NAME", "VAR_FORGE", "VAR_NUMBER"}

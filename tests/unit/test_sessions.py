@@ -8,6 +8,7 @@ import pytest
 
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.runtime.reviewers.sessions import (
+    MAX_FINDING_BYTES_PER_RUN,
     NotSessionOwner,
     SessionError,
     SessionExists,
@@ -112,6 +113,16 @@ def test_ending_a_run_revokes_its_steps_and_returns_its_findings() -> None:
         s.resolve(step, "a")
     with pytest.raises(SessionNotFound):
         s.record_finding("run", finding)
+
+
+def test_a_run_refuses_findings_past_its_byte_bound() -> None:
+    s = SessionManager()
+    s.open_run("run", db_access=DBAccess.READ_WRITE)
+    big = Finding("a.py", 1, "m" * 9996, Severity.WARNING)  # 10000 bytes with its path
+    for n in range(MAX_FINDING_BYTES_PER_RUN // 10000):
+        assert s.record_finding("run", big) == n + 1
+    with pytest.raises(SessionError, match="bytes of findings"):
+        s.record_finding("run", big)
 
 
 def test_expired_tokens_are_pruned() -> None:

@@ -1,7 +1,8 @@
 """``reviewbot doctor``: the readiness checks of ``GET /readyz``, and what the bot may do.
 
 It checks the store (a write commits), the queue (the oldest delivery waiting to be gated
-is younger than ready_max_queue_age_s) and each configured forge (it answers). For every
+is younger than ready_max_queue_age_s), each configured forge (it answers) and the reviewer
+sandbox (probed here as serve would, as this user: run it as the bot's user). For every
 configured repository it then reads what the bot's credentials hold there (a GitHub App
 installation's permissions, or the access the forge shows the token's account) and prints
 each permission the bot lacks, what fails without it and where to grant it; for a
@@ -28,13 +29,14 @@ from reviewbot.core.models import RepoRef
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.health import Check, readiness
+from reviewbot.runtime.reviewers.sandbox import Sandbox
 from reviewbot.workflowdb.bootstrap import open_store
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "doctor",
-        help="check that the bot is ready: store, queue, forges, permissions, workers",
+        help="check that the bot is ready: store, queue, forges, permissions, sandbox, workers",
         description=__doc__,
         epilog="Examples:\n  reviewbot doctor\n  reviewbot doctor --server http://127.0.0.1:8080",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -65,8 +67,11 @@ async def local_checks(settings: Settings) -> list[Check]:
 
     db = await asyncio.to_thread(open_store, settings)
     forges = configured_forges(settings)
+    sandbox = await asyncio.to_thread(Sandbox.from_settings, settings)
     try:
-        checks = await readiness(settings, db, forges, time.time, expect_workers=False)
+        checks = await readiness(
+            settings, db, forges, time.time, expect_workers=False, sandbox=sandbox.state
+        )
         if not forges:
             checks.append(
                 Check(

@@ -3,8 +3,10 @@
 Give a delivery id (as answered by the webhook or the API) or a PR reference
 ``FORGE:OWNER/REPO#N``. Every recorded decision is shown with all its reasons: the gate's
 (was the delivery for a PR head the bot should look at?), the review verdicts (what the
-required checks said, and what was posted at which head) and, for a PR, its merge and its
-lease history (who held the reviewer and merger leases, and how each claim ended).
+required checks said, and what was posted at which head) and, for a PR, its merge, its
+lease history (who held the reviewer and merger leases, and how each claim ended) and every
+finding of the external reviewers at the newest reviewed head (a review shows only a
+bounded part of them inline).
 ``--json`` prints the same records for scripts (the shape of the HTTP API).
 """
 
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
                             "decisions": [r.to_json() for r in facts.decisions],
                             "reviews": [r.to_json() for r in facts.reviews],
                             "merge": facts.merge,
+                            "findings": facts.findings_json(),
                             "lease_history": history.to_json()["history"],
                         }
                     )

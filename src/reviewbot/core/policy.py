@@ -174,13 +174,26 @@ def evaluate(
     return Verdict(kind, reason, failed, pending, missing_t, passed, gaps)
 
 
-def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ()) -> str:
+# The longest review body a forge takes (GitHub's limit; used for Gitea too).
+MAX_REVIEW_BODY_CHARS = 65536
+
+
+def render_review_body(
+    verdict: Verdict,
+    marker: str,
+    notes: Sequence[str] = (),
+    *,
+    pull: str | None = None,
+    limit: int = MAX_REVIEW_BODY_CHARS,
+) -> str:
     """The review text for ``verdict``, ending with the hidden ``marker`` line.
 
     Check names and URLs come from CI systems, so they are neutralised before they reach
     markdown: no line breaks, no HTML (a name must never be able to forge a marker).
     ``notes`` are extra lines put before the marker (the external reviewers' summary);
-    the caller neutralises them.
+    the caller neutralises them. The whole text is at most ``limit`` characters: a longer
+    one is cut at a line, and says how much was left out and that ``reviewbot explain PULL``
+    shows the whole record, so that the review still posts.
     """
     if "\n" in marker or "\r" in marker:
         raise ValueError("the marker must be a single line")
@@ -229,8 +242,27 @@ def render_review_body(verdict: Verdict, marker: str, notes: Sequence[str] = ())
         )
     if notes:
         lines.extend(["", *(line for note in notes for line in note.splitlines())])
-    lines.extend(["", marker])
-    return "\n".join(lines)
+    return _fit(lines, marker, pull, limit)
+
+
+def _fit(lines: list[str], marker: str, pull: str | None, limit: int) -> str:
+    whole = "\n".join([*lines, "", marker])
+    if len(whole) <= limit:
+        return whole
+    where = f"`reviewbot explain {_clean(pull)}`" if pull else "`reviewbot explain`"
+    kept: list[str] = []
+    used = 0
+    for n, line in enumerate(lines):
+        cut = (
+            f"... {len(lines) - n} more lines were cut to keep this review within the "
+            f"forge's {limit}-character limit; {where} shows the whole record."
+        )
+        # What is left if this line goes in: the cut note, the marker and their breaks.
+        if used + len(line) + 1 + len(cut) + len(marker) + 4 > limit:
+            return "\n".join([*kept, "", cut, "", marker])
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join([*kept, "", marker])  # unreachable: the whole text was too long
 
 
 def _fails(state: CheckState) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewbot.core.clock import iso
+from reviewbot.core.findings import Finding
 from reviewbot.core.models import PullRef
 from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
@@ -77,17 +78,40 @@ class PullFacts:
     decisions: list[DecisionRecord]
     reviews: list[ReviewDecision]
     merge: dict[str, Any] | None
+    # The external reviewers' findings at the newest reviewed head: the whole list, of
+    # which a review shows at most a bounded part inline.
+    findings: tuple[Finding, ...] = ()
 
     def text(self) -> str:
-        return explain_pull(self.shown, self.decisions, self.reviews, self.merge)
+        text = explain_pull(self.shown, self.decisions, self.reviews, self.merge)
+        if self.findings and self.reviews:
+            head = self.reviews[0].head_sha[:12]
+            text += f"\nExternal reviewers' findings at {head} ({len(self.findings)}):\n"
+            text += "\n".join(
+                f"  - {f.severity.value} {f.path}:{f.line}: {' '.join(f.message.split())}"
+                for f in self.findings
+            )
+        return text
+
+    def findings_json(self) -> list[dict[str, Any]]:
+        return [
+            {"path": f.path, "line": f.line, "severity": f.severity.value, "message": f.message}
+            for f in self.findings
+        ]
 
 
 def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int) -> PullFacts:
     """The newest ``limit`` gate decisions and review verdicts of a PR, and its merge."""
     rows = decisions.for_pull(db, forge=pr.forge, repo=pr.full_name, number=pr.number, limit=limit)
-    reviews = ReviewStore(db, clock).decisions(pr.forge, pr.full_name, pr.number, limit=limit)
+    store = ReviewStore(db, clock)
+    reviews = store.decisions(pr.forge, pr.full_name, pr.number, limit=limit)
     shown = f"{pr.forge}:{repositories.display_name(db, pr.forge, pr.full_name)}#{pr.number}"
-    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr))
+    findings = (
+        store.reviewer_findings(pr.forge, pr.full_name, pr.number, reviews[0].head_sha)
+        if reviews
+        else None
+    )
+    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or ())
 
 
 def merge_of(db: Database, pr: PullRef) -> dict[str, Any] | None:

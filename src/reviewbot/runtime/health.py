@@ -2,8 +2,10 @@
 
 ``store_writable`` (a real write commits), ``workers_alive`` (the pool is at full size),
 ``queue_age`` (the oldest delivery waiting to be gated is younger than
-``ready_max_queue_age_s``) and ``forge_<name>`` (one live request is answered within its rate
-limits; ``unreachable: URL`` when no answer came).
+``ready_max_queue_age_s``), ``forge_<name>`` (one live request is answered within its rate
+limits; ``unreachable: URL`` when no answer came) and ``sandbox`` (external reviewers can be
+contained: failing with ``sandbox_unavailable`` and the probe's reason when some repository
+has reviewers and the sandbox cannot run, since none of them would).
 
 ``/readyz`` needs no token and the status page checks readiness on every load, while each
 forge probe is one request on the bot's own forge credentials and rate limit. So the server
@@ -26,6 +28,7 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.reuse import Reused
+from reviewbot.runtime.reviewers.sandbox import SandboxState
 from reviewbot.store import journal
 from reviewbot.store.database import Database
 
@@ -53,9 +56,11 @@ async def readiness(
     expect_workers: bool = True,
     queue_age: bool = True,
     probes: ForgeProbes | None = None,
+    sandbox: SandboxState | None = None,
 ) -> list[Check]:
     """Every check, failing or not; ``pool`` ``None`` with ``expect_workers`` fails it.
-    Without ``probes`` every forge is asked now (``reviewbot doctor``)."""
+    Without ``probes`` every forge is asked now (``reviewbot doctor``). ``sandbox`` is the
+    reviewer sandbox's probed state (``None``: this process runs no reviewer)."""
     checks = [await _store(db, clock)]
     if expect_workers:
         checks.append(_workers(pool))
@@ -63,7 +68,30 @@ async def readiness(
         checks.append(await _queue_age(settings, db, clock))
     for name, forge in sorted(forges.items()):
         checks.append(await (probes.check(name, forge) if probes else _forge(name, forge)))
+    if sandbox is not None:
+        checks.append(sandbox_check(settings, sandbox))
     return checks
+
+
+def sandbox_check(settings: Settings, state: SandboxState) -> Check:
+    """Whether the configured reviewers can run contained (see the module's text)."""
+    tables = [settings.defaults, *settings.repos.values()]
+    with_reviewers = sum(1 for rules in tables if rules is not None and rules.reviewers)
+    if state.enforced:
+        uid = state.describe()["host_uid"]
+        return Check("sandbox", True, f"reviewers run under {state.bwrap} as host uid {uid}")
+    if state.mode == "off":
+        return Check("sandbox", True, 'off: reviewers run without the sandbox (sandbox = "off")')
+    if not with_reviewers:
+        return Check(
+            "sandbox", True, f"unavailable, and no repository has reviewers: {state.reason}"
+        )
+    return Check(
+        "sandbox",
+        False,
+        f"sandbox_unavailable: {state.reason}; the reviewers of {with_reviewers} "
+        f"repository table{'s' if with_reviewers != 1 else ''} will not run",
+    )
 
 
 class ForgeProbes:

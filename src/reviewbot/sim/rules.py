@@ -31,6 +31,8 @@ GITEA_REVIEW_STATES = {
     "COMMENTED": "COMMENT",
 }
 GITEA_KNOWN_EVENTS = ("APPROVED", "REQUEST_CHANGES", "COMMENT", "PENDING")
+# GitHub refuses a longer review body; the simulator holds both forges to it.
+MAX_REVIEW_BODY = 65536
 
 
 class ForgeRules(SimCore):
@@ -47,6 +49,12 @@ class ForgeRules(SimCore):
     ) -> SimReview:
         """A review created through the API, with each forge's rules for ``event``."""
         pull = self._api_pull(repo, number)
+        if len(body) > MAX_REVIEW_BODY:
+            raise ApiError(
+                422,
+                "Unprocessable Entity",
+                errors=[f"body is too long (maximum is {MAX_REVIEW_BODY} characters)"],
+            )
         commit = commit_id or pull.head_sha
         if commit not in repo.commits:
             raise ApiError(422, "Unprocessable Entity", errors=["Commit not found"])

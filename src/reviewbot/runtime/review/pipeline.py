@@ -166,6 +166,11 @@ class ReviewOutcome:
         }
 
 
+# Reviewer errors named one by one among a decision's blockers (the PR state comment shows
+# them); the rest are counted.
+MAX_ERROR_BLOCKERS = 20
+
+
 def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str, ...]:
     out = [
         f"{c.name} {c.state.value.replace('_', ' ')}" + (f" ({c.url})" if c.url else "")
@@ -176,7 +181,10 @@ def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str
     if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
         out.append("no required checks are configured")
     out += [gap.describe() for gap in verdict.unreadable]
-    out += [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
+    errors = [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
+    out += errors[:MAX_ERROR_BLOCKERS]
+    if len(errors) > MAX_ERROR_BLOCKERS:
+        out.append(f"{len(errors) - MAX_ERROR_BLOCKERS} more reviewer errors")
     return tuple(out)
 
 
@@ -628,7 +636,8 @@ class ReviewPipeline:
         verdict = _verdict(rules, checks)
         found = findings or ()
         verdict = merge_findings(verdict, found)
-        notes = summary_lines(found)
+        shown = f"{pull.forge}:{request.repo}#{pull.number}"
+        notes = summary_lines(found, pull=shown)
         outboxes: list[NewOutbox] = []
         event = verdict.review_event
         if event is not None:
@@ -636,7 +645,9 @@ class ReviewPipeline:
                 NewOutbox(
                     verdict=verdict.kind.value,
                     event=event.value,
-                    render_body=lambda marker: policy.render_review_body(verdict, marker, notes),
+                    render_body=lambda marker: policy.render_review_body(
+                        verdict, marker, notes, pull=shown
+                    ),
                     comments=inline_comments(found),
                 )
             )

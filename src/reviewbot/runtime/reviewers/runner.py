@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import shlex
@@ -28,17 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.config import ReviewerRule, Settings
-from reviewbot.core.findings import Finding, inline_comments, merge_findings
+from reviewbot.core.findings import Finding, bound_findings, inline_comments, merge_findings
 from reviewbot.core.models import InlineComment, PullRequestSnapshot
 from reviewbot.core.policy import Verdict
 from reviewbot.runtime.reviewers.findings import MalformedFindings, parse_findings
 from reviewbot.runtime.reviewers.runs import RunFolder, delivery_document, run_id_for, start_run
-from reviewbot.runtime.reviewers.sandbox import PrepareFailed, Sandbox, command_of, probe
+from reviewbot.runtime.reviewers.sandbox import Launch, PrepareFailed, Sandbox, command_of, probe
 from reviewbot.runtime.reviewers.sessions import SessionExists, SessionManager
 from reviewbot.runtime.reviewers.tools import run_tools
 from reviewbot.workflowdb.access import DBAccess, session_access
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.query import DEFAULT_LIMITS, QueryLimits
+
+log = logging.getLogger(__name__)
 
 # Exactly these names, plus the prefixes below, may reach a reviewer. PATH, HOME and LANG
 # come from the bot's environment; the REVIEWBOT_* values are set for the step.
@@ -64,10 +67,26 @@ DRAIN_AFTER_EXIT_S = 2.0
 
 @dataclass(frozen=True)
 class ReviewerLimits:
+    """The runner's bounds (the sandbox's own are :class:`SandboxLimits`, probed with it).
+    Findings over a bound are dropped and counted, errors kept first."""
+
     timeout_s: float = 300.0
     max_stdout_bytes: int = 1024 * 1024
     max_stderr_bytes: int = 64 * 1024  # kept for the record; the rest is read and dropped
-    max_findings: int = 500  # per reviewer; more are dropped and counted
+    max_findings: int = 500  # per reviewer
+    max_run_findings: int = 1000  # per run: every reviewer's, and those recorded by tool
+    max_run_findings_bytes: int = 1024 * 1024  # their paths and messages, per run
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReviewerLimits:
+        limits = settings.reviewer_limits
+        return cls(
+            timeout_s=limits.timeout_s,
+            max_stdout_bytes=limits.stdout_bytes,
+            max_findings=limits.findings,
+            max_run_findings=limits.run_findings,
+            max_run_findings_bytes=limits.run_findings_bytes,
+        )
 
 
 class ReviewerErrorKind(StrEnum):
@@ -115,6 +134,7 @@ class ReviewersOutcome:
 
     results: tuple[ReviewerResult, ...]
     findings: tuple[Finding, ...]
+    dropped_findings: int = 0  # over the run's bounds
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -231,12 +251,13 @@ async def run_reviewer(
     env: Mapping[str, str],
     limits: ReviewerLimits = ReviewerLimits(),
     session_id: str | None = None,
-    wrap: Callable[[list[str]], list[str]] | None = None,
+    launch: Callable[[list[str]], Launch] | None = None,
 ) -> ReviewerResult:
     """Run one reviewer command and read its findings. Never raises for a reviewer's fault.
 
-    ``wrap`` turns the reviewer's argv into the sandbox's (``None``: run it as it is). The
-    timeout counts until the reviewer exits; its output is then read for a short bound.
+    ``launch`` turns the reviewer's argv into the sandbox's, with its resource limits
+    (``None``: run it as it is). The timeout counts until the reviewer exits; its output is
+    then read for a short bound.
     """
 
     def failed(kind: ReviewerErrorKind, detail: str, **kw: Any) -> ReviewerResult:
@@ -249,17 +270,24 @@ async def run_reviewer(
     if not argv:
         return failed(ReviewerErrorKind.SPAWN_FAILED, "the command is empty")
     try:
+        started = launch(argv) if launch is not None else Launch(argv)
+    except OSError as exc:
+        return failed(ReviewerErrorKind.SPAWN_FAILED, f"cannot start {argv[0]!r}: {exc.strerror}")
+    try:
         proc = await asyncio.create_subprocess_exec(
-            *(wrap(argv) if wrap is not None else argv),
+            *started.argv,
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, so a timeout kills it all
+            **started.popen_kwargs(),
         )
     except OSError as exc:
         return failed(ReviewerErrorKind.SPAWN_FAILED, f"cannot start {argv[0]!r}: {exc.strerror}")
+    finally:
+        started.close()
 
     out = _Output()
     timed_out = False
@@ -292,14 +320,16 @@ async def run_reviewer(
         findings = parse_findings(bytes(out.stdout), source=session_id or command)
     except MalformedFindings as exc:
         return failed(ReviewerErrorKind.MALFORMED_OUTPUT, str(exc), exit_code=code, stderr=stderr)
-    kept = findings[: limits.max_findings]
+    kept, dropped = bound_findings(
+        findings, count=limits.max_findings, total_bytes=limits.max_run_findings_bytes
+    )
     return ReviewerResult(
         command,
         session_id,
-        findings=tuple(kept),
+        findings=kept,
         exit_code=code,
         stderr=stderr,
-        dropped_findings=len(findings) - len(kept),
+        dropped_findings=dropped,
     )
 
 
@@ -456,7 +486,7 @@ async def run_external_reviewers(
                 env=env,
                 limits=limits,
                 session_id=child.id,
-                wrap=prepared.wrap,
+                launch=prepared.launch,
             )
         finally:
             sessions.end(child.id)
@@ -464,7 +494,15 @@ async def run_external_reviewers(
         results.append(result)
     printed = [f for r in results for f in r.findings]
     recorded = sessions.findings(run_session_id)
-    return ReviewersOutcome(tuple(results), tuple(printed + recorded))
+    kept, dropped = bound_findings(
+        printed + recorded,
+        count=limits.max_run_findings,
+        total_bytes=limits.max_run_findings_bytes,
+    )
+    dropped += sum(r.dropped_findings for r in results)
+    if dropped:
+        log.warning("external reviewers: %d findings over the limits were dropped", dropped)
+    return ReviewersOutcome(tuple(results), kept, dropped)
 
 
 async def review_in_run(

@@ -1,15 +1,21 @@
 """The reviewer sandbox at run time: the start-up probe, grants, secrets and the launcher.
 
-A reviewer runs under bubblewrap or not at all. :func:`probe` tries ``bwrap`` once, with the
-very flags a reviewer gets; when it is missing or cannot create the namespaces, every
-reviewer is refused with ``sandbox_unavailable`` and the reason, unless the operator set
-``sandbox = "off"`` (logged as an error at start, and shown by :meth:`SandboxState.describe`).
+A reviewer runs under bubblewrap or not at all. :func:`probe` runs ``bwrap`` once, with the
+very flags, limits and user a reviewer gets, and reads the ``/proc/self/status`` of what runs
+inside: it must hold no capability, be under the system-call filter and unable to gain
+privileges. When ``bwrap`` is missing, cannot create the namespaces (user namespaces refused
+by the kernel), or what runs inside is not contained, every reviewer is refused with
+``sandbox_unavailable`` and the reason, unless the operator set ``sandbox = "off"`` (logged
+as an error at start, and shown by :meth:`SandboxState.describe`). A bot running as root
+hands its reviewers to an unprivileged host user (``sandbox_uid``, see
+:mod:`reviewbot.core.sandbox`); it never runs them with its own privileges.
 
 :meth:`Sandbox.prepare` turns one reviewer entry of the repository rules into what the
 runner needs: the command, the ``SECRET_*`` variables of that reviewer alone, a function that
-wraps its argv in ``bwrap`` with its mounts, and a cleanup that removes its secret files.
-Anything that cannot be honoured (no sandbox, a grant refused, a secret without a value) is a
-:class:`PrepareFailed`, and the reviewer does not run.
+turns its argv into a :class:`Launch` (the ``bwrap`` command line, the descriptors it reads,
+the resource limits), and a cleanup that removes its secret files. Anything that cannot be
+honoured (no sandbox, a grant refused, a secret without a value) is a :class:`PrepareFailed`,
+and the reviewer does not run.
 """
 
 from __future__ import annotations
@@ -19,33 +25,48 @@ import errno
 import functools
 import logging
 import os
+import platform
+import re
+import resource
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from reviewbot.config import ReviewerRule, ReviewerSettings, Settings
 from reviewbot.core.errors import Refused
 from reviewbot.core.sandbox import (
+    DEFAULT_LIMITS,
     SYSTEM_PATHS,
+    DataFile,
     GrantRefused,
+    HostUser,
     Mount,
+    SandboxLimits,
     SandboxSpec,
     bwrap_argv,
     check_grant,
     forbidden_files,
     grant_path,
+    may_access,
     system_mounts,
 )
-from reviewbot.runtime.reviewers.runs import RunFolder, RunFolderError, grant_folder
+from reviewbot.core.seccomp import UnsupportedArchitecture, filter_program
+from reviewbot.runtime.reviewers.runs import DELIVERY_FILE, RunFolder, RunFolderError, grant_folder
 from reviewbot.workflowdb.paths import WorkflowPaths
 
 log = logging.getLogger(__name__)
 
 SECRETS_FOLDER = "secrets"  # in the run folder, while the reviewer that owns them runs
 PROBE_TIMEOUT_S = 10.0
+# Where the probe's run folder is (inside the sandbox only: it is a tmpfs).
+PROBE_RUN_FOLDER = PurePosixPath("/reviewbot-probe/run")
+# --size needs bubblewrap 0.5; older ones are refused by name rather than by a usage error.
+MIN_BWRAP = (0, 5)
 
 
 @dataclass(frozen=True)
@@ -56,6 +77,8 @@ class SandboxState:
     bwrap: str | None  # the binary's path, when found
     available: bool
     reason: str = ""  # why it is not available (or why it is off)
+    limits: SandboxLimits = DEFAULT_LIMITS
+    drop_to: HostUser | None = None  # the host user reviewers become (the bot runs as root)
 
     @property
     def enforced(self) -> bool:
@@ -69,7 +92,15 @@ class SandboxState:
     def describe(self) -> dict[str, object]:
         """For health and runtime views."""
         status = "enforced" if self.enforced else "off" if self.mode == "off" else "unavailable"
-        return {"status": status, "mode": self.mode, "bwrap": self.bwrap, "reason": self.reason}
+        user = self.drop_to
+        return {
+            "status": status,
+            "mode": self.mode,
+            "bwrap": self.bwrap,
+            "reason": self.reason,
+            # The host uid reviewers run as: the bot's own, or sandbox_uid under a root bot.
+            "host_uid": user.uid if user is not None else os.geteuid(),
+        }
 
 
 def _python_prefixes() -> tuple[PurePosixPath, ...]:
@@ -78,34 +109,120 @@ def _python_prefixes() -> tuple[PurePosixPath, ...]:
     return tuple(seen)
 
 
-def probe(mode: str = "on", *, bwrap: str = "bwrap") -> SandboxState:
-    """Try the sandbox once; never raises. ``mode == "off"`` skips the probe."""
+def probe(
+    mode: str = "on",
+    *,
+    bwrap: str = "bwrap",
+    limits: SandboxLimits = DEFAULT_LIMITS,
+    sandbox_uid: int = 65534,
+    sandbox_gid: int = 65534,
+) -> SandboxState:
+    """Try the sandbox once; never raises. ``mode == "off"`` skips the probe.
+
+    ``sandbox_uid``/``sandbox_gid`` are the host user reviewers become when the bot runs as
+    root (see :mod:`reviewbot.core.sandbox`); a bot running as another user runs them as
+    itself.
+    """
     if mode == "off":
-        return SandboxState("off", shutil.which(bwrap), False, 'sandbox = "off" in the settings')
-    return _probe_cached(bwrap)
+        return SandboxState(
+            "off", shutil.which(bwrap), False, 'sandbox = "off" in the settings', limits
+        )
+    return _probe_cached(bwrap, limits, sandbox_uid, sandbox_gid)
 
 
 @functools.cache
-def _probe_cached(bwrap: str) -> SandboxState:
+def _probe_cached(bwrap: str, limits: SandboxLimits, uid: int, gid: int) -> SandboxState:
+    def unavailable(found: str | None, reason: str) -> SandboxState:
+        return SandboxState("on", found, False, reason, limits)
+
     found = shutil.which(bwrap)
     if found is None:
-        return SandboxState("on", None, False, f"{bwrap!r} is not installed (package bubblewrap)")
-    spec = SandboxSpec(found, ("true",), PurePosixPath("/"), system_mounts(_python_prefixes()))
+        return unavailable(None, f"{bwrap!r} is not installed (package bubblewrap)")
+    drop_to = None
+    if os.geteuid() == 0:
+        if uid == 0 or gid == 0:
+            return unavailable(found, "sandbox_uid and sandbox_gid must not be 0 (root)")
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            return unavailable(
+                found, "the bot runs as root and 'setpriv' (package util-linux) is missing"
+            )
+        drop_to = HostUser(uid, gid, setpriv)
+    too_old = _too_old(found)
+    if too_old:
+        return unavailable(found, too_old)
+    state = SandboxState("on", found, True, "", limits, drop_to)
+    cat = shutil.which("cat") or "/bin/cat"
+    try:
+        launch = Launcher(state, environ=os.environ).launch(
+            [cat, "/proc/self/status"],
+            cwd=PROBE_RUN_FOLDER,
+            mounts=system_mounts() + tuple(Mount(p) for p in _python_prefixes()),
+            files=((PROBE_RUN_FOLDER / DELIVERY_FILE, None, 0o444),),
+        )
+    except UnsupportedArchitecture as exc:
+        return unavailable(found, exc.detail)
+    except OSError as exc:
+        return unavailable(found, f"the sandbox could not be prepared: {exc}")
     try:
         done = subprocess.run(  # noqa: S603 - a fixed argv, no shell
-            bwrap_argv(spec),
+            launch.argv,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT_S,
             check=False,
+            **launch.popen_kwargs(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return SandboxState("on", found, False, f"{found} could not be started: {exc}")
+        return unavailable(found, f"{found} could not be started: {exc}")
+    finally:
+        launch.close()
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = why[-1] if why else f"exit status {done.returncode}"
-        return SandboxState("on", found, False, f"{found} cannot create namespaces: {reason}")
-    return SandboxState("on", found, True)
+        return unavailable(found, f"{found} cannot create the sandbox: {reason}")
+    leak = contained(done.stdout.decode("utf-8", "replace"))
+    if leak:
+        return unavailable(found, f"a reviewer would not be contained: {leak}")
+    return state
+
+
+def _too_old(bwrap: str) -> str:
+    """Why ``bwrap`` is too old for the sandbox's flags; empty when it is not (or when it
+    does not say: the probe itself then tells)."""
+    try:
+        done = subprocess.run(  # noqa: S603 - a fixed argv, no shell
+            [bwrap, "--version"], capture_output=True, timeout=PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    found = re.search(rb"(\d+)\.(\d+)", done.stdout)
+    if found is None:
+        return ""
+    version = (int(found.group(1)), int(found.group(2)))
+    if version < MIN_BWRAP:
+        have = ".".join(map(str, version))
+        return f"{bwrap} is bubblewrap {have}; the sandbox needs 0.5 or newer (--size)"
+    return ""
+
+
+def contained(status: str) -> str:
+    """What a ``/proc/self/status`` read inside the sandbox shows that it should not:
+    a capability, no system-call filter, a way to gain privileges. Empty when none."""
+    fields = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(":") for line in status.splitlines())
+    )
+    problems = [
+        f"{key} {fields.get(key)!r}"
+        for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+        if fields.get(key, "").strip("0") != "" or key not in fields
+    ]
+    if fields.get("Seccomp") != "2":
+        problems.append(f"Seccomp {fields.get('Seccomp')!r} (2: filtered)")
+    if fields.get("NoNewPrivs") != "1":
+        problems.append(f"NoNewPrivs {fields.get('NoNewPrivs')!r}")
+    return ", ".join(problems)
 
 
 def announce(state: SandboxState) -> None:
@@ -118,7 +235,163 @@ def announce(state: SandboxState) -> None:
     elif not state.available:
         log.error("sandbox unavailable, external reviewers will not run: %s", state.reason)
     else:
-        log.info("external reviewers run under %s", state.bwrap)
+        user = state.drop_to
+        log.info(
+            "external reviewers run under %s%s",
+            state.bwrap,
+            f" as host uid {user.uid}, gid {user.gid}" if user is not None else "",
+        )
+
+
+# -- launching -----------------------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """One reviewer ready to start: its command line, the descriptors bwrap reads (the
+    filter, the files it copies in), and the resource limits set in the child before it
+    runs anything. The caller passes :meth:`popen_kwargs` to the process it starts and
+    calls :meth:`close` once it has started (or failed to)."""
+
+    argv: list[str]
+    fds: list[int] = field(default_factory=list)
+    rlimits: tuple[tuple[int, int, int], ...] = ()  # (resource, soft, hard)
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        return {"pass_fds": tuple(self.fds), "preexec_fn": self._set_limits}
+
+    def _set_limits(self) -> None:
+        # In the child between fork and exec: nothing here may take a lock or allocate much.
+        for which, soft, hard in self.rlimits:
+            resource.setrlimit(which, (soft, hard))
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+def host_tasks(uid: int, proc: Path = Path("/proc")) -> int:
+    """Processes and threads of host user ``uid`` now (what ``RLIMIT_NPROC`` counts)."""
+    total = 0
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "status").read_text(encoding="utf-8", errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        real = threads = None
+        for line in text.splitlines():
+            if line.startswith("Uid:"):
+                real = int(line.split()[1])
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+        if real == uid:
+            total += threads or 1
+    return total
+
+
+def resource_limits(limits: SandboxLimits, *, running: int) -> tuple[tuple[int, int, int], ...]:
+    """``limits`` as ``setrlimit`` arguments. The process limit counts every process and
+    thread of the reviewer's host user, so it is set to what that user ``running`` now
+    plus ``limits.processes``. A limit is never raised above the current hard limit."""
+    wanted = (
+        (resource.RLIMIT_NPROC, running + limits.processes, running + limits.processes),
+        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        # The soft limit sends SIGXCPU, the hard one SIGKILL a moment later.
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 5),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+    )
+    out = []
+    for which, soft, hard in wanted:
+        current = resource.getrlimit(which)[1]
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        out.append((which, soft, hard))
+    return tuple(out)
+
+
+def _seccomp_fd() -> int:
+    """A descriptor holding the compiled system-call filter, read from its start."""
+    program = filter_program(platform.machine(), sys.byteorder)
+    fd = os.memfd_create("reviewbot-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+# A file copied into the sandbox: (where inside, the host file or None for an empty one, mode).
+CopiedFile = tuple[PurePosixPath, Path | None, int]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """Builds :class:`Launch` values for one probed sandbox state."""
+
+    state: SandboxState
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+
+    def host_uid(self) -> int:
+        return self.state.drop_to.uid if self.state.drop_to is not None else os.getuid()
+
+    def plain(self, argv: list[str]) -> Launch:
+        """The sandbox is off: the command as it is, with the resource limits."""
+        running = host_tasks(os.getuid())
+        return Launch(list(argv), [], resource_limits(self.state.limits, running=running))
+
+    def launch(
+        self,
+        argv: list[str],
+        *,
+        cwd: PurePosixPath,
+        mounts: tuple[Mount, ...],
+        network: bool = False,
+        hidden: tuple[PurePosixPath, ...] = (),
+        files: tuple[CopiedFile, ...] = (),
+        folders: tuple[tuple[PurePosixPath, int], ...] = (),
+    ) -> Launch:
+        """``argv`` inside the sandbox, in the run folder ``cwd`` (a fresh tmpfs) holding
+        ``files`` and ``folders``. Raises :class:`OSError` when a file cannot be opened and
+        :class:`UnsupportedArchitecture` on a machine without a known filter."""
+        assert self.state.bwrap is not None
+        fds: list[int] = []
+        try:
+            fds.append(_seccomp_fd())
+            copied = []
+            for target, source, mode in files:
+                fd = os.open(source if source is not None else os.devnull, os.O_RDONLY)
+                fds.append(fd)
+                copied.append(DataFile(fd, target, mode))
+            user = self.state.drop_to
+            extra = tool_mounts([self.state.bwrap, user.setpriv]) if user is not None else ()
+            spec = SandboxSpec(
+                self.state.bwrap,
+                tuple(argv),
+                cwd,
+                mounts + extra,
+                seccomp_fd=fds[0],
+                network=network,
+                hidden=hidden,
+                files=tuple(copied),
+                folders=folders,
+                limits=self.state.limits,
+                drop_to=user,
+            )
+            running = host_tasks(self.host_uid())
+            return Launch(
+                bwrap_argv(spec), fds, resource_limits(self.state.limits, running=running)
+            )
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
 
 
 @dataclass(frozen=True)
@@ -133,7 +406,7 @@ class PrepareFailed:
 class Prepared:
     command: str
     env: dict[str, str]  # SECRET_* of this reviewer, added to its allow-listed environment
-    wrap: Callable[[list[str]], list[str]] | None  # None: the sandbox is off
+    launch: Callable[[list[str]], Launch]  # its argv, in the sandbox (or not, when off)
     secrets_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -165,7 +438,14 @@ class Sandbox:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sandbox:
-        return cls(probe(settings.sandbox, bwrap=settings.bwrap), settings.reviewers)
+        state = probe(
+            settings.sandbox,
+            bwrap=settings.bwrap,
+            limits=settings.reviewer_limits.sandbox(),
+            sandbox_uid=settings.sandbox_uid,
+            sandbox_gid=settings.sandbox_gid,
+        )
+        return cls(state, settings.reviewers)
 
     def prepare(
         self, entry: str | ReviewerRule, *, run: RunFolder, paths: WorkflowPaths
@@ -184,7 +464,9 @@ class Sandbox:
         notes: list[str] = []
         if self.state.enforced:
             try:
-                mounts, hidden = workspace_mounts(rule, run=run, paths=paths, notes=notes)
+                mounts, hidden = workspace_mounts(
+                    rule, run=run, paths=paths, notes=notes, user=self.state.drop_to
+                )
             except GrantRefused as exc:
                 return PrepareFailed(exc.code, exc.detail)
         for note in notes:
@@ -193,26 +475,34 @@ class Sandbox:
             env, secrets_dir = self._secrets(rule, run)
         except SecretUnavailable as exc:
             return PrepareFailed(exc.code, exc.detail)
-        wrap = None
-        if self.state.enforced:
-            assert self.state.bwrap is not None
-            bwrap, network, cwd = self.state.bwrap, rule.network, PurePosixPath(run.path)
+        launcher = Launcher(self.state, self.environ)
+        if not self.state.enforced:
+            return Prepared(command, env, launcher.plain, secrets_dir, notes)
+        cwd = PurePosixPath(run.path)
+        # The run folder inside is a tmpfs: delivery.json and the secrets are copied in.
+        files: list[CopiedFile] = [(cwd / DELIVERY_FILE, run.delivery_file, 0o444)]
+        folders: tuple[tuple[PurePosixPath, int], ...] = ()
+        if secrets_dir is not None:
+            folders = ((cwd / SECRETS_FOLDER, 0o700),)
+            files += [
+                (cwd / SECRETS_FOLDER / f.name, f, 0o400) for f in sorted(secrets_dir.iterdir())
+            ]
 
-            def wrap(argv: list[str]) -> list[str]:
-                # bwrap would start and then fail to exec: say so as the runner would.
-                if shutil.which(argv[0], path=self.environ.get("PATH", os.defpath)) is None:
-                    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
-                spec = SandboxSpec(
-                    bwrap,
-                    tuple(argv),
-                    cwd,
-                    system_mounts() + tuple(mounts) + program_mounts(argv, self.environ, paths),
-                    network=network,
-                    hidden=hidden,
-                )
-                return bwrap_argv(spec)
+        def launch(argv: list[str]) -> Launch:
+            # bwrap would start and then fail to exec: say so as the runner would.
+            if shutil.which(argv[0], path=self.environ.get("PATH", os.defpath)) is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+            return launcher.launch(
+                argv,
+                cwd=cwd,
+                mounts=system_mounts() + tuple(mounts) + program_mounts(argv, self.environ, paths),
+                network=rule.network,
+                hidden=hidden,
+                files=tuple(files),
+                folders=folders,
+            )
 
-        return Prepared(command, env, wrap, secrets_dir, notes)
+        return Prepared(command, env, launch, secrets_dir, notes)
 
     def _secrets(self, rule: ReviewerRule, run: RunFolder) -> tuple[dict[str, str], Path | None]:
         """Write the reviewer's secrets to ``secrets/NAME`` (0400) in its run folder and
@@ -260,21 +550,29 @@ def _forbidden(paths: WorkflowPaths) -> tuple[str, ...]:
 
 
 def workspace_mounts(
-    rule: ReviewerRule, *, run: RunFolder, paths: WorkflowPaths, notes: list[str]
+    rule: ReviewerRule,
+    *,
+    run: RunFolder,
+    paths: WorkflowPaths,
+    notes: list[str],
+    user: HostUser | None = None,
 ) -> tuple[list[Mount], tuple[PurePosixPath, ...]]:
-    """The mounts and the hidden folders of one reviewer: the run folder (writable),
-    ``db/migrations/`` (read-only, its ``.backups/`` covered by an empty folder) and the
-    reviewer's grants, under the grant rules:
+    """The mounts and the hidden folders of one reviewer: ``db/migrations/`` (read-only,
+    its ``.backups/`` covered by an empty folder) and the reviewer's grants, under the grant
+    rules (its run folder is a tmpfs of the sandbox, not a mount):
 
     - a missing read-only grant grants nothing (and is noted);
-    - a missing writable one is created; one that cannot be created or written refuses;
+    - a missing writable one is created (given to ``user`` when the bot runs as root); one
+      that cannot be created or written refuses;
     - a folder that exists but cannot be read refuses;
     - a grant that is, holds or lies in a database file or the backups refuses.
+
+    "Read" and "written" are by the host user reviewers run as: the bot's, or ``user``.
     """
     data_dir = PurePosixPath(paths.data_dir.resolve())
     backups = PurePosixPath(paths.backups_dir.resolve())
     forbidden = _forbidden(paths)
-    mounts = [Mount(PurePosixPath(run.path.resolve()), writable=True)]
+    mounts: list[Mount] = []
     hidden: tuple[PurePosixPath, ...] = ()
     if paths.migrations_dir.is_dir():
         # The backups folder must exist to be covered: made later, it would show through.
@@ -285,6 +583,7 @@ def workspace_mounts(
         writable = grant.mode == "rw"
         # Resolved: a symlink must not carry a grant to where it could not be written.
         requested = Path(grant_path(grant.path, data_dir))
+        existed = requested.exists()
         try:
             built = grant_folder(requested, writable=writable)
         except (RunFolderError, OSError) as exc:
@@ -294,12 +593,39 @@ def workspace_mounts(
             continue
         real = PurePosixPath(built.path.resolve())
         check_grant(real, forbidden=forbidden, backups_dir=backups)
-        wanted = os.R_OK | os.X_OK | (os.W_OK if writable else 0)
-        if not os.access(real, wanted):
+        if writable and not existed and user is not None:
+            os.chown(real, user.uid, user.gid)  # made for the reviewer: its user's folder
+        if not _reviewer_may(Path(real), user, write=writable):
             what = "read and written" if writable else "read"
-            raise GrantRefused(f"grant {requested} exists but cannot be {what} by the server")
+            who = f"uid {user.uid} (sandbox_uid)" if user is not None else "the server"
+            raise GrantRefused(f"grant {requested} exists but cannot be {what} by {who}")
         mounts.append(Mount(real, writable=writable))
     return mounts, hidden
+
+
+def _reviewer_may(path: Path, user: HostUser | None, *, write: bool) -> bool:
+    """Whether the host user reviewers run as may list (and write) the folder ``path``."""
+    if user is None:
+        return os.access(path, os.R_OK | os.X_OK | (os.W_OK if write else 0))
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return may_access(
+        stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, uid=user.uid, gid=user.gid, write=write
+    )
+
+
+def tool_mounts(tools: list[str]) -> tuple[Mount, ...]:
+    """``bwrap`` and ``setpriv`` where the system folders do not show them already (the
+    second step of a root bot's sandbox runs them from the view the first one built)."""
+    covered = tuple(PurePosixPath(p) for p in SYSTEM_PATHS)
+    out = []
+    for tool in tools:
+        pure = PurePosixPath(Path(tool).resolve())
+        if not any(pure == c or c in pure.parents for c in covered):
+            out.append(Mount(pure, target=PurePosixPath(tool)))
+    return tuple(out)
 
 
 def program_mounts(

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewbot.core.errors import Refused
-from reviewbot.core.findings import Finding
+from reviewbot.core.findings import Finding, finding_bytes
 from reviewbot.store.tokens import hash_token
 from reviewbot.workflowdb.access import DBAccess
 
 SESSION_TOKEN_PREFIX = "rbs_"  # noqa: S105 - a prefix, not a secret
 MAX_FINDINGS_PER_RUN = 5000
+MAX_FINDING_BYTES_PER_RUN = 8 * 1024 * 1024  # their paths and messages
 
 
 class SessionError(Refused):
@@ -104,6 +105,7 @@ class _Entry:
     session: Session
     tools: dict[str, Tool] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    findings_size: int = 0  # their paths and messages, in bytes
     token_hashes: set[str] = field(default_factory=set)
 
 
@@ -336,7 +338,14 @@ class SessionManager:
                 raise SessionError(
                     f"run {run_id!r} already holds {MAX_FINDINGS_PER_RUN} findings, the limit"
                 )
+            size = entry.findings_size + finding_bytes(finding)
+            if size > MAX_FINDING_BYTES_PER_RUN:
+                raise SessionError(
+                    f"run {run_id!r} would hold more than {MAX_FINDING_BYTES_PER_RUN} bytes of "
+                    "findings, the limit"
+                )
             entry.findings.append(finding)
+            entry.findings_size = size
             return len(entry.findings)
 
     def findings(self, run_id: str) -> list[Finding]:
