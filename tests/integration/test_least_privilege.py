@@ -17,6 +17,8 @@ import pytest
 from reviewbot.cli import main
 from reviewbot.cli.doctor import access_checks
 from reviewbot.config import load_settings
+from reviewbot.forges.app_auth import GitHubAppAuth
+from reviewbot.forges.github import GitHubForge
 from reviewbot.service import configured_forges
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.permissions import GITHUB_DOCUMENTED
@@ -383,3 +385,56 @@ async def test_doctor_names_every_documented_app_permission_taken_away(
         for forge in forges.values():
             await forge.aclose()
     assert not check.ok and f"missing {named}" in check.detail, check
+
+
+async def test_rules_past_one_page_are_all_read(sim: Simulator, sim_server: SimServer) -> None:
+    sim.create_repo("github", REPO)
+    token = sim.add_user("github", "reviewbot", bot=True)
+    for i in range(130):  # one required_status_checks rule per ruleset: two pages
+        sim.add_ruleset(REPO, ["~ALL"], [f"check-{i:03d}"])
+    forge = GitHubForge(api_url=sim_server.github_api_url, token=token)
+    try:
+        checks = await forge.required_checks(REPO, "main")
+    finally:
+        await forge.aclose()
+    assert len(checks.names) == 130 and checks.names[-1] == "check-129"
+    pages = [r for r in sim.requests if r.operation_id == "repos/get-branch-rules"]
+    assert len(pages) == 2
+
+
+async def test_a_permission_granted_meanwhile_is_seen_without_a_restart(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer
+) -> None:
+    env, installation = github_app(sim, sim_server, tmp_path)
+    sim.set_installation_permissions(installation, {**GITHUB_DOCUMENTED, "contents": "read"})
+    pull = sim.open_pr("github", REPO, author="alice")
+    forge = GitHubForge(
+        api_url=sim_server.github_api_url,
+        app_auth=GitHubAppAuth(env["REVIEWBOT_GITHUB__APP_ID"], (tmp_path / "app.pem").read_text()),
+    )
+    try:
+        live = await forge.get_pull(REPO, pull.number)
+        missing = await forge.merge_permission(REPO, live)
+        assert missing is not None and "Contents (write)" in missing
+        sim.set_installation_permissions(installation, dict(GITHUB_DOCUMENTED))
+        assert await forge.merge_permission(REPO, live) is None
+    finally:
+        await forge.aclose()
+
+
+async def test_gitea_status_checks_without_patterns_need_every_status(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sim: Simulator,
+    sim_server: SimServer,
+) -> None:
+    configure(monkeypatch, tmp_path, "approve_without_checks = true", **gitea_bot(sim, sim_server))
+    sim.require_checks("gitea", REPO, "main", [])  # Enable Status Check, no patterns
+    pr = sim.open_pr("gitea", REPO, author="alice")
+    answer = await review(capsys, f"gitea:{REPO}#{pr.number}")
+    assert answer["decision"]["decision"] == "waiting"  # no status at all: pending
+    sim.set_status("gitea", REPO, pr.head_sha, "anything", "failure", target_url=CI)
+    answer = await review(capsys, f"gitea:{REPO}#{pr.number}")
+    assert answer["decision"]["decision"] == "request_changes"
+    assert bot_reviews(sim, "gitea", pr.number) == ["REQUEST_CHANGES"]

@@ -167,3 +167,26 @@ async def test_concurrent_callers_share_one_new_token(key_pair: tuple[bytes, byt
     await auth.installation_id("acme/api", api)
     tokens = await asyncio.gather(*(auth.token_for_repo("acme/api", api) for _ in range(5)))
     assert len(set(tokens)) == 1 and api.minted == [1]
+
+
+async def test_grants_the_token_answer_leaves_out_are_unknown_not_nothing(
+    key_pair: tuple[bytes, bytes],
+) -> None:
+    private, public = key_pair
+
+    class Silent(FakeInstallations):
+        async def create_installation_token(
+            self, installation_id: int, app_jwt: str
+        ) -> tuple[str, str, dict[str, str] | None]:
+            token, expires, _ = await super().create_installation_token(installation_id, app_jwt)
+            return token, expires, None
+
+    auth = GitHubAppAuth(42, private, clock=Clock())
+    assert await auth.granted("acme/api", Silent(Clock(), public)) is None
+    assert (
+        await auth.granted("acme/api", FakeInstallations(Clock(), public)) is None
+    )  # cached token
+    auth.forget_token("acme/api")
+    assert await auth.granted("acme/api", FakeInstallations(Clock(), public)) == {
+        "contents": "read"
+    }

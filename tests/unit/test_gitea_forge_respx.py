@@ -307,6 +307,17 @@ async def test_required_checks_disabled_status_check(forge: GiteaForge) -> None:
 
 
 @respx.mock
+async def test_status_checks_without_patterns_require_every_status(forge: GiteaForge) -> None:
+    # Gitea then requires every status to pass, and none at all is pending
+    # (services/pull/commit_status.go): "*" says exactly that.
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        200, json=_branch(enable_status_check=True, status_check_contexts=[])
+    )
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == ("*",) and checks.globs
+
+
+@respx.mock
 async def test_an_unprotected_branch_requires_nothing(forge: GiteaForge) -> None:
     respx.get(f"{API}/repos/acme/api/branches/main").respond(
         200, json={"name": "main", "protected": False}

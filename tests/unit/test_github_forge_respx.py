@@ -11,14 +11,17 @@ import pytest
 import respx
 
 from reviewbot.core.models import CheckState, InlineComment, ReviewEvent, ReviewState
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.errors import (
     AuthenticationFailed,
     ForgeError,
     ForgeUnavailable,
     HeadMoved,
+    NotFound,
     NotMergeable,
     PermissionDenied,
     RateLimited,
+    reason_for,
 )
 from reviewbot.forges.github import GitHubForge
 from reviewbot.forges.http import ForgeHttp
@@ -559,3 +562,25 @@ async def test_bad_repository_names_are_refused(forge: GitHubForge) -> None:
     for bad in ("acme", "acme/api/x", "../etc", "acme/.."):
         with pytest.raises(ValueError, match="OWNER/NAME"):
             await forge.get_pull(bad, 1)
+
+
+@respx.mock
+async def test_status_checks_enforced_for_nobody_require_nothing(forge: GitHubForge) -> None:
+    _no_rulesets()
+    summary = {"enforcement_level": "off", "contexts": ["ci/test"], "checks": []}
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(200, json=_branch(True, summary))
+    checks = await forge.required_checks("acme/api", "main")
+    assert checks.names == () and checks.unreadable == ()
+
+
+@respx.mock
+async def test_a_missing_base_branch_is_an_error_not_a_missing_pull_request(
+    forge: GitHubForge,
+) -> None:
+    _no_rulesets()
+    respx.get(f"{API}/repos/acme/api/branches/main").respond(
+        404, json={"message": "Branch not found"}
+    )
+    with pytest.raises(NotFound) as caught:
+        await forge.required_checks("acme/api", "main")
+    assert reason_for(caught.value) is ReasonCode.FORGE_ERROR

@@ -81,16 +81,21 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
     """Every need of the bot on ``facts.repo``; ``merges``: the repository merges through
     the bot (automerge), so the merge permission is required rather than optional."""
     if facts.forge == "github" and facts.credential == "app":
-        granted = facts.granted or {}
+        granted = facts.granted
+
+        def holds(key: str, level: str) -> bool | None:
+            # Grants the forge did not report are unknown, never "nothing".
+            return None if granted is None else _level(granted, key) >= LEVELS[level]
+
         lines = [
-            AccessLine(title, used, _level(granted, key) >= LEVELS[level], True, GITHUB_APP_FIX)
+            AccessLine(title, used, holds(key, level), True, GITHUB_APP_FIX)
             for key, level, title, used in _GITHUB_APP
         ]
         lines.append(
             AccessLine(
                 "Contents (read and write)",
                 "merges (automerge, reviewbot merge, merge_pr)",
-                _level(granted, "contents") >= LEVELS["write"],
+                holds("contents", "write"),
                 merges,
                 GITHUB_APP_FIX,
             )
@@ -99,7 +104,7 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
             AccessLine(
                 "Workflows (read and write)",
                 "merging a pull request that changes .github/workflows/",
-                _level(granted, "workflows") >= LEVELS["write"],
+                holds("workflows", "write"),
                 False,
                 GITHUB_APP_FIX,
             )

@@ -215,7 +215,8 @@ class RequiredChecks:
     """What a branch's rules require, as far as the bot could read them.
 
     On Gitea the names are glob patterns. ``required_approvals`` and ``code_owner_review``
-    come from the forge's rules (GitHub rulesets and protection, Gitea's protection);
+    come from the forge's rules as far as the bot may read them (GitHub rulesets, classic
+    protection only where it is readable; Gitea's branch);
     ``unreadable`` lists every part of the rules the credentials could not read.
     """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -32,9 +32,10 @@ class InstallationApi(Protocol):
 
     async def create_installation_token(
         self, installation_id: int, app_jwt: str
-    ) -> tuple[str, str, Mapping[str, str]]:
+    ) -> tuple[str, str, Mapping[str, str] | None]:
         """``(token, expires_at, permissions)``: ``expires_at`` as ISO 8601, and the
-        repository permissions the installation was granted (``{"contents": "write"}``)."""
+        repository permissions the installation was granted (``{"contents": "write"}``;
+        ``None`` when the answer did not say)."""
         ...
 
 
@@ -42,7 +43,7 @@ class InstallationApi(Protocol):
 class InstallationToken:
     token: str
     expires_at: float  # seconds since the epoch
-    permissions: Mapping[str, str] = field(default_factory=dict)
+    permissions: Mapping[str, str] | None = None  # None: the forge did not say
 
 
 class GitHubAppAuth:
@@ -113,7 +114,9 @@ class GitHubAppAuth:
             expiry = parse_timestamp(expires_at)
         except ValueError as exc:
             raise ForgeError(f"installation token: {exc}", operation="app_token") from None
-        minted = InstallationToken(token, expiry, dict(permissions))
+        minted = InstallationToken(
+            token, expiry, dict(permissions) if permissions is not None else None
+        )
         self._tokens[installation] = minted
         return minted
 

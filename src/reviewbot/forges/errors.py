@@ -114,6 +114,9 @@ class ForgeUnavailable(ForgeError):
 _CREDENTIAL_OPERATIONS = frozenset({"bot_login", "probe", "app_installation", "app_token"})
 
 
+_BRANCH_OPERATIONS = frozenset({"required_checks", "merge_permission", "access"})
+
+
 def reason_for(exc: ForgeError) -> ReasonCode:
     """The reason code that says what is wrong (and so what to fix) for a forge error."""
     if isinstance(exc, ForgeUrlWrong):
@@ -125,6 +128,10 @@ def reason_for(exc: ForgeError) -> ReasonCode:
             return ReasonCode.HEAD_UNKNOWN
         if exc.operation in ("bot_login", "probe"):  # /user exists on every forge API
             return ReasonCode.FORGE_URL_WRONG
+        if exc.operation in _BRANCH_OPERATIONS:
+            # The base branch, read after the PR was found: missing, or hidden from us
+            # (Forgejo answers 404 for a disabled code unit). Never "not protected".
+            return ReasonCode.FORGE_ERROR
         return ReasonCode.PR_NOT_FOUND
     if isinstance(exc, AuthenticationFailed):
         return ReasonCode.FORGE_AUTH_FAILED

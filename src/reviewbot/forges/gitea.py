@@ -85,7 +85,7 @@ READ_CODE = (
     "read access to the repository's code (a collaborator with Read, or a team with Code: Read)"
 )
 NEWER_SERVER = (
-    "a Gitea/Forgejo version whose branch API shows status_check_contexts (Gitea 1.12 or later)"
+    "a Gitea/Forgejo version whose branch API shows status_check_contexts (Gitea 1.11 or later)"
 )
 PERMISSIONS: dict[str, str] = {"owner": "admin", "admin": "admin", "write": "write", "read": "read"}
 
@@ -173,8 +173,10 @@ class GiteaForge(HttpAdapter):
             if not found["enable_status_check"]:
                 return RequiredChecks(globs=True, required_approvals=approvals)
             patterns = [str(p) for p in found.get("status_check_contexts") or () if str(p)]
+            # Status checks without patterns: Gitea requires every status to pass (and
+            # none at all is pending), which the pattern "*" says exactly.
             return RequiredChecks(
-                tuple(dict.fromkeys(patterns)), globs=True, required_approvals=approvals
+                tuple(dict.fromkeys(patterns or ["*"])), globs=True, required_approvals=approvals
             )
 
     async def check_results(self, repo: str, sha: str) -> list[CheckResult]:

@@ -93,9 +93,14 @@ CHECK_RUN_CONCLUSIONS: dict[str, CheckState] = {
 }
 MERGE_METHODS = ("merge", "squash", "rebase")
 WORKFLOWS_DIR = ".github/workflows/"
+WORKFLOW_HEADS_KEPT = 512  # PR heads whose "changes a workflow" answer is kept
 # What each part of a branch's rules needs when GitHub does not say (a 404 says nothing).
 NEEDED: dict[str, str] = {
-    "rulesets": "Metadata (read), or a token of an account that can read the repository",
+    "rulesets": (
+        "Metadata (read), or a token of an account that can read the repository (a GitHub "
+        "Enterprise Server without repository rulesets has no such endpoint: configure "
+        "required_checks there)"
+    ),
     "branch": "Contents (read), or a token of an account that can read the repository",
     "branch_protection": (
         "Administration (read) for an App, or a token of an account with admin rights on the "
@@ -176,6 +181,7 @@ class GitHubForge(HttpAdapter):
         self.url = api_url.rstrip("/")
         self._gh = _Client(self._http, self.url)
         self._bot_login = bot_login
+        self._workflow_heads: dict[tuple[str, int, str], bool] = {}
 
     # -- Forge -----------------------------------------------------------------------
 
@@ -418,6 +424,11 @@ class GitHubForge(HttpAdapter):
         refusal of the merge names what it lacks."""
         if self._app is not None:
             granted = await self._app.granted(repo, self)
+            if granted is not None and granted.get("contents") != "write":
+                # The grants are those of the cached token: an operator may have granted
+                # more since. Mint a new token once before refusing on them.
+                self._app.forget_token(repo)
+                granted = await self._app.granted(repo, self)
             if granted is None:
                 return None
             if granted.get("contents") != "write":
@@ -434,6 +445,12 @@ class GitHubForge(HttpAdapter):
         return None
 
     async def _changes_workflows(self, repo: str, pull: PullRequestSnapshot) -> bool:
+        """Whether the PR's head adds, changes, removes or moves a workflow file; read once
+        per head (a head's files never change)."""
+        key = (repo.lower(), pull.number, pull.head_sha)
+        known = self._workflow_heads.get(key)
+        if known is not None:
+            return known
         owner, name = split_repo(repo)
         files = await self._list(
             "merge_permission",
@@ -441,7 +458,17 @@ class GitHubForge(HttpAdapter):
             {"owner": owner, "repo": name, "pull_number": pull.number, "per_page": PER_PAGE},
             repo=repo,
         )
-        return any(str(f.get("filename", "")).startswith(WORKFLOWS_DIR) for f in files)
+        with response_shape("merge_permission"):
+            paths = [
+                str(f.get(field) or "")
+                for f in (as_dict(item, "merge_permission") for item in files)
+                for field in ("filename", "previous_filename")
+            ]
+        changes = any(path.startswith(WORKFLOWS_DIR) for path in paths)
+        if len(self._workflow_heads) >= WORKFLOW_HEADS_KEPT:
+            self._workflow_heads.pop(next(iter(self._workflow_heads)))
+        self._workflow_heads[key] = changes
+        return changes
 
     async def user_permission(self, repo: str, user: str) -> str:
         owner, name = split_repo(repo)
@@ -512,7 +539,7 @@ class GitHubForge(HttpAdapter):
 
     async def create_installation_token(
         self, installation_id: int, app_jwt: str
-    ) -> tuple[str, str, dict[str, str]]:
+    ) -> tuple[str, str, dict[str, str] | None]:
         data = await self._call(
             _Call("app_token"),
             lambda: self._gh.post(
@@ -525,8 +552,13 @@ class GitHubForge(HttpAdapter):
         )
         with response_shape("app_token"):
             token = as_dict(data, "app_token")
-            granted = token.get("permissions") or {}
-            permissions = {str(k): str(v) for k, v in as_dict(granted, "app_token").items()}
+            granted = token.get("permissions")
+            # Optional in GitHub's description: absent means unknown, never "nothing".
+            permissions = (
+                {str(k): str(v) for k, v in as_dict(granted, "app_token").items()}
+                if granted is not None
+                else None
+            )
             return str(token["token"]), str(token["expires_at"]), permissions
 
     # -- plumbing --------------------------------------------------------------------

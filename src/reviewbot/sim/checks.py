@@ -66,11 +66,14 @@ def github_blocking_check(repo: SimRepo, protection: SimProtection, sha: str) ->
 
 
 def gitea_checks_pass(repo: SimRepo, protection: SimProtection, sha: str) -> bool:
-    """Gitea: every pattern must match at least one status, and every matched one succeed."""
-    if not protection.enable_status_check or not protection.contexts:
+    """Gitea: every pattern must match at least one status, and every matched one succeed.
+
+    Status checks enabled without patterns means every status: none at all is pending
+    (services/pull/commit_status.go MergeRequiredContextsCommitStatus)."""
+    if not protection.enable_status_check:
         return True
     statuses = latest_statuses(repo, sha)
-    for pattern in protection.contexts:
+    for pattern in protection.contexts or ["*"]:
         matched = [s for s in statuses if fnmatch.fnmatchcase(s.context, pattern)]
         if not matched or any(s.state not in ("success", "skipped") for s in matched):
             return False

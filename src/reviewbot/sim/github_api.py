@@ -224,6 +224,7 @@ class GitHubApi:
     async def serve(self, route: Route, request: web.Request, body: Any) -> web.Response:
         """Authenticate, run the handler, then add ETag and rate-limit headers."""
         who: GitHubIdentity | None = None
+        call: Call | None = None
         try:
             who = identify(self.sim, request.headers.get("Authorization"))
             if route.operation_id in APP_OPERATIONS and who.kind != "app":
@@ -253,6 +254,8 @@ class GitHubApi:
             reply = self.error(exc.status, exc.message, exc.errors, route.operation_id)
             reply.headers.update(exc.headers)
         key = "anonymous" if who is None else f"{who.kind}:{who.login}:{who.installation_id}"
+        if call is not None and call.links and reply.status == 200:
+            reply.headers["Link"] = call.links
         response = reply.to_response()
         if request.method == "GET" and reply.status == 200 and reply.body is not None:
             tag = etag_of(response.body if isinstance(response.body, bytes) else b"")
@@ -321,6 +324,15 @@ class GitHubApi:
         except ValueError:
             raise ApiError(422, "Validation Failed") from None
         start = (page - 1) * per_page
+        last = max(1, -(-len(items) // per_page))
+        if page < last:
+            # GitHub's pagination: a Link header naming the next and the last page.
+            url = call.request.url
+            rels = [(page + 1, "next"), (last, "last")]
+            call.links = ", ".join(
+                f'<{url.update_query(page=str(n), per_page=str(per_page))}>; rel="{rel}"'
+                for n, rel in rels
+            )
         return items[start : start + per_page]
 
     def _commit_for_ref(self, repo: SimRepo, ref: str) -> str:

@@ -682,17 +682,17 @@ class GitHubJson:
             "protected": protection is not None,
             "protection_url": f"{api}/protection",
         }
-        if protection is not None:
-            body["protection"] = self.branch_protection(repo, protection)
-        else:
-            body["protection"] = {
-                "enabled": False,
-                "required_status_checks": {
-                    "enforcement_level": "off",
-                    "contexts": [],
-                    "checks": [],
-                },
-            }
+        # What "Get a branch" shows any reader: whether it is protected and the required
+        # status checks; the rest of the protection (reviews, restrictions) is for admins.
+        checks = protection.checks if protection is not None else []
+        body["protection"] = {
+            "enabled": protection is not None,
+            "required_status_checks": {
+                "enforcement_level": "non_admins" if protection is not None else "off",
+                "contexts": list(protection.contexts) if protection is not None else [],
+                "checks": [{"context": c, "app_id": app} for c, app in checks],
+            },
+        }
         return body
 
     # ------------------------------------------------------------------ apps

@@ -26,6 +26,7 @@ class Call:
     login: str = ""
     installation_id: int | None = None
     token: str = ""
+    links: str = ""  # GitHub's Link header of a paginated answer (next, last)
 
     def query(self, name: str, default: str | None = None) -> str | None:
         return self.request.query.get(name, default)

@@ -180,7 +180,8 @@ def _blockers(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> tuple[str
     out += [f"{name} not reported" for name in verdict.missing]
     if verdict.kind is VerdictKind.NO_REQUIRED_CHECKS:
         out.append("no required checks are configured")
-    out += [gap.describe() for gap in verdict.unreadable]
+    if verdict.reason is ReasonCode.PROTECTION_UNREADABLE:
+        out += [gap.describe() for gap in verdict.unreadable]
     errors = [f"reviewer error at {f.path}:{f.line}" for f in findings if f.blocking]
     out += errors[:MAX_ERROR_BLOCKERS]
     if len(errors) > MAX_ERROR_BLOCKERS:
