@@ -106,3 +106,16 @@ def test_a_request_repeats_an_approval_for_good_and_other_judgements_for_a_while
         assert not request_repeats(judged, 100.0, 100.0, 0.0), judged  # no window
     for not_judged in ("error", "lease_held", "superseded", "head_moved", "reopened"):
         assert not request_repeats(not_judged, 100.0, 100.0, 60.0), not_judged
+
+
+def test_rules_that_could_not_be_read_ask_the_operators_not_ci() -> None:
+    rec = records(
+        decision="waiting",
+        reason_code="protection_unreadable",
+        blockers=("the branch could not be read (HTTP 403): grant Contents (read)",),
+    )
+    assert next_step(rec).who == "operators"
+    assert "could not be read" in review_status(rec)
+    text = render_pr_state(rec)
+    assert "needs_attention" in text and "grant Contents (read)" in text
+    assert next_step(records(decision="waiting", reason_code="checks_pending")).who == "CI"

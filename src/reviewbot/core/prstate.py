@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from reviewbot.core.clock import iso
+from reviewbot.core.reasons import ReasonCode
 
 STATE_MARKER = "<!-- reviewbot:pr-state -->"
 
@@ -42,6 +43,8 @@ class DecisionKind(StrEnum):
     MISSING_REPORTED = "missing_reported"
     SKIP = "skip"  # not the bot's repository: nothing evaluated, nothing posted
 
+
+UNREADABLE = ReasonCode.PROTECTION_UNREADABLE.value
 
 # The names the renderer and its tests use.
 APPROVE = DecisionKind.APPROVE
@@ -130,6 +133,7 @@ class PRStateRecords:
     decision: str | None  # latest review decision at this head, None when not evaluated
     decision_detail: str = ""
     blockers: tuple[str, ...] = ()
+    reason_code: str = ""  # the latest decision's reason code
     review: PostedReview | None = None
     leases: tuple[LeaseLine, ...] = ()
     last_delivery: DeliveryLine | None = None
@@ -163,6 +167,8 @@ def review_status(rec: PRStateRecords) -> str:
         if review.status == "dropped":
             return f"{label} not posted: the head moved"
         return f"{label} at `{short}` could not be posted"
+    if rec.decision == WAITING and rec.reason_code == UNREADABLE:
+        return "no review: the forge's rules for the branch could not be read"
     labels: dict[str | None, str] = {
         None: "not evaluated yet",
         WAITING: "waiting for required checks",
@@ -198,7 +204,9 @@ def pull_state(rec: PRStateRecords) -> PullState:
     by_decision: dict[str, PullState] = {
         APPROVE: PullState.READY_TO_MERGE if posted else PullState.APPROVING,
         REQUEST_CHANGES: PullState.CHANGES_REQUESTED,
-        WAITING: PullState.WAITING_FOR_CHECKS,
+        WAITING: PullState.NEEDS_ATTENTION
+        if rec.reason_code == UNREADABLE
+        else PullState.WAITING_FOR_CHECKS,
         HEAD_MOVED: PullState.REVIEWING_NEW_HEAD,
         NO_REQUIRED_CHECKS: PullState.NEEDS_ATTENTION,
         AUTHOR_IS_BOT: PullState.NEEDS_ATTENTION,
@@ -235,6 +243,11 @@ def next_step(rec: PRStateRecords) -> NextStep:
         if not posted:
             return NextStep("reviewbot", "post the review requesting changes")
         return NextStep(rec.author, "fix the failing checks and push")
+    if rec.decision == WAITING and rec.reason_code == UNREADABLE:
+        return NextStep(
+            "operators",
+            "grant the bot the permission its blockers name, or configure required_checks",
+        )
     if rec.decision == WAITING:
         return NextStep("CI", "report the pending and missing required checks")
     if rec.decision == NO_REQUIRED_CHECKS:

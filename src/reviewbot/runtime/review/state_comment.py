@@ -154,6 +154,7 @@ class StateComments:
             decision=decision.decision if decision else None,
             decision_detail=decision.detail if decision else "",
             blockers=decision.blockers if decision else (),
+            reason_code=decision.reason_code if decision else "",
             review=review,
             leases=leases,
             last_delivery=delivery,
