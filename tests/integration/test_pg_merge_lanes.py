@@ -41,6 +41,12 @@ def replica(
         # A long claim term: a replica looks for the other's deliveries only every few
         # seconds, so each gates (and merges) the PR whose webhook it acknowledged.
         "REVIEWBOT_DELIVERY_CLAIM_S": "120",
+        # The first merge call is held at the forge until the second replica tries (up to
+        # 4 * WAIT_S): the bot's own request timeout must outlast that hold. With the
+        # default 10 s, a second replica slow to start (a loaded machine) let the held call
+        # time out; the bot then read the PR unmerged and, as designed, sent the pinned merge
+        # again later: three merge calls, none of them let in by the lane.
+        "REVIEWBOT_FORGE_TIMEOUT_S": str(5 * WAIT_S),
     }
     data_dir.mkdir(parents=True, exist_ok=True)
     return serve_process(cwd=data_dir, env=env)
