@@ -1,0 +1,297 @@
+"""What ``query`` and ``mutate`` may run on a PostgreSQL store, decided on PostgreSQL's own
+parse tree (``pglast``, libpg_query: the server's grammar, not a pattern).
+
+A statement is allowed when all of these hold:
+
+- the text is exactly one statement (a second one hidden after a comment or a string is
+  still a second statement to the parser);
+- its kind is the route's: ``query`` takes ``SELECT`` (incl. ``WITH``, ``VALUES``, set
+  operations) and ``EXPLAIN`` of one (never ``EXPLAIN ANALYZE`` of a write); ``mutate`` takes
+  one ``INSERT``, ``UPDATE`` or ``DELETE``. ``COPY``, ``DO``, ``SET``, ``SET ROLE``, ``CALL``,
+  DDL and transaction control are other kinds, so they are refused;
+- nothing in it writes or locks outside that kind: no data-changing CTE in a query, no CTE
+  that writes in a mutation, no ``SELECT ... FOR UPDATE/SHARE``, no ``SELECT ... INTO``;
+- every relation it names resolves, after its CTE names, to one the caller may use: a query
+  reads the readable relations; a mutation changes only the writable ones (and reads the
+  readable ones); a schema-qualified name is refused (no other schema is reachable);
+- every function it calls is on a list of functions without side effects (no
+  ``pg_sleep``, ``pg_read_file``, ``dblink``, ``set_config``, ``nextval``, ``query_to_xml``,
+  ...), named without a schema or in ``pg_catalog``.
+
+Pure: no I/O. The caller passes which relations are readable and writable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from pglast import ast, parse_sql
+from pglast.parser import ParseError
+
+from reviewbot.core.errors import ReviewbotError
+
+
+class Route(Enum):
+    QUERY = "query"
+    MUTATE = "mutate"
+
+
+class PgStatementRefused(ReviewbotError, ValueError):
+    """The statement is not allowed on this route; nothing ran. ``table`` names a bot
+    table or secret the refusal is about, when it is one."""
+
+    def __init__(self, message: str, *, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+@dataclass(frozen=True)
+class Relations:
+    """Which relations (lower-cased names in the store's schema) a route may use.
+
+    ``protected`` are the bot's own tables (a refusal names them as such); ``secret``
+    never appear in any answer.
+    """
+
+    readable: frozenset[str]
+    writable: frozenset[str]
+    protected: frozenset[str] = frozenset()
+    secret: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class CheckedStatement:
+    kind: str  # "select", "explain", "insert", "update", "delete"
+    relations: frozenset[str]  # every relation the statement names (CTE names excluded)
+    target: str | None  # a mutation's table
+
+
+# Functions with no side effect and no way to reach other relations, files or servers.
+# Anything not listed is refused: a new function is allowed by adding it here on purpose.
+SAFE_FUNCTIONS = frozenset(
+    {
+        # aggregates and window functions
+        *("count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every"),
+        *("string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg"),
+        *("jsonb_object_agg", "stddev", "variance", "percentile_cont", "percentile_disc"),
+        *("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"),
+        *("lag", "lead", "first_value", "last_value", "nth_value", "mode"),
+        # text
+        *("lower", "upper", "length", "char_length", "character_length", "octet_length"),
+        *("substr", "substring", "trim", "btrim", "ltrim", "rtrim", "replace", "concat"),
+        *("concat_ws", "left", "right", "position", "strpos", "split_part", "starts_with"),
+        *("lpad", "rpad", "repeat", "reverse", "initcap", "format", "regexp_replace"),
+        *("regexp_match", "regexp_matches", "regexp_split_to_array", "translate", "md5"),
+        *("encode", "decode", "quote_ident", "quote_literal", "to_hex", "chr", "ascii"),
+        # numbers
+        *("abs", "round", "floor", "ceil", "ceiling", "mod", "power", "sqrt", "trunc"),
+        *("sign", "div", "exp", "ln", "log", "greatest", "least", "random", "width_bucket"),
+        # dates and times
+        *("now", "date_trunc", "date_part", "extract", "age", "to_char", "to_date"),
+        *("to_timestamp", "to_number", "make_date", "make_time", "make_timestamp"),
+        *("make_timestamptz", "make_interval", "timezone", "date_bin", "isfinite"),
+        *("clock_timestamp", "statement_timestamp", "transaction_timestamp"),
+        # JSON and arrays
+        *("to_json", "to_jsonb", "json_build_object", "jsonb_build_object"),
+        *("json_build_array", "jsonb_build_array", "json_extract_path"),
+        *("json_extract_path_text", "jsonb_extract_path", "jsonb_extract_path_text"),
+        *("json_array_length", "jsonb_array_length", "json_typeof", "jsonb_typeof"),
+        *("json_array_elements", "jsonb_array_elements", "json_array_elements_text"),
+        *("jsonb_array_elements_text", "json_each", "jsonb_each", "json_each_text"),
+        *("jsonb_each_text", "json_object_keys", "jsonb_object_keys", "jsonb_set"),
+        *("jsonb_insert", "jsonb_strip_nulls", "jsonb_pretty", "row_to_json"),
+        *("array_length", "array_to_string", "string_to_array", "array_position"),
+        *("array_append", "array_prepend", "array_cat", "array_remove", "cardinality"),
+        *("unnest", "generate_series", "coalesce", "nullif", "gen_random_uuid"),
+    }
+)
+_CATALOG = "pg_catalog"
+
+
+def _children(node: Any) -> Iterator[Any]:
+    if isinstance(node, tuple | list):
+        yield from node
+        return
+    if isinstance(node, ast.Node):
+        slots: dict[str, Any] = getattr(type(node), "__slots__", {})
+        for slot in slots:
+            yield getattr(node, slot, None)
+
+
+def _walk(node: Any) -> Iterator[ast.Node]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Node):
+            yield current
+        if isinstance(current, ast.Node | tuple | list):
+            stack.extend(c for c in _children(current) if c is not None)
+
+
+def _names(items: Any) -> list[str]:
+    return [str(getattr(item, "sval", "")) for item in items or ()]
+
+
+def _kind(stmt: ast.Node) -> str:
+    return type(stmt).__name__
+
+
+def _refuse(route: Route, reason: str, *, table: str | None = None) -> PgStatementRefused:
+    return PgStatementRefused(f"{route.value}: {reason}", table=table)
+
+
+def check_statement(sql: str, route: Route, relations: Relations) -> CheckedStatement:
+    """The verdict on ``sql`` (``$n`` placeholders) for ``route``, or
+    :class:`PgStatementRefused` with a reason a caller can act on."""
+    try:
+        parsed = parse_sql(sql)
+    except ParseError as exc:
+        raise _refuse(route, f"the statement does not parse: {exc}") from None
+    if len(parsed) != 1:
+        raise _refuse(
+            route,
+            f"exactly one statement is allowed; found {len(parsed)} "
+            "(a second statement is refused wherever it hides, also after a comment)",
+        )
+    stmt = parsed[0].stmt
+    if stmt is None:
+        raise _refuse(route, "the statement is empty")
+    kind = _top_kind(stmt, route)
+    target = None
+    if isinstance(stmt, ast.InsertStmt | ast.UpdateStmt | ast.DeleteStmt):
+        target = _relation_name(stmt.relation, route)
+    ctes = {
+        str(node.ctename).lower() for node in _walk(stmt) if isinstance(node, ast.CommonTableExpr)
+    }
+    names: set[str] = set()
+    for node in _walk(stmt):
+        _check_node(node, stmt, route)
+        if isinstance(node, ast.RangeVar):
+            name = _relation_name(node, route)
+            if name in ctes and name not in relations.protected | relations.secret:
+                continue
+            names.add(name)
+    for name in sorted(names):
+        if name in relations.secret:
+            raise _refuse(
+                route,
+                f"{name} holds secrets (API token hashes) and cannot be read through "
+                f"{route.value}; use `reviewbot token list`",
+                table=name,
+            )
+        if name not in relations.readable and name not in relations.writable:
+            if name in relations.protected:
+                raise _protected(route, name)
+            raise _refuse(
+                route,
+                f"no table or view named {name} that {route.value} may use (your workflow "
+                "tables and the bot's readable tables only)",
+            )
+    if target is not None and target not in relations.writable:
+        if target in relations.protected:
+            raise _protected(route, target)
+        raise _refuse(route, f"{target} is not one of your workflow tables; it cannot be changed")
+    return CheckedStatement(kind, frozenset(names), target)
+
+
+def _protected(route: Route, name: str) -> PgStatementRefused:
+    return PgStatementRefused(
+        f"{route.value}: {name} is one of reviewbot's own tables; {route.value} cannot "
+        "change it (only workflow tables created by your migrations can be changed)",
+        table=name,
+    )
+
+
+def _top_kind(stmt: ast.Node, route: Route) -> str:
+    if route is Route.QUERY:
+        if isinstance(stmt, ast.SelectStmt):
+            return "select"
+        if isinstance(stmt, ast.ExplainStmt):
+            if not isinstance(stmt.query, ast.SelectStmt):
+                raise _refuse(route, "EXPLAIN is allowed only of a SELECT")
+            return "explain"
+        raise _refuse(
+            route,
+            f"{_label(stmt)} is not allowed; use SELECT, WITH, EXPLAIN or describe TABLE "
+            "(mutate changes rows, apply changes the schema)",
+        )
+    kinds = {ast.InsertStmt: "insert", ast.UpdateStmt: "update", ast.DeleteStmt: "delete"}
+    for cls, name in kinds.items():
+        if isinstance(stmt, cls):
+            return name
+    raise _refuse(
+        route,
+        f"{_label(stmt)} is not allowed; use exactly one INSERT, UPDATE or DELETE "
+        "(schema changes go through db apply with a migration file)",
+    )
+
+
+_LABELS = {
+    "CopyStmt": "COPY",
+    "DoStmt": "DO",
+    "VariableSetStmt": "SET",
+    "VariableShowStmt": "SHOW",
+    "TransactionStmt": "transaction control",
+    "CallStmt": "CALL",
+    "MergeStmt": "MERGE",
+    "ExplainStmt": "EXPLAIN",
+    "SelectStmt": "SELECT",
+    "InsertStmt": "INSERT",
+    "UpdateStmt": "UPDATE",
+    "DeleteStmt": "DELETE",
+}
+
+
+def _label(stmt: ast.Node) -> str:
+    name = _kind(stmt)
+    if isinstance(stmt, ast.VariableSetStmt) and str(stmt.name or "").lower() == "role":
+        return "SET ROLE"
+    return _LABELS.get(name, name.removesuffix("Stmt").upper() or name)
+
+
+def _relation_name(rel: Any, route: Route) -> str:
+    if not isinstance(rel, ast.RangeVar):
+        raise _refuse(route, "the statement's table could not be read")
+    if rel.catalogname or rel.schemaname:
+        shown = ".".join(str(p) for p in (rel.catalogname, rel.schemaname, rel.relname) if p)
+        raise _refuse(route, f"schema-qualified names are not allowed ({shown})")
+    return str(rel.relname).lower()
+
+
+def _check_node(node: ast.Node, top: ast.Node, route: Route) -> None:
+    if node is not top and isinstance(
+        node, ast.InsertStmt | ast.UpdateStmt | ast.DeleteStmt | ast.MergeStmt
+    ):
+        raise _refuse(
+            route,
+            f"{_label(node)} inside the statement is not allowed (a write hidden in a CTE "
+            "is still a write)",
+        )
+    if isinstance(node, ast.SelectStmt):
+        if node.lockingClause:
+            raise _refuse(route, "SELECT ... FOR UPDATE/SHARE takes row locks; not allowed")
+        if node.intoClause is not None:
+            raise _refuse(route, "SELECT ... INTO creates a table; not allowed")
+    elif isinstance(node, ast.FuncCall):
+        _check_function(_names(node.funcname), route)
+    elif isinstance(node, ast.RangeTableFunc):
+        raise _refuse(route, "XMLTABLE is not allowed")
+    elif isinstance(node, ast.XmlExpr | ast.XmlSerialize):
+        raise _refuse(route, "XML functions are not allowed")
+
+
+def _check_function(parts: list[str], route: Route) -> None:
+    shown = ".".join(parts)
+    if (len(parts) == 2 and parts[0].lower() != _CATALOG) or len(parts) > 2:
+        raise _refuse(route, f"function {shown}: schema-qualified functions are not allowed")
+    name = parts[-1].lower()
+    if name not in SAFE_FUNCTIONS:
+        raise _refuse(
+            route,
+            f"function {shown} is not allowed (only functions without side effects that "
+            "reach nothing but the statement's own rows, e.g. count, lower, now, "
+            "jsonb_extract_path)",
+        )
