@@ -23,6 +23,7 @@ Pure: no I/O. The caller passes which relations are readable and writable.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -174,6 +175,8 @@ def check_statement(sql: str, route: Route, relations: Relations) -> CheckedStat
             if name in ctes and name not in relations.protected | relations.secret:
                 continue
             names.add(name)
+    if route is Route.MUTATE and getattr(stmt, "withClause", None) is not None:
+        raise _refuse(route, "WITH is not allowed in a mutation (as on SQLite)")
     for name in sorted(names):
         if name in relations.secret:
             raise _refuse(
@@ -231,6 +234,8 @@ def _top_kind(stmt: ast.Node, route: Route) -> str:
 
 _LABELS = {
     "CopyStmt": "COPY",
+    "IndexStmt": "CREATE INDEX",
+    "ViewStmt": "CREATE VIEW",
     "DoStmt": "DO",
     "VariableSetStmt": "SET",
     "VariableShowStmt": "SHOW",
@@ -249,7 +254,8 @@ def _label(stmt: ast.Node) -> str:
     name = _kind(stmt)
     if isinstance(stmt, ast.VariableSetStmt) and str(stmt.name or "").lower() == "role":
         return "SET ROLE"
-    return _LABELS.get(name, name.removesuffix("Stmt").upper() or name)
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name.removesuffix("Stmt"))
+    return _LABELS.get(name, words.upper() or name)
 
 
 def _relation_name(rel: Any, route: Route) -> str:

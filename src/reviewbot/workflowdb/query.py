@@ -420,6 +420,8 @@ def query_workflow_db(
         described = _PG_DESCRIBE.match(sql)
         if described is not None:
             return _describe_postgres(paths.database_url, described.group(1) or described[2])
+        if sql.split(None, 1)[:1] and sql.split(None, 1)[0].lower() == "describe":
+            raise QueryRefused("query: use describe TABLE (one table name)")
         return _on_postgres(paths.database_url, Route.QUERY, sql, params, limits, max_rows)
     stmt = _one_statement(sql, "query")
     target = _describe_target(stmt)
