@@ -24,8 +24,9 @@ import datetime
 import decimal
 import logging
 import re
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,6 +249,50 @@ def plain(value: Any) -> Any:
     return value
 
 
+class _Running:
+    """The connections of statements running now, so a stopping server can cancel them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.conns: dict[int, psycopg.Connection[Any]] = {}
+        self.cancelled: set[int] = set()
+
+    def add(self, conn: psycopg.Connection[Any]) -> None:
+        with self.lock:
+            self.conns[id(conn)] = conn
+
+    def remove(self, conn: psycopg.Connection[Any]) -> bool:
+        """Forget ``conn``; whether it was cancelled."""
+        with self.lock:
+            self.conns.pop(id(conn), None)
+            if id(conn) in self.cancelled:
+                self.cancelled.discard(id(conn))
+                return True
+            return False
+
+    def cancel_all(self) -> None:
+        with self.lock:
+            conns = list(self.conns.items())
+            self.cancelled.update(key for key, _ in conns)
+        for _, conn in conns:
+            try:
+                conn.cancel_safe(timeout=5)
+            except psycopg.Error as exc:  # it ends at its statement_timeout anyway
+                log.warning("cancelling a workflow-DB statement failed: %s", exc)
+
+
+_RUNNING = _Running()
+
+
+def cancel_running() -> None:
+    """Cancel every statement the tools run now (a server stopping)."""
+    _RUNNING.cancel_all()
+
+
+class Cancelled(ReviewbotError, RuntimeError):
+    code = "statement_failed"
+
+
 def run_confined(
     url: str,
     route: Route,
@@ -259,27 +304,55 @@ def run_confined(
     max_bytes: int,
     parse_fence: bool = True,
     role: str = TOOLS_ROLE,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> Answer:
     """Run one statement of ``route`` under both fences (``parse_fence=False`` only to show
     that the role alone holds: tests)."""
     text = numbered(sql, len(params))
     values = tuple(params)
+    if cancelled():
+        raise Cancelled(f"{route.value}: the server is stopping; the statement was cancelled")
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-        read_only = route is Route.QUERY
-        conn.execute(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-            if read_only
-            else "BEGIN ISOLATION LEVEL READ COMMITTED"
-        )
+        _RUNNING.add(conn)
         try:
-            answer = _confined(
-                conn, route, text, values, timeout_s, max_rows, max_bytes, parse_fence, role
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
+            return _transaction(conn, route, text, values, timeout_s, max_rows, max_bytes,
+                                parse_fence, role)  # fmt: skip
+        except PgTimeout:
+            if _RUNNING.remove(conn):
+                raise Cancelled(
+                    f"{route.value}: the server is stopping; the statement was cancelled"
+                ) from None
             raise
-        conn.execute("ROLLBACK" if read_only else "COMMIT")
-        return answer
+        finally:
+            _RUNNING.remove(conn)
+
+
+def _transaction(
+    conn: psycopg.Connection[Any],
+    route: Route,
+    text: str,
+    values: tuple[Any, ...],
+    timeout_s: float,
+    max_rows: int,
+    max_bytes: int,
+    parse_fence: bool,
+    role: str,
+) -> Answer:
+    read_only = route is Route.QUERY
+    conn.execute(
+        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        if read_only
+        else "BEGIN ISOLATION LEVEL READ COMMITTED"
+    )
+    try:
+        answer = _confined(
+            conn, route, text, values, timeout_s, max_rows, max_bytes, parse_fence, role
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("ROLLBACK" if read_only else "COMMIT")
+    return answer
 
 
 def _confined(

@@ -168,6 +168,7 @@ def cancel_submitted() -> None:
     its shutdown must not wait for runaway statements). Later ones run as usual."""
     with _CANCELS.lock:
         _CANCELS.epoch += 1
+    pgtools.cancel_running()
 
 
 @contextmanager
@@ -519,6 +520,7 @@ def _on_postgres(
             timeout_s=limits.timeout_s,
             max_rows=max_rows,
             max_bytes=limits.max_bytes,
+            cancelled=_CANCELS.running_is_cancelled,
         )
     except PgStatementRefused as exc:
         raise _refusal(route, str(exc), exc.table) from None
@@ -532,7 +534,7 @@ def _on_postgres(
         raise QueryTimeout(exc.detail) from None
     except pgtools.PgTooLarge as exc:
         raise QueryTooLarge(exc.detail) from None
-    except pgtools.PgFailed as exc:
+    except (pgtools.PgFailed, pgtools.Cancelled) as exc:
         raise QueryFailed(exc.detail) from None
     except psycopg.OperationalError as exc:
         raise QueryFailed(f"{route.value}: cannot reach PostgreSQL ({exc})") from None
