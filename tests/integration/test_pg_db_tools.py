@@ -381,3 +381,17 @@ def test_a_createrole_bot_user_sets_the_role_up_itself(tmp_path: Path) -> None:
         with psycopg.connect(admin, autocommit=True) as conn:
             for role in (tools, bot):
                 conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_doctor_says_whether_the_role_can_be_used(paths: WorkflowPaths, plain_role: str) -> None:
+    assert paths.database_url is not None
+    for url, ok, said in (
+        (paths.database_url, True, "reviewbot_tools exists and confines"),
+        (as_role(paths.database_url, plain_role), False, "tools_role_missing"),
+    ):
+        db = PostgresDatabase(url, pool_size=1)
+        try:
+            assert pgtools.role_report(db)[0] is ok
+            assert said in pgtools.role_report(db)[1]
+        finally:
+            db.close()

@@ -87,6 +87,15 @@ def role_state(tx: Tx, role: str = TOOLS_ROLE) -> RoleState:
     return RoleState(True, True, None)
 
 
+def role_report(db: PostgresDatabase, role: str = TOOLS_ROLE) -> tuple[bool, str]:
+    """Whether query and mutate can run on this store, and a line saying so (doctor)."""
+    with db.read() as tx:
+        state = role_state(tx, role)
+    if state.usable:
+        return True, f"database role {role} exists and confines query and mutate"
+    return False, f"query and mutate are refused (tools_role_missing): {state.problem}"
+
+
 def _missing_text(role: str) -> str:
     return (
         f"the database role {role} is missing and the bot's user may not create "
