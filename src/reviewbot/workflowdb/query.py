@@ -5,8 +5,10 @@ data. Each is guarded twice: the statement text is checked first (one statement,
 kind, no write verb hidden in a CTE), then SQLite itself enforces it: queries run on a
 ``mode=ro`` ``query_only`` connection, and both run under an authorizer that denies every
 action outside a read (or, for mutations, a row change), every change to the bot's own
-tables and every read of a secret table (:mod:`reviewbot.workflowdb.protected`). Schema
-changes have their own route (:mod:`reviewbot.workflowdb.migrations`).
+tables and every read of a secret table (:mod:`reviewbot.workflowdb.protected`). On a
+PostgreSQL store the same contract is kept by PostgreSQL's own parser and a database role
+(:mod:`reviewbot.workflowdb.pgtools`). Schema changes have their own route
+(:mod:`reviewbot.workflowdb.migrations`).
 
 Both are bounded (:class:`QueryLimits`): a statement running longer than its time limit is
 interrupted (:class:`QueryTimeout`), and an answer above the row limit is truncated while one
