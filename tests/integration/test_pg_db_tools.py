@@ -163,7 +163,7 @@ def test_rows_written_and_read_back_through_the_tools(paths: WorkflowPaths) -> N
 def test_the_parse_refuses(paths: WorkflowPaths, route: str, sql: str, problem: str) -> None:
     before = bot_state(paths)
     run = query if route == "query" else mutate
-    with pytest.raises((QueryRefused, ProtectedTable), match=f"(?i){problem}"):
+    with pytest.raises((QueryRefused, ProtectedTable, QueryFailed), match=f"(?i){problem}"):
         run(paths, sql)
     assert bodies(paths) == ["a", "b;c", "d"]
     assert bot_state(paths) == before

@@ -265,7 +265,7 @@ def test_mutate_refusals(
     paths: WorkflowPaths, store_kind: str, sql: str, problem: str, pg_problem: str | None
 ) -> None:
     expected = pg_problem if pg(store_kind) and pg_problem is not None else problem
-    with pytest.raises((QueryRefused, ProtectedTable), match=expected):
+    with pytest.raises((QueryRefused, ProtectedTable, QueryFailed), match=expected):
         mutate(paths, sql)
     assert bodies(paths) == ["a", "b;c", "d"]
 

@@ -44,9 +44,12 @@ class PgStatementRefused(ReviewbotError, ValueError):
     """The statement is not allowed on this route; nothing ran. ``table`` names a bot
     table or secret the refusal is about, when it is one."""
 
-    def __init__(self, message: str, *, table: str | None = None) -> None:
+    def __init__(self, message: str, *, table: str | None = None, unknown: bool = False) -> None:
         super().__init__(message)
         self.table = table
+        self.unknown = (
+            unknown  # a name that is no relation the caller may use (SQLite: no such table)
+        )
 
 
 @dataclass(frozen=True)
@@ -188,10 +191,10 @@ def check_statement(sql: str, route: Route, relations: Relations) -> CheckedStat
         if name not in relations.readable and name not in relations.writable:
             if name in relations.protected:
                 raise _protected(route, name)
-            raise _refuse(
-                route,
-                f"no table or view named {name} that {route.value} may use (your workflow "
-                "tables and the bot's readable tables only)",
+            raise PgStatementRefused(
+                f"{route.value}: no table or view named {name} that {route.value} may use "
+                "(your workflow tables and the bot's readable tables only)",
+                unknown=True,
             )
     if target is not None and target not in relations.writable:
         if target in relations.protected:

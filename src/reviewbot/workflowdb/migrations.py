@@ -567,7 +567,7 @@ def _apply(
                 _run(tx, file_name, cs.statement, schema)
             if isinstance(tx, PgTx):
                 # the tools' role follows the user's tables (and never gains a bot table)
-                pgtools.grant_privileges(tx)
+                pgtools.grant_after_migration(tx)
             row = tx.one(
                 f"INSERT INTO {LEDGER_TABLE} (file_name, sha256, destructive, backup_path, "
                 "applied_by, applied_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",

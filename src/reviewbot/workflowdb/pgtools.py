@@ -486,6 +486,20 @@ def _denied(route: Route, exc: psycopg.Error) -> PgDenied:
     )
 
 
+def grant_after_migration(tx: PgTx) -> None:
+    """:func:`grant_privileges` inside a migration's transaction, behind a savepoint: a
+    bot user that may not grant (it does not own a table) leaves the migration applied and
+    the new table out of the tools' reach, never the other way round."""
+    tx.conn.execute("SAVEPOINT reviewbot_tools_grants")
+    try:
+        grant_privileges(tx)
+    except psycopg.Error as exc:
+        tx.conn.execute("ROLLBACK TO SAVEPOINT reviewbot_tools_grants")
+        log.warning("granting %s its privileges failed: %s", TOOLS_ROLE, exc)
+    else:
+        tx.conn.execute("RELEASE SAVEPOINT reviewbot_tools_grants")
+
+
 def numbered(sql: str, count: int) -> str:
     """``?`` placeholders (outside quotes and comments) as PostgreSQL's ``$1``, ``$2``...:
     the exact text that is parsed and then run (with no values, ``sql`` as written)."""

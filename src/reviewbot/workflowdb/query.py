@@ -525,6 +525,8 @@ def _on_postgres(
             cancelled=_CANCELS.running_is_cancelled,
         )
     except PgStatementRefused as exc:
+        if exc.unknown:  # answered like SQLite's "no such table": the statement failed
+            raise QueryFailed(str(exc)) from None
         raise _refusal(route, str(exc), exc.table) from None
     except pgtools.PgDenied as exc:
         raise _refusal(route, exc.detail, exc.table, denied=True) from None
