@@ -20,6 +20,7 @@ confined.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import logging
@@ -358,7 +359,8 @@ def _transaction(
             conn, route, text, values, timeout_s, max_rows, max_bytes, parse_fence, role
         )
     except BaseException:
-        conn.execute("ROLLBACK")
+        with contextlib.suppress(psycopg.Error):  # a broken connection rolls back by itself
+            conn.execute("ROLLBACK")
         raise
     conn.execute("ROLLBACK" if read_only else "COMMIT")
     return answer
