@@ -395,3 +395,11 @@ def test_doctor_says_whether_the_role_can_be_used(paths: WorkflowPaths, plain_ro
             assert said in pgtools.role_report(db)[1]
         finally:
             db.close()
+
+
+def test_large_answers_under_the_role_alone_are_bounded(paths: WorkflowPaths) -> None:
+    endless = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT i FROM c"
+    answer = raw(paths, Route.QUERY, endless, max_rows=3)
+    assert answer.rows == [[1], [2], [3]] and answer.truncated
+    with pytest.raises(pgtools.PgTooLarge):
+        raw(paths, Route.QUERY, "SELECT repeat('x', 2 * 1024 * 1024)")
