@@ -1,10 +1,23 @@
-"""The PostgreSQL statement check on its own (no server): PostgreSQL's parser decides."""
+"""The PostgreSQL statement check on its own (no server): what PostgreSQL's parser reads
+(workflowdb.pgparse) and the decision on it (core.pgstatement)."""
 
 from __future__ import annotations
 
 import pytest
 
-from reviewbot.core.pgstatement import PgStatementRefused, Relations, Route, check_statement
+from reviewbot.core.pgstatement import (
+    CheckedStatement,
+    PgStatementRefused,
+    Relations,
+    Route,
+    check_statement,
+)
+from reviewbot.workflowdb.pgtools import parse_for
+
+
+def check(sql: str, route: Route, relations: Relations) -> CheckedStatement:
+    return check_statement(parse_for(route, sql), route, relations)
+
 
 RELATIONS = Relations(
     readable=frozenset({"notes", "leases"}),
@@ -28,7 +41,7 @@ RELATIONS = Relations(
     ],
 )  # fmt: skip
 def test_allowed(route: Route, sql: str, kind: str, names: set[str]) -> None:
-    checked = check_statement(sql, route, RELATIONS)
+    checked = check(sql, route, RELATIONS)
     assert (checked.kind, set(checked.relations)) == (kind, names)
 
 
@@ -55,5 +68,5 @@ def test_allowed(route: Route, sql: str, kind: str, names: set[str]) -> None:
 )  # fmt: skip
 def test_refused(route: Route, sql: str, reason: str, table: str | None) -> None:
     with pytest.raises(PgStatementRefused, match=reason) as err:
-        check_statement(sql, route, RELATIONS)
+        check(sql, route, RELATIONS)
     assert err.value.table == table

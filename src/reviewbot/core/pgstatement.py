@@ -1,36 +1,33 @@
-"""What ``query`` and ``mutate`` may run on a PostgreSQL store, decided on PostgreSQL's own
-parse tree (``pglast``, libpg_query: the server's grammar, not a pattern).
+"""What ``query`` and ``mutate`` may run on a PostgreSQL store, decided on what PostgreSQL's
+own parser read from the statement (:mod:`reviewbot.workflowdb.pgparse`: pglast,
+libpg_query, the server's grammar, never a pattern).
 
 A statement is allowed when all of these hold:
 
 - the text is exactly one statement (a second one hidden after a comment or a string is
   still a second statement to the parser);
 - its kind is the route's: ``query`` takes ``SELECT`` (incl. ``WITH``, ``VALUES``, set
-  operations) and ``EXPLAIN`` of one (never ``EXPLAIN ANALYZE`` of a write); ``mutate`` takes
-  one ``INSERT``, ``UPDATE`` or ``DELETE``. ``COPY``, ``DO``, ``SET``, ``SET ROLE``, ``CALL``,
-  DDL and transaction control are other kinds, so they are refused;
-- nothing in it writes or locks outside that kind: no data-changing CTE in a query, no CTE
-  that writes in a mutation, no ``SELECT ... FOR UPDATE/SHARE``, no ``SELECT ... INTO``;
-- every relation it names resolves, after its CTE names, to one the caller may use: a query
-  reads the readable relations; a mutation changes only the writable ones (and reads the
-  readable ones); a schema-qualified name is refused (no other schema is reachable);
+  operations) and ``EXPLAIN`` of one; ``mutate`` takes one ``INSERT``, ``UPDATE`` or
+  ``DELETE`` without ``WITH`` (as on SQLite). ``COPY``, ``DO``, ``SET``, ``SET ROLE``,
+  ``CALL``, DDL and transaction control are other kinds, so they are refused;
+- nothing in it writes or locks outside that kind: no data-changing CTE, no
+  ``SELECT ... FOR UPDATE/SHARE``, no ``SELECT ... INTO``, no XML functions;
 - every function it calls is on a list of functions without side effects (no
   ``pg_sleep``, ``pg_read_file``, ``dblink``, ``set_config``, ``nextval``, ``query_to_xml``,
-  ...), named without a schema or in ``pg_catalog``.
+  ...), named without a schema or in ``pg_catalog``;
+- every relation it names resolves, after its CTE names, to one the caller may use: a query
+  reads the readable relations; a mutation changes only the writable ones (and reads the
+  readable ones); a schema-qualified name is refused (no other schema is reachable).
 
-Pure: no I/O. The caller passes which relations are readable and writable.
+Pure: no I/O. The caller passes the parsed facts and which relations are readable and
+writable.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
-
-from pglast import ast, parse_sql
-from pglast.parser import ParseError
 
 from reviewbot.core.errors import ReviewbotError
 
@@ -64,6 +61,30 @@ class Relations:
     writable: frozenset[str]
     protected: frozenset[str] = frozenset()
     secret: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class RelationName:
+    name: str  # as written (a quoted name keeps its case)
+    schema: str | None = None  # a schema (or catalog.schema) it was qualified with
+
+
+@dataclass(frozen=True)
+class ParsedStatement:
+    """What the parser read from one statement."""
+
+    kind: str  # "select", "explain", "insert", "update", "delete" or "other"
+    label: str  # the kind as PostgreSQL spells it, for refusals ("COPY", "SET ROLE")
+    explained: str | None  # EXPLAIN: the kind of what it explains
+    target: RelationName | None  # INSERT / UPDATE / DELETE: the table changed
+    relations: tuple[RelationName, ...]  # every relation named anywhere in it
+    ctes: frozenset[str]  # its CTE names, lower-cased
+    functions: tuple[tuple[str, ...], ...]  # every function call, as its name's parts
+    nested_writes: tuple[str, ...]  # labels of writes inside it (a data-changing CTE)
+    locking: bool  # SELECT ... FOR UPDATE / SHARE
+    select_into: bool  # SELECT ... INTO
+    with_clause: bool  # the statement itself has a WITH
+    xml: bool  # XML functions or XMLTABLE
 
 
 @dataclass(frozen=True)
@@ -115,71 +136,46 @@ SAFE_FUNCTIONS = frozenset(
 _CATALOG = "pg_catalog"
 
 
-def _children(node: Any) -> Iterator[Any]:
-    if isinstance(node, tuple | list):
-        yield from node
-        return
-    if isinstance(node, ast.Node):
-        slots: dict[str, Any] = getattr(type(node), "__slots__", {})
-        for slot in slots:
-            yield getattr(node, slot, None)
-
-
-def _walk(node: Any) -> Iterator[ast.Node]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, ast.Node):
-            yield current
-        if isinstance(current, ast.Node | tuple | list):
-            stack.extend(c for c in _children(current) if c is not None)
-
-
-def _names(items: Any) -> list[str]:
-    return [str(getattr(item, "sval", "")) for item in items or ()]
-
-
-def _kind(stmt: ast.Node) -> str:
-    return type(stmt).__name__
-
-
 def _refuse(route: Route, reason: str, *, table: str | None = None) -> PgStatementRefused:
     return PgStatementRefused(f"{route.value}: {reason}", table=table)
 
 
-def check_statement(sql: str, route: Route, relations: Relations) -> CheckedStatement:
-    """The verdict on ``sql`` (``$n`` placeholders) for ``route``, or
+def check_statement(
+    statements: Sequence[ParsedStatement], route: Route, relations: Relations
+) -> CheckedStatement:
+    """The verdict on the parsed ``statements`` for ``route``, or
     :class:`PgStatementRefused` with a reason a caller can act on."""
-    try:
-        parsed = parse_sql(sql)
-    except ParseError as exc:
-        raise _refuse(route, f"the statement does not parse: {exc}") from None
-    if len(parsed) != 1:
+    if len(statements) != 1:
         raise _refuse(
             route,
-            f"exactly one statement is allowed; found {len(parsed)} "
+            f"exactly one statement is allowed; found {len(statements)} "
             "(a second statement is refused wherever it hides, also after a comment)",
         )
-    stmt = parsed[0].stmt
-    if stmt is None:
-        raise _refuse(route, "the statement is empty")
-    kind = _top_kind(stmt, route)
-    target = None
-    if isinstance(stmt, ast.InsertStmt | ast.UpdateStmt | ast.DeleteStmt):
-        target = _relation_name(stmt.relation, route)
-    ctes = {
-        str(node.ctename).lower() for node in _walk(stmt) if isinstance(node, ast.CommonTableExpr)
-    }
-    names: set[str] = set()
-    for node in _walk(stmt):
-        _check_node(node, stmt, route)
-        if isinstance(node, ast.RangeVar):
-            name = _relation_name(node, route)
-            if name in ctes and name not in relations.protected | relations.secret:
-                continue
-            names.add(name)
-    if route is Route.MUTATE and getattr(stmt, "withClause", None) is not None:
+    stmt = statements[0]
+    _check_kind(stmt, route)
+    if stmt.nested_writes:
+        raise _refuse(
+            route,
+            f"{stmt.nested_writes[0]} inside the statement is not allowed (a write hidden "
+            "in a CTE is still a write)",
+        )
+    if stmt.locking:
+        raise _refuse(route, "SELECT ... FOR UPDATE/SHARE takes row locks; not allowed")
+    if stmt.select_into:
+        raise _refuse(route, "SELECT ... INTO creates a table; not allowed")
+    if stmt.xml:
+        raise _refuse(route, "XML functions are not allowed")
+    for parts in stmt.functions:
+        _check_function(parts, route)
+    if route is Route.MUTATE and stmt.with_clause:
         raise _refuse(route, "WITH is not allowed in a mutation (as on SQLite)")
+    target = _name(stmt.target, route) if stmt.target is not None else None
+    names: set[str] = set()
+    for rel in stmt.relations:
+        name = _name(rel, route)
+        if name in stmt.ctes and name not in relations.protected | relations.secret:
+            continue
+        names.add(name)
     for name in sorted(names):
         if name in relations.secret:
             raise _refuse(
@@ -200,7 +196,7 @@ def check_statement(sql: str, route: Route, relations: Relations) -> CheckedStat
         if target in relations.protected:
             raise _protected(route, target)
         raise _refuse(route, f"{target} is not one of your workflow tables; it cannot be changed")
-    return CheckedStatement(kind, frozenset(names), target)
+    return CheckedStatement(stmt.kind, frozenset(names), target)
 
 
 def _protected(route: Route, name: str) -> PgStatementRefused:
@@ -211,92 +207,38 @@ def _protected(route: Route, name: str) -> PgStatementRefused:
     )
 
 
-def _top_kind(stmt: ast.Node, route: Route) -> str:
+def _check_kind(stmt: ParsedStatement, route: Route) -> None:
     if route is Route.QUERY:
-        if isinstance(stmt, ast.SelectStmt):
-            return "select"
-        if isinstance(stmt, ast.ExplainStmt):
-            if not isinstance(stmt.query, ast.SelectStmt):
+        if stmt.kind == "select":
+            return
+        if stmt.kind == "explain":
+            if stmt.explained != "select":
                 raise _refuse(route, "EXPLAIN is allowed only of a SELECT")
-            return "explain"
+            return
         raise _refuse(
             route,
-            f"{_label(stmt)} is not allowed; use SELECT, WITH, EXPLAIN or describe TABLE "
+            f"{stmt.label} is not allowed; use SELECT, WITH, EXPLAIN or describe TABLE "
             "(mutate changes rows, apply changes the schema)",
         )
-    kinds = {ast.InsertStmt: "insert", ast.UpdateStmt: "update", ast.DeleteStmt: "delete"}
-    for cls, name in kinds.items():
-        if isinstance(stmt, cls):
-            return name
-    raise _refuse(
-        route,
-        f"{_label(stmt)} is not allowed; use exactly one INSERT, UPDATE or DELETE "
-        "(schema changes go through db apply with a migration file)",
-    )
-
-
-_LABELS = {
-    "CopyStmt": "COPY",
-    "IndexStmt": "CREATE INDEX",
-    "ViewStmt": "CREATE VIEW",
-    "DoStmt": "DO",
-    "VariableSetStmt": "SET",
-    "VariableShowStmt": "SHOW",
-    "TransactionStmt": "transaction control",
-    "CallStmt": "CALL",
-    "MergeStmt": "MERGE",
-    "ExplainStmt": "EXPLAIN",
-    "SelectStmt": "SELECT",
-    "InsertStmt": "INSERT",
-    "UpdateStmt": "UPDATE",
-    "DeleteStmt": "DELETE",
-}
-
-
-def _label(stmt: ast.Node) -> str:
-    name = _kind(stmt)
-    if isinstance(stmt, ast.VariableSetStmt) and str(stmt.name or "").lower() == "role":
-        return "SET ROLE"
-    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name.removesuffix("Stmt"))
-    return _LABELS.get(name, words.upper() or name)
-
-
-def _relation_name(rel: Any, route: Route) -> str:
-    if not isinstance(rel, ast.RangeVar):
-        raise _refuse(route, "the statement's table could not be read")
-    if rel.catalogname or rel.schemaname:
-        shown = ".".join(str(p) for p in (rel.catalogname, rel.schemaname, rel.relname) if p)
-        raise _refuse(route, f"schema-qualified names are not allowed ({shown})")
-    return str(rel.relname).lower()
-
-
-def _check_node(node: ast.Node, top: ast.Node, route: Route) -> None:
-    if node is not top and isinstance(
-        node, ast.InsertStmt | ast.UpdateStmt | ast.DeleteStmt | ast.MergeStmt
-    ):
+    if stmt.kind not in ("insert", "update", "delete"):
         raise _refuse(
             route,
-            f"{_label(node)} inside the statement is not allowed (a write hidden in a CTE "
-            "is still a write)",
+            f"{stmt.label} is not allowed; use exactly one INSERT, UPDATE or DELETE "
+            "(schema changes go through db apply with a migration file)",
         )
-    if isinstance(node, ast.SelectStmt):
-        if node.lockingClause:
-            raise _refuse(route, "SELECT ... FOR UPDATE/SHARE takes row locks; not allowed")
-        if node.intoClause is not None:
-            raise _refuse(route, "SELECT ... INTO creates a table; not allowed")
-    elif isinstance(node, ast.FuncCall):
-        _check_function(_names(node.funcname), route)
-    elif isinstance(node, ast.RangeTableFunc):
-        raise _refuse(route, "XMLTABLE is not allowed")
-    elif isinstance(node, ast.XmlExpr | ast.XmlSerialize):
-        raise _refuse(route, "XML functions are not allowed")
 
 
-def _check_function(parts: list[str], route: Route) -> None:
+def _name(rel: RelationName, route: Route) -> str:
+    if rel.schema:
+        raise _refuse(route, f"schema-qualified names are not allowed ({rel.schema}.{rel.name})")
+    return rel.name.lower()
+
+
+def _check_function(parts: tuple[str, ...], route: Route) -> None:
     shown = ".".join(parts)
     if (len(parts) == 2 and parts[0].lower() != _CATALOG) or len(parts) > 2:
         raise _refuse(route, f"function {shown}: schema-qualified functions are not allowed")
-    name = parts[-1].lower()
+    name = parts[-1].lower() if parts else ""
     if name not in SAFE_FUNCTIONS:
         raise _refuse(
             route,

@@ -35,9 +35,16 @@ import psycopg
 from psycopg import sql as pgsql
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.core.pgstatement import Relations, Route, check_statement
+from reviewbot.core.pgstatement import (
+    ParsedStatement,
+    PgStatementRefused,
+    Relations,
+    Route,
+    check_statement,
+)
 from reviewbot.store.database import Tx
 from reviewbot.store.postgres import _TOKENS, PgTx, PostgresDatabase
+from reviewbot.workflowdb import pgparse
 from reviewbot.workflowdb.protected import SECRET_TABLES, bot_schema
 
 log = logging.getLogger(__name__)
@@ -320,13 +327,14 @@ def run_confined(
     that the role alone holds: tests)."""
     text = numbered(sql, len(params))
     values = tuple(params)
+    parsed = parse_for(route, text) if parse_fence else None
     if cancelled():
         raise Cancelled(f"{route.value}: the server is stopping; the statement was cancelled")
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
         _RUNNING.add(conn)
         try:
             return _transaction(conn, route, text, values, timeout_s, max_rows, max_bytes,
-                                parse_fence, role)  # fmt: skip
+                                parsed, role)  # fmt: skip
         except PgTimeout:
             if _RUNNING.remove(conn):
                 raise Cancelled(
@@ -345,7 +353,7 @@ def _transaction(
     timeout_s: float,
     max_rows: int,
     max_bytes: int,
-    parse_fence: bool,
+    parsed: list[ParsedStatement] | None,
     role: str,
 ) -> Answer:
     read_only = route is Route.QUERY
@@ -355,9 +363,7 @@ def _transaction(
         else "BEGIN ISOLATION LEVEL READ COMMITTED"
     )
     try:
-        answer = _confined(
-            conn, route, text, values, timeout_s, max_rows, max_bytes, parse_fence, role
-        )
+        answer = _confined(conn, route, text, values, timeout_s, max_rows, max_bytes, parsed, role)
     except BaseException:
         with contextlib.suppress(psycopg.Error):  # a broken connection rolls back by itself
             conn.execute("ROLLBACK")
@@ -374,14 +380,14 @@ def _confined(
     timeout_s: float,
     max_rows: int,
     max_bytes: int,
-    parse_fence: bool,
+    parsed: list[ParsedStatement] | None,
     role: str,
 ) -> Answer:
     tx = PgTx(conn)
     state = role_state(tx, role)
     if not state.usable:
         raise ToolsRoleMissing(f"{route.value}: {state.problem}; nothing ran")
-    checked = check_statement(text, route, relations(tx)) if parse_fence else None
+    checked = None if parsed is None else check_statement(parsed, route, relations(tx))
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true)", (str(max(1, int(timeout_s * 1000))),)
     )
@@ -500,6 +506,14 @@ def grant_after_migration(tx: PgTx) -> None:
         log.warning("granting %s its privileges failed: %s", TOOLS_ROLE, exc)
     else:
         tx.conn.execute("RELEASE SAVEPOINT reviewbot_tools_grants")
+
+
+def parse_for(route: Route, text: str) -> list[ParsedStatement]:
+    """``text`` read by PostgreSQL's parser; text it cannot parse is refused."""
+    try:
+        return pgparse.parse(text)
+    except pgparse.PgParseError as exc:
+        raise PgStatementRefused(f"{route.value}: the statement does not parse: {exc}") from None
 
 
 def numbered(sql: str, count: int) -> str:
