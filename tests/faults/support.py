@@ -31,7 +31,8 @@ from reviewbot.sim.serve_child import (
 )
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database, SQLiteDatabase
+from reviewbot.store.postgres import PostgresDatabase
 from reviewbot.store.tokens import create_token
 from tests.integration.process_support import clean_env
 
@@ -76,7 +77,12 @@ class World:
             db.close()
 
     def token(self, scopes: str) -> str:
-        db = SQLiteDatabase(self.db_path)
+        url = self.env.get("REVIEWBOT_DATABASE_URL", "")
+        db: Database = (
+            PostgresDatabase(url, pool_size=1)
+            if url.startswith("postgresql")
+            else SQLiteDatabase(self.db_path)
+        )
         try:
             plain, _ = create_token(
                 db,

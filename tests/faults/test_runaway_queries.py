@@ -1,6 +1,7 @@
 """Runaway queries through the DB tools on a real ``serve``: while several infinite recursive
 queries run, ``/healthz`` and the lease API answer, and SIGTERM stops the process within the
-shutdown grace (far sooner than the queries' own time limit)."""
+shutdown grace (far sooner than the queries' own time limit). On both stores: on
+PostgreSQL the runaways run on the server and the stopping bot cancels them there."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ QUERY_LIMIT_S = 300.0  # the queries would run this long: only the shutdown can 
 
 
 async def test_sigterm_stops_the_server_within_the_grace_while_queries_run_away(
-    tmp_path: Path,
+    tmp_path: Path, store_kind: str, request: pytest.FixtureRequest
 ) -> None:
     settings = {"REVIEWBOT_DB_ACCESS": "read", "REVIEWBOT_QUERY_TIMEOUT_S": str(QUERY_LIMIT_S)}
+    if store_kind == "postgresql":
+        settings["REVIEWBOT_DATABASE_URL"] = request.getfixturevalue("postgres_url")
     async with world(tmp_path, settings=settings) as w:
         bot = await start(w.env, "--shutdown-grace", str(GRACE_S))
         try:

@@ -3,7 +3,7 @@
 Every attack here was once answered 200: a ``db:write`` token changing ``leases.holder`` or
 forging a row of ``api_tokens``, a ``db:read`` token reading token hashes, a repository-bound
 token reading every repository, a migration dropping ``api_tokens``. Each test asserts the
-refusal names what was refused and that nothing changed.
+refusal names what was refused and that nothing changed. Every test runs on both stores.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from reviewbot.runtime.reviewers.tools import run_tools
 from reviewbot.server.tools import SESSIONS
 from reviewbot.store.tokens import hash_token
 from reviewbot.workflowdb.access import DBAccess
-from reviewbot.workflowdb.migrations import migration_log
+from reviewbot.workflowdb.migrations import migration_log, table_exists
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import Running, make_settings, running_server
 
@@ -32,8 +31,12 @@ TIMEOUT_S = 1.5  # the server's per-statement limit in these tests
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    settings = make_settings(tmp_path / "data", query_timeout_s=TIMEOUT_S)
+async def server(workflow_paths: WorkflowPaths) -> AsyncIterator[Running]:
+    settings = make_settings(
+        workflow_paths.data_dir,
+        database_url=workflow_paths.database_url,
+        query_timeout_s=TIMEOUT_S,
+    )
     async with running_server(settings, forges={}, run_workers=False) as running:
         add_migration(running, "site_notes.sql", "CREATE TABLE IF NOT EXISTS notes (body TEXT);")
         status, body = await tool(running, rw_session(running), "apply_workflow_db_migration",
@@ -44,6 +47,11 @@ async def server(tmp_path: Path) -> AsyncIterator[Running]:
 
 def paths_of(srv: Running) -> WorkflowPaths:
     return WorkflowPaths.from_settings(srv.service.settings)
+
+
+def in_dialect(store_kind: str, sql: str) -> str:
+    """``sql`` with SQLite's ``[name]`` quoting as PostgreSQL's ``"name"`` there."""
+    return sql.replace("[", '"').replace("]", '"') if store_kind == "postgresql" else sql
 
 
 def add_migration(srv: Running, name: str, sql: str) -> None:
@@ -121,10 +129,11 @@ def token_rows(srv: Running) -> list[tuple[Any, ...]]:
     ],
 )
 async def test_a_db_write_token_cannot_change_leases_or_the_bot_state(
-    server: Running, sql: str, table: str
+    server: Running, store_kind: str, sql: str, table: str
 ) -> None:
     lease_token, lease = await hold_a_lease(server)
     writer = server.token("db:write")
+    sql = in_dialect(store_kind, sql)
     status, body = await tool(server, writer, "mutate_workflow_db", {"sql": sql})
     assert status in (400, 403), body
     assert table.lower() in body["detail"].lower(), body
@@ -176,15 +185,17 @@ async def test_a_db_write_token_cannot_forge_a_token(server: Running, sql: str) 
     [
         ("query_workflow_db", "SELECT token_hash FROM api_tokens"),
         ("query_workflow_db", "SELECT count(*) FROM api_tokens"),
-        ("query_workflow_db", 'SELECT * FROM (SELECT * FROM "API_TOKENS")'),
+        ("query_workflow_db", 'SELECT * FROM (SELECT * FROM "API_TOKENS") AS t'),
         ("query_workflow_db", "WITH t AS (SELECT name FROM [api_tokens]) SELECT * FROM t"),
         ("query_workflow_db", "SELECT 1 WHERE EXISTS (SELECT 1 FROM api_tokens)"),
         ("mutate_workflow_db", "INSERT INTO notes (body) SELECT token_hash FROM api_tokens"),
     ],
 )
-async def test_no_token_reads_the_token_table(server: Running, name: str, sql: str) -> None:
+async def test_no_token_reads_the_token_table(
+    server: Running, store_kind: str, name: str, sql: str
+) -> None:
     token = server.token("db:write")
-    status, body = await tool(server, token, name, {"sql": sql})
+    status, body = await tool(server, token, name, {"sql": in_dialect(store_kind, sql)})
     assert (status, body["error"]) == (403, "protected_table"), body
     assert "api_tokens" in body["detail"].lower()
     with server.db.read() as tx:
@@ -278,7 +289,7 @@ async def test_a_migration_touching_the_bot_schema_is_refused_before_anything_ru
     assert named in body["detail"]
     assert migration_log(server.db) == ledger  # no ledger row
     with server.db.read() as tx:
-        assert tx.one("SELECT 1 FROM sqlite_master WHERE name = 'ok'") is None
+        assert not table_exists(tx, "ok")
     # Authenticated calls still work: the token table is intact.
     assert (await call(server, "GET", "/api/v1/decisions", reader))[0] == 200
 
@@ -368,14 +379,24 @@ async def test_a_runaway_mutation_is_cancelled_and_rolled_back(server: Running) 
         assert tx.one("SELECT count(*) FROM notes")[0] == 0  # type: ignore[index]
 
 
-@pytest.mark.parametrize(
-    "sql",
-    [
+OVERSIZED = {
+    "sqlite": [
         "SELECT zeroblob(5 * 1024 * 1024)",
         "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c LIMIT 900) "
         "SELECT i, printf('%.10000c', 'x') FROM c",
     ],
-)
-async def test_an_oversized_answer_is_refused_as_query_too_large(server: Running, sql: str) -> None:
+    "postgresql": [
+        "SELECT repeat('x', 5 * 1024 * 1024)",
+        "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 900) "
+        "SELECT i, repeat('x', 10000) FROM c",
+    ],
+}
+
+
+@pytest.mark.parametrize("which", [0, 1])
+async def test_an_oversized_answer_is_refused_as_query_too_large(
+    server: Running, store_kind: str, which: int
+) -> None:
+    sql = OVERSIZED[store_kind][which]
     status, body = await tool(server, server.token("db:read"), "query_workflow_db", {"sql": sql})
     assert (status, body["error"]) == (422, "query_too_large"), body

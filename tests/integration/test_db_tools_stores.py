@@ -1,22 +1,18 @@
-"""The DB tools over HTTP on both stores: the bot's tables stay out of reach.
+"""The DB tools over HTTP on both stores: the same contract, the bot's tables out of reach.
 
-On SQLite the tools run confined (read-only connection, an authorizer on the bot's tables
-and secrets). On PostgreSQL that confinement has no equivalent yet, so ``query`` and
-``mutate`` refuse with ``unsupported_store`` instead of running; migrations keep the text
-checks on both stores. Each test asserts that nothing changed.
+On SQLite the tools run confined by a read-only connection and an authorizer; on PostgreSQL
+by PostgreSQL's own parser and a database role (:mod:`reviewbot.workflowdb.pgtools`).
+Each test asserts that nothing changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
-from reviewbot.workflowdb.query import QueryUnsupported, query_workflow_db
 from tests.integration.server_support import Running, make_settings, running_server
 from tests.integration.test_db_tool_boundary import add_migration, rw_session, tool
 
@@ -48,12 +44,10 @@ async def test_query_and_mutate_never_reach_the_bots_tables(
 ) -> None:
     before = token_rows(server)
     status, body = await tool(server, rw_session(server), name, arguments)
-    if store_kind == "postgresql":
-        assert (status, body["error"]) == (501, "unsupported_store"), body
-    elif "api_tokens" in arguments["sql"]:
+    if "api_tokens" in arguments["sql"]:
         assert (status, body["error"]) == (403, "protected_table"), body
     else:
-        assert status == 200, body  # reading leases is allowed on SQLite
+        assert status == 200, body  # reading leases is allowed on both stores
     assert token_rows(server) == before
 
 
@@ -67,7 +61,28 @@ async def test_a_migration_cannot_drop_the_bots_tables(server: Running) -> None:
     assert token_rows(server) == before
 
 
-def test_query_refuses_on_postgresql_before_connecting(postgres_url: str, tmp_path: Path) -> None:
-    paths = WorkflowPaths(tmp_path / "data", None, postgres_url)
-    with pytest.raises(QueryUnsupported, match="PostgreSQL"):
-        query_workflow_db("SELECT 1", paths=paths, access=DBAccess.READ)
+async def test_a_session_migrates_writes_and_reads_back_its_own_table(server: Running) -> None:
+    session = rw_session(server)
+    add_migration(
+        server, "site_tasks.sql", "CREATE TABLE IF NOT EXISTS tasks (name TEXT NOT NULL, n INT);"
+    )
+    status, body = await tool(
+        server, session, "apply_workflow_db_migration", {"file": "site_tasks.sql"}
+    )
+    assert status == 200, body
+    sql = "INSERT INTO tasks (name, n) VALUES (?, ?), (?, ?)"
+    status, body = await tool(
+        server, session, "mutate_workflow_db", {"sql": sql, "params": ["a", 1, "b", 2]}
+    )
+    assert (status, body["result"]["rowcount"]) == (200, 2), body
+    status, body = await tool(
+        server, session, "query_workflow_db", {"sql": "SELECT name, n FROM tasks ORDER BY n"}
+    )
+    assert (status, body["result"]["rows"]) == (200, [["a", 1], ["b", 2]]), body
+    for name, sql in (
+        ("mutate_workflow_db", "DELETE FROM leases"),
+        ("mutate_workflow_db", "INSERT INTO tasks (name) SELECT token_hash FROM api_tokens"),
+        ("query_workflow_db", "SELECT * FROM api_tokens"),
+    ):
+        status, body = await tool(server, session, name, {"sql": sql})
+        assert (status, body["error"]) == (403, "protected_table"), (sql, body)

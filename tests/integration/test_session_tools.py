@@ -24,7 +24,7 @@ from reviewbot.runtime.reviewers.runner import review_in_run
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import run_tools
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes
-from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.database import Database
 from reviewbot.store.sessions import tool_calls
 from reviewbot.store.tokens import revoke_token
 from reviewbot.workflowdb.access import DBAccess
@@ -32,6 +32,7 @@ from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import make_settings, running_server
+from tests.support.store_fixtures import AUTO_ID
 
 PAIRS = 100
 INSERT = "INSERT INTO notes (pair, writer) VALUES (?, ?)"
@@ -77,11 +78,11 @@ class Api:
             return resp.status, await resp.json()
 
 
-def add_notes_table(paths: WorkflowPaths, db: SQLiteDatabase) -> None:
+def add_notes_table(paths: WorkflowPaths, db: Database) -> None:
     """A table of the users' own, added through the managed migration route."""
+    key = AUTO_ID["postgresql" if paths.database_url else "sqlite"]
     (paths.migrations_dir / "notes.sql").write_text(
-        "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "pair INTEGER NOT NULL, writer TEXT NOT NULL);"
+        f"CREATE TABLE IF NOT EXISTS notes (id {key}, pair INTEGER NOT NULL, writer TEXT NOT NULL);"
     )
     apply_workflow_db_migration(
         "notes.sql", paths=paths, access=DBAccess.READ_WRITE, applied_by="test", db=db
@@ -89,8 +90,9 @@ def add_notes_table(paths: WorkflowPaths, db: SQLiteDatabase) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[WorkflowPaths, SQLiteDatabase]]:
-    paths = WorkflowPaths(tmp_path / "data")
+def store(workflow_paths: WorkflowPaths) -> Iterator[tuple[WorkflowPaths, Database]]:
+    """The workflow folder and its store, on each store kind."""
+    paths = workflow_paths
     db = open_store(paths)
     add_notes_table(paths, db)
     yield paths, db
@@ -103,7 +105,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def api(store: tuple[WorkflowPaths, SQLiteDatabase], clock: FakeClock) -> AsyncIterator[Api]:
+async def api(store: tuple[WorkflowPaths, Database], clock: FakeClock) -> AsyncIterator[Api]:
     _, db = store
     app = web.Application()
     sessions = register_tool_routes(app, sessions=SessionManager(clock=clock), audit=lambda: db)
@@ -117,7 +119,7 @@ async def api(store: tuple[WorkflowPaths, SQLiteDatabase], clock: FakeClock) -> 
         await server.close()
 
 
-def notes(db: SQLiteDatabase) -> list[tuple[int, str]]:
+def notes(db: Database) -> list[tuple[int, str]]:
     with db.read() as tx:
         return [(r["pair"], r["writer"]) for r in tx.all("SELECT pair, writer FROM notes")]
 
@@ -126,7 +128,7 @@ def notes(db: SQLiteDatabase) -> list[tuple[int, str]]:
 
 
 async def test_run_and_unrelated_session_each_write_with_their_own_authority(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, db = store
     s = api.sessions
@@ -166,7 +168,7 @@ async def test_run_and_unrelated_session_each_write_with_their_own_authority(
 
 
 async def test_two_writers_at_once_are_each_attributed_to_themselves(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, db = store
     s = api.sessions
@@ -195,7 +197,7 @@ async def test_two_writers_at_once_are_each_attributed_to_themselves(
 
 
 async def test_a_session_without_the_tool_never_falls_back_to_another_sessions_registry(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, db = store
     s = api.sessions
@@ -224,9 +226,7 @@ async def test_a_session_without_the_tool_never_falls_back_to_another_sessions_r
 # -- steps of a run ---------------------------------------------------------------------------
 
 
-async def test_a_step_resolves_to_its_run(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
-) -> None:
+async def test_a_step_resolves_to_its_run(api: Api, store: tuple[WorkflowPaths, Database]) -> None:
     paths, db = store
     s = api.sessions
     s.open_run("run-D", db_access=DBAccess.READ_WRITE, tools=run_tools(paths, s))
@@ -255,7 +255,7 @@ async def test_a_step_resolves_to_its_run(
 
 
 async def test_a_step_with_lower_access_cannot_write_through_its_runs_tools(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, db = store
     s = api.sessions
@@ -291,7 +291,7 @@ async def test_a_step_of_a_run_without_the_tool_is_refused_naming_both(api: Api)
 
 
 async def test_an_unknown_tool_is_refused_with_the_ownership_error(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, db = store
     s = api.sessions
@@ -309,7 +309,7 @@ async def test_an_unknown_tool_is_refused_with_the_ownership_error(
 
 
 async def test_tokens_of_an_ended_run_and_its_steps_are_refused(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, _ = store
     s = api.sessions
@@ -329,7 +329,7 @@ async def test_tokens_of_an_ended_run_and_its_steps_are_refused(
 
 
 async def test_an_expired_token_is_refused(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], clock: FakeClock
+    api: Api, store: tuple[WorkflowPaths, Database], clock: FakeClock
 ) -> None:
     paths, _ = store
     s = api.sessions
@@ -373,7 +373,7 @@ async def test_calls_without_a_live_session_token_are_refused(api: Api, token: s
 )
 async def test_bad_requests_get_a_clear_error_and_change_nothing(
     api: Api,
-    store: tuple[WorkflowPaths, SQLiteDatabase],
+    store: tuple[WorkflowPaths, Database],
     request_kw: dict[str, Any],
     status: int,
     code: str,
@@ -391,7 +391,7 @@ async def test_bad_requests_get_a_clear_error_and_change_nothing(
 
 
 async def test_a_large_body_arriving_in_pieces_is_read_whole(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase]
+    api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
     paths, _ = store
     s = api.sessions
@@ -429,7 +429,7 @@ print(json.dumps([{"path": "src/y.py", "line": 5, "message": "printed", "severit
 
 
 async def test_a_reviewer_process_calls_the_tools_of_its_run(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], tmp_path: Path
+    api: Api, store: tuple[WorkflowPaths, Database], tmp_path: Path
 ) -> None:
     paths, db = store
     script = tmp_path / "calling_reviewer.py"
@@ -542,7 +542,7 @@ async def test_api_tokens_call_the_db_tools_as_sessions_of_their_own(tmp_path: P
 
 @pytest.mark.parametrize("name", ["Drop-Table", "x" * 300, "%C3%A9t%C3%A9"])
 async def test_odd_tool_names_are_refused_as_not_owned(
-    api: Api, store: tuple[WorkflowPaths, SQLiteDatabase], name: str
+    api: Api, store: tuple[WorkflowPaths, Database], name: str
 ) -> None:
     paths, _ = store
     s = api.sessions

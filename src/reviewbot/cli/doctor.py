@@ -2,7 +2,9 @@
 
 It checks the store (a write commits), the queue (the oldest delivery waiting to be gated
 is younger than ready_max_queue_age_s), each configured forge (it answers) and the reviewer
-sandbox (probed here as serve would, as this user: run it as the bot's user). For every
+sandbox (probed here as serve would, as this user: run it as the bot's user). On a
+PostgreSQL store it also says whether the database role that confines query and mutate
+exists and the bot's user may use it (docs/security.md). For every
 configured repository it then reads what the bot's credentials hold there (a GitHub App
 installation's permissions, or the access the forge shows the token's account) and prints
 each permission the bot lacks, what fails without it and where to grant it; for a
@@ -30,6 +32,8 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.runtime.health import Check, readiness
 from reviewbot.runtime.reviewers.sandbox import Sandbox
+from reviewbot.store.postgres import PostgresDatabase
+from reviewbot.workflowdb import pgtools
 from reviewbot.workflowdb.bootstrap import open_store
 
 
@@ -81,6 +85,9 @@ async def local_checks(settings: Settings) -> list[Check]:
                     "(docs/github-app.md, docs/gitea.md)",
                 )
             )
+        if isinstance(db, PostgresDatabase):
+            ok, detail = await asyncio.to_thread(pgtools.role_report, db)
+            checks.append(Check("workflow-db tools role", ok, detail))
         return checks + await access_checks(settings, forges)
     finally:
         for forge in forges.values():

@@ -65,12 +65,12 @@ STATUS: dict[str, int] = {
     "query_timeout": 422,
     "query_too_large": 422,
     "internal_error": 500,
-    "unsupported_store": 501,
     "forge_error": 502,
     "forge_unavailable": 503,
     "forge_unreachable": 503,
     "server_busy": 503,
     "store_unavailable": 503,
+    "tools_role_missing": 503,
     "not_ready": 503,
 }
 

@@ -19,6 +19,7 @@ machine).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -37,6 +38,7 @@ from reviewbot.store.postgres import (
     REVIEWBOT_LOCKS,
     PostgresDatabase,
 )
+from reviewbot.workflowdb import pgtools
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.migrations import (
@@ -48,6 +50,8 @@ from reviewbot.workflowdb.migrations import (
 )
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
+
+log = logging.getLogger(__name__)
 
 APPLIED_BY = "reviewbot (packaged migrations)"
 LOCK_FILE = ".lock"
@@ -169,6 +173,13 @@ def open_postgres_store(url: str, paths: WorkflowPaths) -> PostgresDatabase:
     except BaseException:
         db.close()
         raise
+    try:
+        state = pgtools.ensure_role(db)
+    except psycopg.Error as exc:  # the tools refuse until it is set up; the bot still runs
+        log.warning("the workflow-DB tools' role could not be set up: %s", exc)
+    else:
+        if state.problem is not None:
+            log.warning("query and mutate are refused until this is done: %s", state.problem)
     return db
 
 

@@ -31,8 +31,8 @@ import psycopg
 
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.store.database import SQLITE, Database, SQLiteDatabase, Tx
-from reviewbot.store.postgres import PostgresDatabase
-from reviewbot.workflowdb import pgbackup
+from reviewbot.store.postgres import PgTx, PostgresDatabase
+from reviewbot.workflowdb import pgbackup, pgtools
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import (
     LEDGER_TABLE,
@@ -565,6 +565,9 @@ def _apply(
                     # An earlier statement of this migration may have changed the table.
                     _check_one_drop(tx, file_name, cs)
                 _run(tx, file_name, cs.statement, schema)
+            if isinstance(tx, PgTx):
+                # the tools' role follows the user's tables (and never gains a bot table)
+                pgtools.grant_after_migration(tx)
             row = tx.one(
                 f"INSERT INTO {LEDGER_TABLE} (file_name, sha256, destructive, backup_path, "
                 "applied_by, applied_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",

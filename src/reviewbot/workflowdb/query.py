@@ -5,8 +5,10 @@ data. Each is guarded twice: the statement text is checked first (one statement,
 kind, no write verb hidden in a CTE), then SQLite itself enforces it: queries run on a
 ``mode=ro`` ``query_only`` connection, and both run under an authorizer that denies every
 action outside a read (or, for mutations, a row change), every change to the bot's own
-tables and every read of a secret table (:mod:`reviewbot.workflowdb.protected`). Schema
-changes have their own route (:mod:`reviewbot.workflowdb.migrations`).
+tables and every read of a secret table (:mod:`reviewbot.workflowdb.protected`). On a
+PostgreSQL store the same contract is kept by PostgreSQL's own parser and a database role
+(:mod:`reviewbot.workflowdb.pgtools`). Schema changes have their own route
+(:mod:`reviewbot.workflowdb.migrations`).
 
 Both are bounded (:class:`QueryLimits`): a statement running longer than its time limit is
 interrupted (:class:`QueryTimeout`), and an answer above the row limit is truncated while one
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import re
 import sqlite3
 import threading
 import time
@@ -27,12 +30,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+import psycopg
+
 from reviewbot.core.errors import ReviewbotError
+from reviewbot.core.pgstatement import PgStatementRefused, Route
 from reviewbot.store.database import SQLiteDatabase, StoreExecutor
+from reviewbot.workflowdb import pgtools
 from reviewbot.workflowdb.access import DBAccess, require
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.paths import WorkflowPaths
-from reviewbot.workflowdb.protected import Guard
+from reviewbot.workflowdb.protected import (
+    SECRET_TABLES,
+    Guard,
+    bot_schema,
+    refuse_change,
+    refuse_secret,
+)
 from reviewbot.workflowdb.sqltext import SqlTextError, Statement, TokenKind, split_statements
 
 MAX_SQL_CHARS = 100_000
@@ -75,19 +88,12 @@ class QueryFailed(ReviewbotError, RuntimeError):
     code = "statement_failed"
 
 
-class QueryUnsupported(QueryFailed):
-    """The store is PostgreSQL, where these routes are not offered yet: their confinement
-    (read-only connection, SQLite's authorizer on the bot's tables and secrets) has no
-    equivalent here yet, so they refuse rather than run unconfined."""
+class ToolsRoleMissing(QueryFailed):
+    """PostgreSQL store: the database role that confines these routes cannot be used
+    (:mod:`reviewbot.workflowdb.pgtools`), so they refuse rather than run less confined.
+    The message says what to set up."""
 
-    code = "unsupported_store"
-
-
-def _require_sqlite(paths: WorkflowPaths, route: str) -> None:
-    if paths.database_url is not None:
-        raise QueryUnsupported(
-            f"{route}: not available on a PostgreSQL store (docs/scaling.md); nothing ran"
-        )
+    code = "tools_role_missing"
 
 
 class QueryTimeout(QueryFailed):
@@ -164,6 +170,7 @@ def cancel_submitted() -> None:
     its shutdown must not wait for runaway statements). Later ones run as usual."""
     with _CANCELS.lock:
         _CANCELS.epoch += 1
+    pgtools.cancel_running()
 
 
 @contextmanager
@@ -412,11 +419,17 @@ def query_workflow_db(
     """
     max_rows = min(max_rows, limits.max_rows)
     require(access, DBAccess.READ)
+    if paths.database_url is not None:
+        described = _PG_DESCRIBE.match(sql)
+        if described is not None:
+            return _describe_postgres(paths.database_url, described.group(1) or described[2])
+        if sql.split(None, 1)[:1] and sql.split(None, 1)[0].lower() == "describe":
+            raise QueryRefused("query: use describe TABLE (one table name)")
+        return _on_postgres(paths.database_url, Route.QUERY, sql, params, limits, max_rows)
     stmt = _one_statement(sql, "query")
     target = _describe_target(stmt)
     if target is None:
         check_query(sql)
-    _require_sqlite(paths, "query")
     _require_db(paths)
     db = SQLiteDatabase(paths.db_file, read_only=True)
     try:
@@ -456,8 +469,9 @@ def mutate_workflow_db(
     past the limits is rolled back (:class:`QueryTimeout`, :class:`QueryTooLarge`).
     """
     require(access, DBAccess.READ_WRITE)
+    if paths.database_url is not None:
+        return _on_postgres(paths.database_url, Route.MUTATE, sql, params, limits, limits.max_rows)
     stmt = check_mutation(sql)
-    _require_sqlite(paths, "mutate")
     _require_db(paths)
     db = SQLiteDatabase(paths.db_file)
     try:
@@ -483,3 +497,86 @@ def mutate_workflow_db(
     finally:
         db.close()
     return QueryResult(columns, rows, int(changed[0]) if changed else 0)
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def _on_postgres(
+    url: str,
+    route: Route,
+    sql: str,
+    params: Sequence[Any],
+    limits: QueryLimits,
+    max_rows: int,
+) -> QueryResult:
+    """Both fences of :mod:`reviewbot.workflowdb.pgtools`; refusals in this module's terms."""
+    if len(sql) > MAX_SQL_CHARS:
+        raise QueryRefused(f"{route.value}: SQL longer than {MAX_SQL_CHARS} characters")
+    try:
+        answer = pgtools.run_confined(
+            url,
+            route,
+            sql,
+            params,
+            timeout_s=limits.timeout_s,
+            max_rows=max_rows,
+            max_bytes=limits.max_bytes,
+            cancelled=_CANCELS.running_is_cancelled,
+        )
+    except PgStatementRefused as exc:
+        if exc.unknown:  # answered like SQLite's "no such table": the statement failed
+            raise QueryFailed(str(exc)) from None
+        raise _refusal(route, str(exc), exc.table) from None
+    except pgtools.PgDenied as exc:
+        raise _refusal(route, exc.detail, exc.table, denied=True) from None
+    except pgtools.ToolsRoleMissing as exc:
+        raise ToolsRoleMissing(exc.detail) from None
+    except pgtools.RoleEscaped as exc:
+        raise QueryRefused(exc.detail) from None
+    except pgtools.PgTimeout as exc:
+        raise QueryTimeout(exc.detail) from None
+    except pgtools.PgTooLarge as exc:
+        raise QueryTooLarge(exc.detail) from None
+    except (pgtools.PgFailed, pgtools.Cancelled) as exc:
+        raise QueryFailed(exc.detail) from None
+    except psycopg.OperationalError as exc:
+        raise QueryFailed(f"{route.value}: cannot reach PostgreSQL ({exc})") from None
+    return QueryResult(answer.columns, answer.rows, answer.rowcount, answer.truncated)
+
+
+def _refusal(route: Route, detail: str, table: str | None, *, denied: bool = False) -> Exception:
+    """A refusal naming the bot's table or secret it is about (the SQLite routes' codes)."""
+    name = (table or "").lower()
+    if name in SECRET_TABLES:
+        return refuse_secret(route.value, name)
+    if bot_schema().is_bot_table(name):
+        return refuse_change(route.value, name)
+    return QueryFailed(detail) if denied else QueryRefused(detail)
+
+
+# ``describe TABLE`` on PostgreSQL (its parser has no such statement): one plain or quoted name.
+_PG_DESCRIBE = re.compile(r'\s*describe\s+(?:"([^"]+)"|(\w+))\s*;?\s*$', re.IGNORECASE)
+
+
+def _describe_postgres(url: str, table: str) -> QueryResult:
+    """The columns of ``table`` in the store's schema, in :func:`describe_table`'s shape."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        cur = conn.execute(
+            "SELECT column_name, data_type, is_nullable = 'NO', column_default, "
+            "COALESCE((SELECT 1 FROM information_schema.key_column_usage k "
+            "JOIN information_schema.table_constraints c USING (constraint_schema, "
+            "constraint_name) WHERE c.constraint_type = 'PRIMARY KEY' "
+            "AND k.table_schema = col.table_schema AND k.table_name = col.table_name "
+            "AND k.column_name = col.column_name), 0), 0 "
+            "FROM information_schema.columns col WHERE table_schema = current_schema() "
+            "AND table_name = %s ORDER BY ordinal_position",
+            (table.lower(),),
+        )
+        rows = [[pgtools.plain(v) for v in r] for r in cur.fetchall()]
+    if not rows:
+        raise QueryRefused(f"describe: no table or view named {table}")
+    for row in rows:
+        row[2] = int(bool(row[2]))
+    columns = ["name", "type", "notnull", "default", "pk", "hidden"]
+    return QueryResult(columns, rows, len(rows))
