@@ -300,6 +300,9 @@ class Settings(BaseSettings):
     query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
     forge_timeout_s: float = Field(10.0, gt=0, le=300)  # per forge request (then retried)
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
+    # A review request (API, Crew) names one PR: its body is kept in the journal, so it is
+    # bounded far below a forge webhook's.
+    max_request_bytes: int = Field(256 * 1024, gt=0)
     # Bytes buffered at once for webhook bodies whose signature is not checked yet, and how
     # long one such body may take to arrive: an unauthenticated sender cannot hold more.
     unverified_body_budget_bytes: int = Field(64 * 1024 * 1024, gt=0)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
-from reviewbot.core.models import MAX_NUMBER, repo_key
+from reviewbot.core.models import MAX_NUMBER, RepoRef, repo_key
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.errors import Conflict
@@ -160,6 +160,18 @@ async def worker_heartbeat(
 
 async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) -> dict[str, Any]:
     body, api = await _as_worker(service, info, body, "lease")
+    try:
+        repo = RepoRef.parse(body.repo, forge=body.forge)
+    except ValueError:
+        repo = None  # malformed: the store refuses it below, naming the field
+    if repo is not None and service.settings.rules_for(repo) is None:
+        # Every target ever granted keeps its epoch row for good (epochs are never reused):
+        # only the bot's own repositories may have them.
+        raise Refused(
+            f"{body.forge}:{body.repo} has no [repos] table and there are no [defaults]: "
+            "the bot holds no leases there",
+            code="repo_not_configured",
+        )
     try:
         lease = await database(service).run(
             api.leases.acquire,

@@ -13,9 +13,9 @@ from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.identity import delivery_identity
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.server.app_keys import SERVICE, STATE
-from reviewbot.server.auth import authenticate, check_binding
+from reviewbot.server.auth import authenticate
 from reviewbot.server.body import read_body
-from reviewbot.server.pull_actions import review_delivery
+from reviewbot.server.pull_actions import bound_request, review_delivery
 from reviewbot.store import journal as journal_store
 from reviewbot.store.journal import NewDelivery, StoredDelivery
 
@@ -24,8 +24,12 @@ async def crew_webhook(request: web.Request) -> web.Response:
     started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
-    body = await read_body(request, service.settings.max_body_bytes)
+    body = await read_body(request, service.settings.max_request_bytes)
     delivery_id = delivery_identity("crew", request.headers, body) or ""
+    if info.repo is not None and delivery_id:
+        # A bound token's call ids live in its repository's own space: it can neither learn
+        # whether another repository's call id was seen nor take one before it arrives.
+        delivery_id = f"{delivery_id}@{info.repo}"
     delivery = NewDelivery(
         delivery_id=delivery_id,
         source="crew",
@@ -36,7 +40,7 @@ async def crew_webhook(request: web.Request) -> web.Response:
     )
     trigger, problem = _preview(delivery, tuple(service.forges))
     if trigger is not None:
-        check_binding(info, trigger.forge, trigger.repo_full_name)
+        await bound_request(service, info, trigger.forge, trigger.repo_full_name)
     elif info.repo is not None:
         raise Refused(
             f"token {info.name!r} is bound to {info.repo} and the delivery names no "
@@ -51,8 +55,9 @@ async def api_reviews(request: web.Request) -> web.Response:
     started = time.perf_counter()
     service = request.app[SERVICE]
     info = await authenticate(request, "review")
-    body = await read_body(request, service.settings.max_body_bytes)
-    return await _journal_and_answer(request, review_delivery(service, info, body), None, started)
+    body = await read_body(request, service.settings.max_request_bytes)
+    delivery = await review_delivery(service, info, body)
+    return await _journal_and_answer(request, delivery, None, started)
 
 
 async def _journal_and_answer(

@@ -47,6 +47,7 @@ STATUS: dict[str, int] = {
     "not_worker_owner": 403,
     "worker_name_reserved": 403,
     "not_found": 404,
+    "repo_not_configured": 404,
     "session_not_found": 404,
     "pr_not_found": 404,
     "app_not_installed": 404,

@@ -52,7 +52,7 @@ class PullBody(BaseModel):
 # --- reviews: journaled and gated like every delivery --------------------------------------
 
 
-def review_delivery(
+async def review_delivery(
     service: Service, info: TokenInfo, raw: bytes, *, source: str = "api"
 ) -> NewDelivery:
     """A review request, validated now and bound-checked, as the delivery to journal. The
@@ -69,7 +69,7 @@ def review_delivery(
         )
     except TriggerError as exc:
         raise Refused(exc.detail, code="invalid_request") from None
-    check_binding(info, trigger.forge, trigger.repo_full_name)
+    await bound_request(service, info, trigger.forge, trigger.repo_full_name)
     return NewDelivery(
         delivery_id=delivery_id,
         source=source,
@@ -86,11 +86,23 @@ async def request_review(
 ) -> dict[str, Any]:
     """Journal a review request; a worker gates it (``explain`` shows the decision)."""
     raw = json.dumps(body.model_dump(exclude_none=True)).encode()
-    delivery = review_delivery(service, info, raw, source=source)
+    delivery = await review_delivery(service, info, raw, source=source)
     if service.journal is None:
         raise Refused("this process does not journal deliveries", code="not_found")
     await service.journal.append(delivery)
     return {"delivery_id": delivery.delivery_id, "status": "queued"}
+
+
+async def bound_request(
+    service: Service, info: TokenInfo, forge: str | None, repo: str | None
+) -> None:
+    """The binding check of a request that names a repository, after resolving the name: a
+    renamed repository's old name (an alias) is the repository it now names, so a token bound
+    to the old name does not reach the renamed one's PRs."""
+    check_binding(info, forge, repo)
+    if info.repo is not None and forge and repo:
+        db = database(service)
+        check_binding(info, forge, await db.run(repositories.resolve, db, forge, repo))
 
 
 # --- reads ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reviewbot.config import Settings
 from reviewbot.core.clock import Clock
@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 DB_TOOLS = frozenset({"query_workflow_db", "mutate_workflow_db"})
 
 JsonScalar = str | int | float | bool | None
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class ToolRefused(Refused):
@@ -91,15 +92,29 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _in_64_bits(params: list[JsonScalar]) -> list[JsonScalar]:
+    # Both stores keep integers in 64 bits: a larger one is the caller's mistake, not a 500.
+    for value in params:
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+            INT64_MIN <= value <= INT64_MAX
+        ):
+            raise ValueError(f"integer parameter {value} is outside the 64-bit range")
+    return params
+
+
 class QueryArgs(_Args):
     sql: str = Field(min_length=1, max_length=MAX_SQL_CHARS)
     params: list[JsonScalar] = Field(default_factory=list, max_length=1000)
     max_rows: int = Field(DEFAULT_MAX_ROWS, ge=1, le=DEFAULT_MAX_ROWS)
 
+    _params = field_validator("params")(_in_64_bits)
+
 
 class MutateArgs(_Args):
     sql: str = Field(min_length=1, max_length=MAX_SQL_CHARS)
     params: list[JsonScalar] = Field(default_factory=list, max_length=1000)
+
+    _params = field_validator("params")(_in_64_bits)
 
 
 class MigrationArgs(_Args):
