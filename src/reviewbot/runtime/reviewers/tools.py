@@ -95,8 +95,10 @@ class _Args(BaseModel):
 def _in_64_bits(params: list[JsonScalar]) -> list[JsonScalar]:
     # Both stores keep integers in 64 bits: a larger one is the caller's mistake, not a 500.
     for value in params:
-        if isinstance(value, int) and not isinstance(value, bool) and not (
-            INT64_MIN <= value <= INT64_MAX
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not (INT64_MIN <= value <= INT64_MAX)
         ):
             raise ValueError(f"integer parameter {value} is outside the 64-bit range")
     return params
