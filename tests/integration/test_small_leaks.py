@@ -176,3 +176,22 @@ async def test_mutate_refuses_every_bot_table(server: Running) -> None:
                                   {"sql": f"DELETE FROM {table}"})  # fmt: skip
         assert status in (400, 403), (table, body)
         assert table in body["detail"], (table, body)
+
+
+async def test_one_mutation_cannot_fill_the_disk_the_bots_state_is_on(server: Running) -> None:
+    token = server.token("db:read,db:write")
+    flood = (
+        "INSERT INTO files (data) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+        "FROM n WHERE i < 100) SELECT zeroblob(4000000) FROM n"
+    )
+    status, body = await tool(server, token, "mutate_workflow_db", {"sql": flood})
+    assert (status, body["error"]) == (422, "query_too_large"), body
+    assert "grow the database" in body["detail"]
+    status, body = await tool(
+        server, token, "query_workflow_db", {"sql": "SELECT count(*) FROM files"}
+    )
+    assert status == 200 and body["result"]["rows"] == [[0]], body
+    # A mutation of ordinary size still goes through.
+    small = "INSERT INTO files (data) VALUES (zeroblob(1000000))"
+    status, body = await tool(server, token, "mutate_workflow_db", {"sql": small})
+    assert status == 200 and body["result"]["rowcount"] == 1, body

@@ -52,6 +52,7 @@ MAX_SQL_CHARS = 100_000
 DEFAULT_MAX_ROWS = 1000
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_GROWTH_BYTES = 64 * 1024 * 1024
 QUERY_WORKERS = 2  # the machine's tool/CLI statements run at most this many at once
 _PROGRESS_STEPS = 1000  # SQLite VM steps between two looks at the clock
 
@@ -118,6 +119,9 @@ class QueryLimits:
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_rows: int = DEFAULT_MAX_ROWS
     max_bytes: int = DEFAULT_MAX_BYTES
+    # How much one mutation may grow the database file (it shares the disk with the bot's
+    # own state): a few rows each up to max_bytes, not a recursive CTE of blobs.
+    max_growth_bytes: int = DEFAULT_MAX_GROWTH_BYTES
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
 
 
@@ -366,6 +370,14 @@ def _failed(
     return QueryFailed(f"{route}: {text}")
 
 
+def _bound_growth(conn: sqlite3.Connection, max_growth_bytes: int) -> None:
+    """Cap this connection's database at its size now plus ``max_growth_bytes``: SQLite
+    answers SQLITE_FULL past it, and the statement's transaction is rolled back."""
+    pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.execute(f"PRAGMA max_page_count = {pages + max(1, max_growth_bytes // page_size)}")
+
+
 def _require_db(paths: WorkflowPaths) -> None:
     if not paths.db_file.exists():
         raise QueryFailed(
@@ -477,6 +489,7 @@ def mutate_workflow_db(
     try:
         guard = Guard("mutate", _mutation_authorizer)
         with db.write() as tx, _bounded(tx.conn, "mutate", limits) as timed_out:
+            _bound_growth(tx.conn, limits.max_growth_bytes)
             tx.conn.set_authorizer(guard)
             try:
                 cur = tx.execute(stmt.text, params)
@@ -490,6 +503,12 @@ def mutate_workflow_db(
                 cur.fetchall()  # run the statement to its end (RETURNING yields early)
                 rows = [list(r) for r in fetched]
             except sqlite3.Error as exc:
+                if "database or disk is full" in str(exc):  # the growth bound, or the disk
+                    raise QueryTooLarge(
+                        f"mutate: the statement would grow the database by more than "
+                        f"{limits.max_growth_bytes} bytes (or the disk is full); nothing was "
+                        "changed"
+                    ) from None
                 raise _failed("mutate", exc, guard, timed_out, limits) from None
             finally:
                 tx.conn.set_authorizer(None)
