@@ -195,3 +195,21 @@ async def test_one_mutation_cannot_fill_the_disk_the_bots_state_is_on(server: Ru
     small = "INSERT INTO files (data) VALUES (zeroblob(1000000))"
     status, body = await tool(server, token, "mutate_workflow_db", {"sql": small})
     assert status == 200 and body["result"]["rowcount"] == 1, body
+
+
+async def test_an_infinite_float_is_still_json(server: Running) -> None:
+    token = server.token("db:read")
+    sql = "SELECT 1e999 AS up, -1e999 AS down, 0.5 AS half"
+    async with server.http.post(
+        f"{server.base}/api/v1/tools/query_workflow_db",
+        json={"arguments": {"sql": sql}},
+        headers={"Authorization": f"Bearer {token}"},
+    ) as resp:
+        text = await resp.text()
+    assert resp.status == 200, text
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    body = json.loads(text, parse_constant=refuse)
+    assert body["result"]["rows"] == [[{"$float": "inf"}, {"$float": "-inf"}, 0.5]]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import math
 import re
 import sqlite3
 import threading
@@ -233,9 +234,12 @@ def _fetch(cur: sqlite3.Cursor, route: str, max_rows: int, max_bytes: int) -> li
 
 def json_value(value: Any) -> Any:
     """A column value as JSON carries it: a BLOB becomes ``{"$bytes": BASE64}`` (the form
-    ``db export`` writes), every other SQLite value is already a JSON value."""
+    ``db export`` writes), an infinite or NaN float ``{"$float": "inf" | "-inf" | "nan"}``
+    (JSON has no such number: ``Infinity`` is not JSON), every other value is JSON already."""
     if isinstance(value, bytes | bytearray | memoryview):
         return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"$float": str(value)}
     return value
 
 
