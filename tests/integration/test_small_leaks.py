@@ -213,3 +213,14 @@ async def test_an_infinite_float_is_still_json(server: Running) -> None:
 
     body = json.loads(text, parse_constant=refuse)
     assert body["result"]["rows"] == [[{"$float": "inf"}, {"$float": "-inf"}, 0.5]]
+
+
+async def test_text_that_is_not_utf8_never_makes_a_table_unreadable(server: Running) -> None:
+    token = server.token("db:read,db:write")
+    sql = "INSERT INTO files (data) VALUES (CAST(x'ff' AS TEXT)), ('plain')"
+    status, body = await tool(server, token, "mutate_workflow_db", {"sql": sql})
+    assert status == 200, body
+    sql = "SELECT data FROM files ORDER BY id"
+    status, body = await tool(server, token, "query_workflow_db", {"sql": sql})
+    assert status == 200, body
+    assert body["result"]["rows"] == [[{"$bytes": "/w=="}], ["plain"]]

@@ -198,13 +198,25 @@ def _bounded(conn: sqlite3.Connection, route: str, limits: QueryLimits) -> Itera
         return 0
 
     old_length = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    old_text = conn.text_factory
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, limits.max_bytes))
     conn.set_progress_handler(progress, _PROGRESS_STEPS)
+    conn.text_factory = _text_or_bytes
     try:
         yield timed_out
     finally:
+        conn.text_factory = old_text
         conn.set_progress_handler(None, 0)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old_length)
+
+
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    """TEXT as a string; text that is not UTF-8 (a blob cast to TEXT) as the bytes it holds
+    (answered as ``{"$bytes": ...}``), so one such value never makes a table unreadable."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 def _size(value: Any) -> int:
