@@ -12,6 +12,7 @@ from typing import Any
 from pglast import ast, parse_sql
 from pglast.parser import ParseError
 
+from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.pgstatement import ParsedStatement, RelationName
 
 _LABELS = {
@@ -40,7 +41,7 @@ _KINDS = {
 _WRITES = (ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast.MergeStmt)
 
 
-class PgParseError(ValueError):
+class PgParseError(ReviewbotError, ValueError):
     """The text is not PostgreSQL that its parser accepts."""
 
 
