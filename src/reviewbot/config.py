@@ -161,6 +161,8 @@ class RateLimitSettings(_Section):
     merge_burst: int = Field(10, ge=1)
     tools_per_s: float = Field(2.0, ge=0)
     tools_burst: int = Field(30, ge=1)
+    forge_reads_per_s: float = Field(2.0, ge=0)
+    forge_reads_burst: int = Field(30, ge=1)
 
     def rates(self) -> dict[RouteClass, Rate | None]:
         found: dict[RouteClass, Rate | None] = {}

@@ -148,3 +148,36 @@ async def test_the_default_review_limit_admits_its_burst_then_its_rate(tmp_path:
             clock.now += 1
             admitted += (await post(srv, "/api/v1/reviews", token, body))[0] == 202
         assert admitted == int(60 * defaults.review_per_s)
+
+
+async def test_reads_answered_from_the_forge_are_limited_too(
+    server: Running, clock: FakeClock
+) -> None:
+    # Each is one or more requests on the bot's own forge quota (no forge is configured here:
+    # each ends forge_not_configured, after it was counted).
+    token = server.token("read")
+    path = "/api/v1/capability?pr=gitea:acme/api%231&role=merge"
+    headers = {"Authorization": f"Bearer {token}"}
+    async with mcp_http(server.base, token) as client:
+        for _ in range(BURST - 1):
+            async with server.http.get(server.base + path, headers=headers) as resp:
+                assert resp.status != 429
+        code, detail = refused(
+            await client.call_tool("pr_state", {"forge": "gitea", "repo": "acme/api", "number": 1})
+        )
+        assert code == "forge_not_configured", detail
+        async with server.http.get(server.base + path, headers=headers) as resp:
+            body = await resp.json()
+            assert (resp.status, body["error"]) == (429, "rate_limited"), body
+            assert resp.headers["Retry-After"] == "2"
+        code, _ = refused(
+            await client.call_tool(
+                "resolve_capability", {"pr": "gitea:acme/api#1", "role": "merge"}
+            )
+        )
+        assert code == "rate_limited"
+        # Reads from the store are not limited.
+        ok(await client.call_tool("explain", {"forge": "gitea", "repo": "acme/api", "number": 1}))
+    clock.now += 2.0
+    async with server.http.get(server.base + path, headers=headers) as resp:
+        assert resp.status != 429

@@ -9,7 +9,9 @@ back. The classes are the write paths, grouped by what a call costs:
   ``review_pr``), each a journaled delivery and at least one forge read;
 - ``lease``: worker registrations and heartbeats, lease acquires, heartbeats and releases;
 - ``merge``: a merge attempt, several forge reads and a write;
-- ``tools``: a workflow-DB tool call, a statement on the two query threads.
+- ``tools``: a workflow-DB tool call, a statement on the two query threads;
+- ``forge_reads``: a read answered from the forge (a PR's state, a capability), each one
+  or more forge requests spent from the bot's own quota.
 
 Pure: the caller passes the time (from the clock it was given) and holds whatever lock its
 callers need; the server calls it from its one event loop. Buckets live in one process, so
@@ -32,6 +34,7 @@ class RouteClass(StrEnum):
     LEASE = "lease"
     MERGE = "merge"
     TOOLS = "tools"
+    FORGE_READS = "forge_reads"
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,14 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
 from reviewbot.core.models import MAX_NUMBER, repo_key
 from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, state_view
+from reviewbot.core.quota import RouteClass
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.auth import bound_target, check_binding, require_scope
+from reviewbot.server.quota import admit, token_caller
 from reviewbot.service import Service
 from reviewbot.store import decisions as decision_store
 from reviewbot.store import journal as journal_store
@@ -116,6 +118,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
     require_scope(info, "read")
     body = await current_name(service, body)
     check_binding(info, body.forge, body.repo)
+    admit(service, token_caller(info), RouteClass.FORGE_READS)  # it reads the forge live
     forge = service.forges.get(body.forge)
     if forge is None:
         raise Refused(f"no {body.forge} forge is configured", code="forge_not_configured")

@@ -19,11 +19,13 @@ from reviewbot.core.capability import Action
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import Role, WorkerOwner
 from reviewbot.core.models import PullRef
+from reviewbot.core.quota import RouteClass
 from reviewbot.runtime.capability import Caller, read_capability
 from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.runtime.parity import RuntimeReport, disk_report, schema_state
 from reviewbot.server.actions import database, merge_parts
 from reviewbot.server.auth import current_bound, require_scope
+from reviewbot.server.quota import admit, token_caller
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
 
@@ -93,6 +95,7 @@ async def bound_pull(service: Service, info: TokenInfo, text: str) -> PullRef:
 async def capability(service: Service, info: TokenInfo, query: CapabilityQuery) -> dict[str, Any]:
     """May this caller (and ``worker``) review or merge the PR now; every reason if not."""
     pr = await bound_pull(service, info, query.pr)
+    admit(service, token_caller(info), RouteClass.FORGE_READS)  # it reads the forge live
     parts = merge_parts(service)
     answer = await read_capability(
         action=_ACTIONS[query.role],
