@@ -14,6 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 LEVELS = {"none": 0, "read": 1, "write": 2, "admin": 3}
+# GitHub's repository permissions as its App settings title them (docs/github-app.md): one
+# vocabulary for doctor's lines and for the refusals that name what GitHub asked for.
+GITHUB_PERMISSIONS: dict[str, str] = {
+    "administration": "Administration",
+    "checks": "Checks",
+    "contents": "Contents",
+    "issues": "Issues",
+    "metadata": "Metadata",
+    "pull_requests": "Pull requests",
+    "statuses": "Commit statuses",
+    "workflows": "Workflows",
+}
 GITHUB_APP_FIX = (
     "GitHub: the App's settings > Permissions & events > Repository permissions, then accept "
     "the new permissions on each installation (docs/github-app.md#permissions)"
@@ -53,24 +65,22 @@ class AccessLine:
     fix: str  # where to grant it
 
 
-# (key, level, title, what needs it, required always)
-_GITHUB_APP: tuple[tuple[str, str, str, str], ...] = (
-    ("metadata", "read", "Metadata (read)", "every read of the repository (and its rulesets)"),
+# (key, level, what needs it): each always required
+_GITHUB_APP: tuple[tuple[str, str, str], ...] = (
+    ("metadata", "read", "every read of the repository (and its rulesets)"),
     (
         "pull_requests",
         "write",
-        "Pull requests (read and write)",
         "reading pull requests and reviews, submitting reviews, the PR state comment",
     ),
-    ("checks", "read", "Checks (read)", "check runs of the head commit"),
-    ("statuses", "read", "Commit statuses (read)", "commit statuses of the head commit"),
-    (
-        "contents",
-        "read",
-        "Contents (read)",
-        "the base branch's classic protection (its required checks)",
-    ),
+    ("checks", "read", "check runs of the head commit"),
+    ("statuses", "read", "commit statuses of the head commit"),
+    ("contents", "read", "the base branch's classic protection (its required checks)"),
 )
+
+
+def _titled(key: str, level: str) -> str:
+    return f"{GITHUB_PERMISSIONS[key]} ({'read and write' if level == 'write' else 'read'})"
 
 
 def _level(granted: Mapping[str, str], key: str) -> int:
@@ -88,12 +98,12 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
             return None if granted is None else _level(granted, key) >= LEVELS[level]
 
         lines = [
-            AccessLine(title, used, holds(key, level), True, GITHUB_APP_FIX)
-            for key, level, title, used in _GITHUB_APP
+            AccessLine(_titled(key, level), used, holds(key, level), True, GITHUB_APP_FIX)
+            for key, level, used in _GITHUB_APP
         ]
         lines.append(
             AccessLine(
-                "Contents (read and write)",
+                _titled("contents", "write"),
                 "merges (automerge, reviewbot merge, merge_pr)",
                 holds("contents", "write"),
                 merges,
@@ -102,7 +112,7 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
         )
         lines.append(
             AccessLine(
-                "Workflows (read and write)",
+                _titled("workflows", "write"),
                 "merging a pull request that changes .github/workflows/",
                 holds("workflows", "write"),
                 False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reviewbot.core.access import GITHUB_PERMISSIONS
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import ReasonCode
 
@@ -48,19 +49,6 @@ class PermissionDenied(ForgeError):
         return super().__str__() + (f" (grant {named})" if named else "")
 
 
-# Repository permissions as GitHub's App settings title them (docs/github-app.md).
-PERMISSION_TITLES: dict[str, str] = {
-    "administration": "Administration",
-    "checks": "Checks",
-    "contents": "Contents",
-    "issues": "Issues",
-    "metadata": "Metadata",
-    "pull_requests": "Pull requests",
-    "statuses": "Commit statuses",
-    "workflows": "Workflows",
-}
-
-
 def permission_named(accepted: str) -> str:
     """GitHub's ``X-Accepted-GitHub-Permissions`` as a person reads it in the App settings.
 
@@ -73,7 +61,7 @@ def permission_named(accepted: str) -> str:
         for part in alternative.split(","):
             key, _, level = part.strip().partition("=")
             if key:
-                title = PERMISSION_TITLES.get(key, key.replace("_", " ").capitalize())
+                title = GITHUB_PERMISSIONS.get(key, key.replace("_", " ").capitalize())
                 needed.append(f"{title} ({level or 'read'})")
         if needed:
             options.append(" and ".join(needed))
