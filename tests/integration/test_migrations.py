@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.workflowdb import bootstrap, migrations
 from reviewbot.workflowdb.access import AccessDenied, DBAccess
 from reviewbot.workflowdb.bootstrap import apply_packaged_migrations, open_store
 from reviewbot.workflowdb.migrations import (
@@ -595,8 +596,10 @@ def test_open_store_refuses_a_different_file_with_a_packaged_name(paths: Workflo
 
 
 def test_ledger_check_inside_the_transaction_skips_an_applied_migration(
-    paths: WorkflowPaths,
+    paths: WorkflowPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Without the manifest every file takes the full route, down to the engine's own check.
+    monkeypatch.setattr(bootstrap, "known_sums", lambda migrations, dialect: None)
     db = SQLiteDatabase(paths.db_file)
     try:
         results = apply_packaged_migrations(paths, db)
@@ -606,6 +609,77 @@ def test_ledger_check_inside_the_transaction_skips_an_applied_migration(
     assert not any(r.skipped for r in results)
     assert all(r.skipped and r.log_id is None for r in again)
     assert len(ledger(paths)) == len(results)
+
+
+def _no_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every file the SQL parser is asked to read (and parse it as before)."""
+    parsed: list[str] = []
+    real = migrations._parse
+
+    def spy(text: str, file_name: str, *, packaged: bool) -> list[Any]:
+        parsed.append(file_name)
+        return real(text, file_name, packaged=packaged)
+
+    monkeypatch.setattr(migrations, "_parse", spy)
+    migrations._parse_packaged.cache_clear()
+    return parsed
+
+
+def test_an_up_to_date_store_opens_without_parsing_any_migration(
+    paths: WorkflowPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_store(paths).close()
+    parsed = _no_parsing(monkeypatch)
+    db = open_store(paths)
+    try:
+        again = apply_packaged_migrations(paths, db)
+    finally:
+        db.close()
+    assert parsed == []
+    names = [name for name, _ in packaged_migrations()]
+    assert [r.file_name for r in again] == names
+    assert all(r.skipped and r.log_id is None for r in again)
+    assert len(ledger(paths)) == len(names)  # nothing applied twice
+
+
+def test_a_store_from_an_older_release_gets_the_new_migration(
+    paths: WorkflowPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = packaged_migrations()
+    newest = shipped[-1][0]
+    with monkeypatch.context() as older:  # the release before the newest migration
+        older.setattr(bootstrap, "packaged_migrations", lambda dialect="sqlite": shipped[:-1])
+        open_store(paths).close()
+    assert newest not in [row["file_name"] for row in ledger(paths)]
+    parsed = _no_parsing(monkeypatch)
+    open_store(paths).close()
+    assert newest in parsed  # the full route ran and applied it
+    assert [row["file_name"] for row in ledger(paths)][-1] == newest
+
+
+def test_a_file_that_differs_from_its_manifest_line_takes_the_full_route(
+    paths: WorkflowPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_store(paths).close()
+    real = bootstrap.known_sums
+    first = packaged_migrations()[0][0]
+
+    def edited(found: list[tuple[str, bytes]], dialect: str) -> object:
+        # As if the shipped bytes of the first file no longer matched the manifest.
+        return real([(n, d + b"\n" if n == first else d) for n, d in found], dialect)
+
+    monkeypatch.setattr(bootstrap, "known_sums", edited)
+    parsed = _no_parsing(monkeypatch)
+    open_store(paths).close()
+    assert parsed  # recognised the slow way: parsed, compared with the ledger, skipped
+    assert len(ledger(paths)) == len(packaged_migrations())
+
+
+def test_a_changed_installed_copy_is_still_refused_on_reopen(paths: WorkflowPaths) -> None:
+    open_store(paths).close()
+    (paths.migrations_dir / "0001_foundation.sql").write_text("SELECT 1;\n")
+    with pytest.raises(MigrationError, match="differs from reviewbot's own migration"):
+        open_store(paths)
 
 
 _START = """

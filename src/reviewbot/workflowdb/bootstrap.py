@@ -48,6 +48,7 @@ from reviewbot.workflowdb.migrations import (
     has_tables,
     table_exists,
 )
+from reviewbot.workflowdb.packaged_sums import known_sums
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
 
@@ -112,13 +113,18 @@ def apply_packaged_migrations(
     A migration that changes existing data is applied after a pre-migration snapshot, as
     every destructive migration is, except on a store this call creates: it holds nothing.
     """
+    migrations = packaged_migrations(db.dialect)
+    # Almost always everything is applied: recognise that before parsing or locking.
+    done = _all_applied(paths, db, migrations, applied_by)
+    if done is not None:
+        return done
     if db.dialect != SQLITE:
         return _apply_packaged_from_package(paths, db, applied_by)
     results = []
     with migrations_lock(paths):
         with db.read() as tx:
             new_store = not has_tables(tx)
-        for name, data in packaged_migrations():
+        for name, data in migrations:
             install_migration(paths, name, data)
             results.append(
                 apply_workflow_db_migration(
@@ -133,6 +139,43 @@ def apply_packaged_migrations(
                 )
             )
     return results
+
+
+def _all_applied(
+    paths: WorkflowPaths, db: Database, migrations: list[tuple[str, bytes]], applied_by: str
+) -> list[MigrationResult] | None:
+    """The skipped results when every packaged file is in the ledger under its manifest
+    checksum (and, on SQLite, installed as shipped); None when anything needs the full
+    route. Applied migrations are never undone, so this needs no lock."""
+    sums = known_sums(migrations, db.dialect)
+    if sums is None:
+        return None
+    with db.read() as tx:
+        if not table_exists(tx, LEDGER_TABLE):
+            return None
+        applied = {(r["file_name"], r["sha256"]) for r in tx.all(_LEDGER_ENTRIES)}
+    if any((name, line.sha256) not in applied for name, line in sums.items()):
+        return None
+    if db.dialect == SQLITE and not all(
+        _installed_as(paths.migrations_dir / name, data) for name, data in migrations
+    ):
+        return None
+    return [
+        MigrationResult(
+            name, line.sha256, line.statements, line.destructive, None, applied_by, "", None, True
+        )
+        for name, line in sums.items()
+    ]
+
+
+_LEDGER_ENTRIES = f"SELECT file_name, sha256 FROM {LEDGER_TABLE}"
+
+
+def _installed_as(target: Path, data: bytes) -> bool:
+    try:
+        return not target.is_symlink() and target.is_file() and target.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _apply_packaged_from_package(
