@@ -35,6 +35,7 @@ from reviewbot.store.database import Database, SQLiteDatabase
 from reviewbot.store.postgres import PostgresDatabase
 from reviewbot.store.tokens import create_token
 from tests.integration.process_support import clean_env
+from tests.support.store_fixtures import seeded
 
 SECRET = "s3cret"
 APPROVED = "APPROVED"
@@ -152,7 +153,9 @@ async def world(
         toml.write_text(f'[repos."github:{REPO}"]\n{rules}\n[repos."gitea:{REPO}"]\n{rules}\n')
         env = clean_env(
             {
-                **serve_env(sim_server, tokens, config=toml, data_dir=tmp / "data", secret=SECRET),
+                **serve_env(
+                    sim_server, tokens, config=toml, data_dir=seeded(tmp / "data"), secret=SECRET
+                ),
                 "REVIEWBOT_DELIVERY_RETRY_BASE_S": "0.05",
                 **(settings or {}),
             }

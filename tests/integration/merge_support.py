@@ -23,6 +23,7 @@ from reviewbot.service import MergeParts, Parts, Service, build_service
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token
+from tests.support.store_fixtures import seeded
 
 REPO = "acme/api"
 SECRET = "s3cret"
@@ -58,7 +59,7 @@ def bot_settings(
 ) -> Settings:
     rules = kw.pop("rules", {})
     values: dict[str, Any] = {
-        "data_dir": data_dir,
+        "data_dir": seeded(data_dir),
         "github": {
             "api_url": sim_server.github_api_url,
             "token": tokens["github"],

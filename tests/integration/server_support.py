@@ -29,6 +29,7 @@ from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import StoredDelivery
 from reviewbot.store.tokens import create_token
+from tests.support.store_fixtures import seeded
 
 GITHUB_SECRET = "github-webhook-secret"
 GITEA_SECRET = "gitea-webhook-secret"
@@ -37,7 +38,7 @@ WAIT_S = 20.0  # a bound for waits that normally end in milliseconds, never a sp
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     fields: dict[str, Any] = {
-        "data_dir": data_dir,
+        "data_dir": seeded(data_dir),
         "github": GitHubSettings(webhook_secret=GITHUB_SECRET),
         "gitea": GiteaSettings(webhook_secret=GITEA_SECRET),
         "defaults": RepoRules(),

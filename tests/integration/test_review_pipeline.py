@@ -24,6 +24,7 @@ from reviewbot.service import Parts, Service, build_service
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.reviews import ReviewStore
+from tests.support.store_fixtures import seeded
 
 REPO = "acme/api"
 SECRET = "s3cret"
@@ -78,7 +79,7 @@ def make_settings(
     data_dir: Path, sim_server: SimServer, tokens: dict[str, str], **kw: Any
 ) -> Settings:
     values: dict[str, Any] = {
-        "data_dir": data_dir,
+        "data_dir": seeded(data_dir),
         "github": {
             "api_url": sim_server.github_api_url,
             "token": tokens["github"],
