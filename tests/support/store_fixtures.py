@@ -61,7 +61,7 @@ def migrated_template() -> Path:
 def seeded(data_dir: Path) -> Path:
     """``data_dir``, holding a copy of the migrated template store unless it has a store
     already: copying it takes milliseconds, migrating a new store a few hundred. Tests of
-    what a first start does (tests/integration/test_migrations.py) use bare folders."""
+    what a first start does (tests/integration/workflowdb/test_migrations.py) use bare folders."""
     if not WorkflowPaths(data_dir).db_file.exists():
         shutil.copytree(migrated_template() / "db", data_dir / "db", dirs_exist_ok=True)
     return data_dir

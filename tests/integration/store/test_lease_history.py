@@ -1,0 +1,395 @@
+"""The lease audit trail, lease-term bounds and worker liveness: over both stores with a
+fake clock, and over the HTTP API of a real server (``GET /api/v1/leases/history``)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from reviewbot.config import LeaseSettings
+from reviewbot.core.lease_history import EndReason, HistoryEntry, LeaseEvent
+from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.store import lease_history
+from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.leases import LeaseRefused, LeaseStore
+from reviewbot.workflowdb.access import DBAccess
+from reviewbot.workflowdb.bootstrap import install_migration, open_store
+from reviewbot.workflowdb.migrations import apply_workflow_db_migration, migration_log
+from reviewbot.workflowdb.paths import WorkflowPaths
+from reviewbot.workflowdb.protected import packaged_migrations
+from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.workflowdb.test_db_tool_boundary import hold_a_lease
+
+HEAD = "a" * 40
+NEW_HEAD = "b" * 40
+MERGER = LeaseTarget("gitea", "acme/api", 12, Role.MERGER)
+REVIEWER = LeaseTarget("gitea", "acme/api", 12, Role.REVIEWER)
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
+    db = open_store(workflow_paths)  # on both stores
+    s = LeaseStore(db, LeaseSettings(), clock=clock)
+    yield s
+    s.close()
+    db.close()
+
+
+def worker(store: LeaseStore, name: str) -> str:
+    return store.register_worker(name, client="t", session_id="s", role="merger").identity
+
+
+def events(store: LeaseStore) -> list[tuple[str, str, int, str]]:
+    return [
+        (e.event.value, e.holder, e.epoch, e.reason) for e in store.history("gitea", "acme/api", 12)
+    ]
+
+
+def test_grant_and_release_are_rows_a_renewal_is_the_grants_renewed_at(
+    store: LeaseStore, clock: FakeClock
+) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD, actor="token 'ci' (id 3)")
+    clock.now += 5
+    store.heartbeat(lease.claim, actor="token 'ci' (id 3)")
+    clock.now += 5
+    store.acquire(MERGER, a, HEAD, actor="token 'ci' (id 3)")  # the holder again: a renewal
+    (granted,) = store.history("gitea", "ACME/Api", 12)  # any casing: the same repository
+    assert (granted.at, granted.renewed_at) == (clock.now - 10, clock.now)
+    assert granted.expires_at == clock.now + 15  # the term the last renewal gave
+    store.release(lease.claim, reason=EndReason.MERGED, actor="reviewbot")
+    assert events(store) == [("granted", a, 1, ""), ("released", a, 1, "merged")]
+    rows = store.history("gitea", "acme/api", 12)
+    assert [r.actor for r in rows] == ["token 'ci' (id 3)", "reviewbot"]
+    assert rows[0].head_sha == HEAD and rows[1].renewed_at is None
+
+
+def history_rows(store: LeaseStore) -> int:
+    with store.db.read() as tx:
+        return int(tx.one("SELECT count(*) FROM lease_history")[0])  # type: ignore[index]
+
+
+def test_heartbeats_add_no_rows(store: LeaseStore, clock: FakeClock) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD)
+    before = history_rows(store)
+    for _ in range(200):
+        clock.now += 1
+        store.heartbeat(lease.claim)
+    assert history_rows(store) == before == 1
+    (granted,) = store.history("gitea", "acme/api", 12)
+    assert granted.renewed_at == clock.now and granted.event is LeaseEvent.GRANTED
+
+
+def test_a_renewed_claim_whose_grant_was_pruned_keeps_one_row(
+    store: LeaseStore, clock: FakeClock
+) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD)
+    with store.db.write() as tx:
+        tx.execute("DELETE FROM lease_history")
+    for _ in range(3):
+        clock.now += 1
+        store.heartbeat(lease.claim)
+    assert [(e.event, e.renewed_at) for e in store.history("gitea", "acme/api", 12)] == [
+        (LeaseEvent.RENEWED, clock.now)
+    ]
+
+
+RETAINED_S = 300.0  # the retention of these tests: five minutes, so a claim stays live
+
+
+@pytest.fixture
+def pruning(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
+    db = open_store(workflow_paths)  # on both stores
+    s = LeaseStore(db, LeaseSettings(), clock=clock, history_days=RETAINED_S / 86400)
+    yield s
+    s.close()
+    db.close()
+
+
+def test_rows_older_than_the_retention_are_pruned_at_grants(
+    pruning: LeaseStore, clock: FakeClock
+) -> None:
+    store = pruning
+    a = worker(store, "a")
+    kept = store.acquire(REVIEWER, a, HEAD)  # held throughout, heartbeated every 10 s
+    for n in range(1, 101):  # a claim granted and released every 10 s for 1000 s
+        target = LeaseTarget("gitea", "acme/api", 100 + n, Role.MERGER)
+        store.release(store.acquire(target, a, HEAD).claim)
+        clock.now += 10
+        store.heartbeat(kept.claim)
+    # The grant at 10 * (n - 1) s pruned the rows older than 300 s then: those of the last
+    # 31 claims are left (two rows each), and the live claim's grant, 1000 s old but renewed
+    # a moment ago.
+    assert history_rows(store) == 2 * 31 + 1
+    with store.db.read() as tx:
+        oldest = tx.one("SELECT min(at) FROM lease_history WHERE renewed_at IS NULL")
+    assert oldest is not None and oldest[0] == clock.now - 10 - RETAINED_S
+    assert [e.event for e in store.history("gitea", "acme/api", 12)] == [LeaseEvent.GRANTED]
+
+
+def test_a_grant_prunes_a_bounded_number_of_rows(pruning: LeaseStore, clock: FakeClock) -> None:
+    store = pruning
+    a = worker(store, "a")
+    for n in range(150):
+        target = LeaseTarget("gitea", "acme/api", 100 + n, Role.MERGER)
+        store.release(store.acquire(target, a, HEAD).claim)
+    clock.now += RETAINED_S + 1
+    assert history_rows(store) == 300
+    batch = lease_history.PRUNE_BATCH
+    store.acquire(MERGER, a, HEAD)  # the first grant since: one batch of the 300
+    assert history_rows(store) == 300 - batch + 1
+    store.acquire(REVIEWER, a, HEAD)
+    assert history_rows(store) == 300 - 2 * batch + 2
+    store.acquire(LeaseTarget("gitea", "acme/api", 13, Role.MERGER), a, HEAD)
+    assert history_rows(store) == 3  # the rest of the old rows, and the three new grants
+
+
+def test_a_lapsed_claim_shows_expiry_then_takeover(store: LeaseStore, clock: FakeClock) -> None:
+    a, b = worker(store, "a"), worker(store, "b")
+    store.acquire(MERGER, a, HEAD)
+    clock.now += 15  # the term ran out: seen by the clock before any call
+    pending = store.history("gitea", "acme/api", 12)
+    assert [(e.event, e.recorded) for e in pending] == [
+        (LeaseEvent.GRANTED, True),
+        (LeaseEvent.EXPIRED, False),
+    ]
+    store.acquire(MERGER, b, HEAD)
+    rows = store.history("gitea", "acme/api", 12)
+    assert [(e.event.value, e.holder, e.epoch, e.reason) for e in rows] == [
+        ("granted", a, 1, ""),
+        ("expired", a, 1, "heartbeat-lapsed"),
+        ("takeover", b, 2, ""),
+    ]
+    assert rows[1].at == clock.now  # when it lapsed, recorded once, not when it was noticed
+    assert rows[2].previous_holder == a and all(e.recorded for e in rows)
+
+
+def test_a_new_head_supersedes_with_a_row(store: LeaseStore) -> None:
+    a = worker(store, "a")
+    store.acquire(REVIEWER, a, HEAD)
+    store.supersede_head("gitea", "acme/api", 12, NEW_HEAD, actor="reviewbot")
+    (last,) = store.history("gitea", "acme/api", 12)[-1:]
+    assert (last.event, last.reason) == (LeaseEvent.SUPERSEDED, f"head-moved: {NEW_HEAD}")
+
+
+def test_a_silent_worker_loses_every_claim_at_once(store: LeaseStore, clock: FakeClock) -> None:
+    a, b = worker(store, "a"), worker(store, "b")
+    merger = store.acquire(MERGER, a, HEAD, ttl_s=600)  # asks for ten minutes
+    store.acquire(REVIEWER, a, HEAD, ttl_s=600)
+    clock.now += 14.9
+    assert store.get(MERGER).live(clock.now)  # type: ignore[union-attr]
+    clock.now += 0.1  # one lease term (15 s) since the worker was last heard from
+    assert not store.get(MERGER).live(clock.now)  # type: ignore[union-attr]
+    assert store.list_leases(live_only=True) == []
+
+    taken = store.acquire(MERGER, b, HEAD)  # taken over long before the 600 s term
+    assert taken.epoch == merger.epoch + 1
+    with pytest.raises(LeaseRefused) as refused:
+        store.heartbeat(merger.claim)
+    assert refused.value.code == "superseded"
+
+    # A late sign of life does not revive the reviewer claim it lost while silent.
+    store.worker_heartbeat(a)
+    assert not store.get(REVIEWER).live(clock.now)  # type: ignore[union-attr]
+    with pytest.raises(LeaseRefused):
+        store.heartbeat(LeaseClaim(REVIEWER, a, 1))
+    expired = {
+        (e.target.role.value, e.reason)
+        for e in store.history("gitea", "acme/api", 12)
+        if e.event is LeaseEvent.EXPIRED
+    }
+    assert expired == {
+        ("merger", "worker-heartbeat-lapsed"),
+        ("reviewer", "worker-heartbeat-lapsed"),
+    }
+
+
+def test_a_heartbeating_worker_keeps_a_long_claim(store: LeaseStore, clock: FakeClock) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD, ttl_s=600)
+    for _ in range(10):
+        clock.now += 10
+        store.worker_heartbeat(a)  # the worker is alive; the claim is not heartbeaten
+    assert store.get(MERGER).live(clock.now)  # type: ignore[union-attr]
+    with store.under(lease.claim):  # the fence passes: still the live claim
+        pass
+
+
+def test_fenced_writes_stop_when_the_worker_lapses(store: LeaseStore, clock: FakeClock) -> None:
+    a = worker(store, "a")
+    lease = store.acquire(MERGER, a, HEAD, ttl_s=600)
+    clock.now += 15
+    with pytest.raises(LeaseRefused) as refused, store.under(lease.claim):
+        pass
+    assert refused.value.code == "lease_not_held"
+
+
+def test_lease_terms_are_bounded(store: LeaseStore) -> None:
+    a = worker(store, "a")
+    with pytest.raises(ValueError, match="max_lease_s"):
+        store.acquire(MERGER, a, HEAD, ttl_s=901)
+    assert store.acquire(MERGER, a, HEAD, ttl_s=900).ttl_s == 900
+    with pytest.raises(ValidationError, match="max_lease_s"):
+        LeaseSettings(max_lease_s=7200)
+    with pytest.raises(ValidationError, match="max_lease_s"):
+        LeaseSettings(max_lease_s=10)
+
+
+# --- over HTTP ------------------------------------------------------------------------------
+
+TARGET = {"forge": "gitea", "repo": "acme/api", "number": 12, "role": "merger"}
+
+
+@pytest.fixture
+async def server(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Running]:
+    settings = make_settings(tmp_path / "data")
+    async with running_server(settings, forges={}, clock=clock) as running:
+        yield running
+
+
+async def call(
+    srv: Running, method: str, path: str, token: str | None, body: Any = None
+) -> tuple[int, dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with srv.http.request(method, srv.base + path, json=body, headers=headers) as resp:
+        return resp.status, await resp.json()
+
+
+def history_path(pr: str, **extra: str) -> str:
+    return "/api/v1/leases/history?" + urllib.parse.urlencode({"pr": pr, **extra})
+
+
+async def test_history_over_http_names_the_token_and_reason(
+    server: Running, clock: FakeClock
+) -> None:
+    token = server.token("lease,read", name="agent-ci")
+    status, reg = await call(
+        server, "POST", "/api/v1/workers", token,
+        {"name": "agent", "client": "c", "session_id": "s", "role": "merger"},
+    )  # fmt: skip
+    assert status == 201
+    me = reg["worker_identity"]
+    status, lease = await call(
+        server, "POST", "/api/v1/leases/acquire", token,
+        {**TARGET, "worker_identity": me, "head_sha": HEAD},
+    )  # fmt: skip
+    assert status == 200
+    claim = {**TARGET, "worker_identity": me, "epoch": lease["epoch"]}
+    # The bot's own words are not a caller's to use.
+    status, body = await call(
+        server, "POST", "/api/v1/leases/release", token, {**claim, "reason": "merged"}
+    )
+    assert (status, body["error"]) == (400, "invalid_request")
+    status, _ = await call(
+        server, "POST", "/api/v1/leases/release", token, {**claim, "reason": "abandoned"}
+    )
+    assert status == 200
+
+    status, body = await server.get(history_path("gitea:Acme/API#12"), token)
+    assert status == 200, body
+    assert body["pr"] == "gitea:acme/api#12"
+    got = [(h["event"], h["reason"], h["actor"]) for h in body["history"]]
+    assert got[0][0] == "granted" and got[-1][:2] == ("released", "abandoned")
+    assert all("'agent-ci'" in actor for _, _, actor in got)
+    assert body["history"][0]["at"] == "2027-01-15T08:00:00.000Z"  # the fake clock, in ISO
+
+    # forge, repo and number work as well as pr=
+    q = "/api/v1/leases/history?forge=gitea&repo=acme/api&number=12&role=merger"
+    status, same = await server.get(q, token)
+    assert status == 200 and same["history"] == body["history"]
+
+
+async def test_history_refusals(server: Running) -> None:
+    bound = server.token("read", repo="gitea:acme/api")
+    status, _ = await server.get(history_path("gitea:ACME/api#12"), bound)
+    assert status == 200  # another casing of the bound repository is the same repository
+    status, body = await server.get(history_path("gitea:acme/other#12"), bound)
+    assert (status, body["error"]) == (403, "repo_not_allowed")
+    status, body = await server.get(history_path("github:acme/api#12"), bound)
+    assert (status, body["error"]) == (403, "repo_not_allowed")
+    status, body = await server.get(history_path("gitea:acme/api#12"), server.token("lease"))
+    assert (status, body["error"]) == (403, "missing_scope")
+    status, body = await server.get(history_path("gitea:acme/api#12"), None)
+    assert status == 401
+    reader = server.token("read")
+    for bad in ("acme/api#12", "gitea:acme/api#x", "gitea:acme/api#12" + "9" * 400, ""):
+        status, body = await server.get(history_path(bad), reader)
+        assert (status, body["error"]) == (400, "invalid_request"), bad
+    status, body = await server.get(history_path("gitea:acme/api#12", role="boss"), reader)
+    assert (status, body["error"]) == (400, "invalid_request")
+
+
+async def test_heartbeats_over_http_add_no_history_rows(server: Running, clock: FakeClock) -> None:
+    token, lease = await hold_a_lease(server)
+    claim = {**TARGET, "worker_identity": lease["holder"], "epoch": lease["epoch"]}
+    with server.db.read() as tx:
+        before = tx.one("SELECT count(*), sum(length(actor)) FROM lease_history")
+    for _ in range(300):
+        clock.now += 1
+        status, body = await call(server, "POST", "/api/v1/leases/heartbeat", token, claim)
+        assert status == 200, body
+    with server.db.read() as tx:
+        after = tx.one("SELECT count(*), sum(length(actor)) FROM lease_history")
+    assert before is not None and after is not None and tuple(after) == tuple(before)
+    status, body = await server.get(history_path("gitea:acme/api#12"), token)
+    assert status == 200, body
+    (granted,) = body["history"]
+    assert granted["event"] == "granted"
+    assert granted["renewed_at"] == "2027-01-15T08:05:00.000Z"  # the 300th heartbeat
+
+
+def test_migration_0018_keeps_an_old_trail_and_renews_its_live_grant(tmp_path: Path) -> None:
+    paths = WorkflowPaths(tmp_path / "data").ensure()
+    db = SQLiteDatabase(paths.db_file)
+    try:
+        for name, data in packaged_migrations():
+            if name >= "0018":
+                break
+            install_migration(paths, name, data)
+            apply_workflow_db_migration(
+                name, paths=paths, access=DBAccess.READ_WRITE, applied_by="an earlier release",
+                db=db, skip_if_applied=True, packaged=True,
+            )  # fmt: skip
+        with db.write() as tx:
+            for event, at in [("granted", 10.0), ("renewed", 20.0), ("renewed", 30.0)]:
+                tx.execute(
+                    "INSERT INTO lease_history (forge, repo, number, role, event, holder, epoch,"
+                    " head_sha, at) VALUES ('gitea', 'acme/api', 12, 'merger', ?, 'a', 1, ?, ?)",
+                    (event, HEAD, at),
+                )
+    finally:
+        db.close()
+    db = open_store(paths)  # as the bot opens it at start: 0018 applies, without a snapshot
+    try:
+        assert [e for e in migration_log(db) if e["destructive"] and e["file_name"] > "0014"] == []
+        with db.write() as tx:
+            renewal = HistoryEntry(MERGER, LeaseEvent.RENEWED, "a", 1, HEAD, 40.0, expires_at=55.0)
+            lease_history.renew(tx, renewal)  # the next heartbeat of the claim
+            rows = tx.all("SELECT event, at, renewed_at, expires_at FROM lease_history ORDER BY id")
+        assert [tuple(r) for r in rows] == [
+            ("granted", 10.0, 40.0, 55.0),
+            ("renewed", 20.0, None, None),
+            ("renewed", 30.0, None, None),
+        ]
+    finally:
+        db.close()
