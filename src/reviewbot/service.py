@@ -29,6 +29,7 @@ from reviewbot.core.clock import Clock
 from reviewbot.core.quota import TokenBuckets
 from reviewbot.forges.base import Forge
 from reviewbot.forges.factory import make_forge
+from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.health import Check, ForgeProbes, readiness
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
@@ -505,8 +506,8 @@ class Service:
 def configured_forges(settings: Settings, telemetry: Telemetry | None = None) -> dict[str, Forge]:
     """The forges the settings configure, by name (their calls reported to ``telemetry``)."""
     found: dict[str, Forge] = {}
-    for name in ("github", "gitea"):
-        if getattr(settings, name).configured:
+    for name, kind in FORGE_ADAPTERS.items():
+        if kind.section(settings).configured:
             watch = telemetry.forge_watch(name) if telemetry is not None else None
             found[name] = make_forge(settings, name, watch=watch)
     return found
@@ -514,14 +515,11 @@ def configured_forges(settings: Settings, telemetry: Telemetry | None = None) ->
 
 def secret_values(settings: Settings) -> list[str]:
     """Every secret these settings hold, as text: what a log line must never show."""
+    sections = [kind.section(settings) for kind in FORGE_ADAPTERS.values()]
     found = [
         secret.get_secret_value()
-        for secret in (
-            settings.github.token,
-            settings.github.webhook_secret,
-            settings.gitea.token,
-            settings.gitea.webhook_secret,
-        )
+        for section in sections
+        for secret in (section.token, section.webhook_secret)
         if secret is not None
     ]
     if settings.github.private_key_path is not None:

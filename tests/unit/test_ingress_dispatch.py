@@ -11,7 +11,8 @@ import pytest
 
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.ingress.headers import forge_of_headers, kept_headers
+from reviewbot.ingress.forge_kinds import forge_of_headers
+from reviewbot.ingress.headers import kept_headers
 from reviewbot.ingress.identity import delivery_identity
 
 FORGES = ("github", "gitea")

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reviewbot.ingress.errors import UnknownForge
+from reviewbot.ingress.forge_kinds import verify_delivery
 from reviewbot.ingress.signatures import (
     FORM_CONTENT_TYPE,
     form_payload,
@@ -18,7 +20,6 @@ from reviewbot.ingress.signatures import (
     json_bytes,
     sign_gitea,
     sign_github,
-    verify_delivery,
     verify_gitea,
     verify_github,
 )
@@ -123,8 +124,10 @@ def test_json_content_type_is_the_body_itself() -> None:
     assert json_bytes(b"{}", None) == b"{}"
 
 
-def test_unknown_forge_is_refused() -> None:
-    assert not verify_delivery("gitlab", b"s", {"X-Hub-Signature-256": sign_github(b"s", b"")}, b"")
+def test_unknown_forge_is_an_error_not_another_forge() -> None:
+    # A GitHub signature sent under a name without a row is never checked as GitHub's.
+    with pytest.raises(UnknownForge, match="unknown forge 'gitlab'; known forges: github, gitea"):
+        verify_delivery("gitlab", b"s", {"X-Hub-Signature-256": sign_github(b"s", b"")}, b"")
 
 
 @given(secret=st.binary(min_size=1, max_size=64), body=st.binary(max_size=256))

@@ -30,7 +30,7 @@ from reviewbot.core.leases import (
     lease_json,
     refusal_view,
 )
-from reviewbot.core.models import PullRef
+from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.store.leases import LeaseStore, LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -114,7 +114,7 @@ def register(sub: Any) -> None:
         "reviewbot lease list gitea:acme/api#12\n  reviewbot lease list --live --json",
     )
     lst.add_argument("pr", nargs="?", metavar="FORGE:OWNER/REPO#N", help="only this PR")
-    lst.add_argument("--forge", choices=("github", "gitea"))
+    lst.add_argument("--forge", choices=FORGES)
     lst.add_argument("--repo", metavar="OWNER/NAME")
     lst.add_argument("--role", choices=("reviewer", "merger"))
     lst.add_argument("--live", action="store_true", help="only live claims")

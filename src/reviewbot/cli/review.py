@@ -75,8 +75,12 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def forge_url(settings: Settings, forge: str) -> str:
-    """The address the settings give ``forge`` (what a person would check)."""
-    return settings.github.api_url if forge == "github" else str(settings.gitea.url)
+    """The address the settings give ``forge`` (what a person would check); a
+    :class:`~reviewbot.config.ConfigError` naming the known forges for any other name."""
+    # Start-up cost: the adapters (httpx) load only when a review runs.
+    from reviewbot.forges.kinds import adapter_kind
+
+    return adapter_kind(forge).address(settings)
 
 
 def say_waiting(url: str) -> Callable[[ForgeWait], None]:

@@ -20,9 +20,7 @@ from typing import Any
 from reviewbot.core.models import Trigger
 from reviewbot.ingress.envelope import Source, envelope_sources, resolve_target
 from reviewbot.ingress.errors import DeliveryFileError, TriggerError
-from reviewbot.ingress.gitea import gitea_trigger
-from reviewbot.ingress.github import github_trigger
-from reviewbot.ingress.headers import forge_of_headers
+from reviewbot.ingress.forge_kinds import forge_kind, forge_of_headers
 from reviewbot.ingress.payload import parse_json_object, shown, type_name
 
 SOURCE = "file"
@@ -163,8 +161,10 @@ def _trigger(delivery: DeliveryFile, forges: Sequence[str], env: Mapping[str, st
         raise TriggerError(
             f"payload: expected the {forge} event as an object, got {type_name(payload)}"
         )
-    parse = github_trigger if forge == "github" else gitea_trigger
-    trigger = parse(headers, payload, delivery_id=delivery.delivery_id, source=SOURCE)
+    # A name without a row is UnknownForge (a TriggerError), never parsed as another forge.
+    trigger = forge_kind(forge).parse(
+        headers, payload, delivery_id=delivery.delivery_id, source=SOURCE
+    )
     if trigger.kind != "pull":
         return trigger
     # The forge event takes its place in the read order: after variables, args and flat

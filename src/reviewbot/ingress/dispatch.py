@@ -14,10 +14,9 @@ from reviewbot.ingress.api import api_trigger, parse_review_request
 from reviewbot.ingress.crew import crew_trigger
 from reviewbot.ingress.delivery_file import delivery_file_trigger, delivery_from_bytes
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.ingress.gitea import gitea_trigger
-from reviewbot.ingress.github import github_trigger
+from reviewbot.ingress.forge_kinds import FORGE_KINDS
 from reviewbot.ingress.headers import header
-from reviewbot.ingress.identity import SOURCES, delivery_identity
+from reviewbot.ingress.identity import delivery_identity, is_source
 from reviewbot.ingress.payload import parse_json_object
 from reviewbot.ingress.signatures import json_bytes
 
@@ -34,24 +33,25 @@ def parse_delivery(
 ) -> Trigger:
     """The trigger of one delivery, or :class:`TriggerError` with the exact reason.
 
-    ``source`` is ``github``, ``gitea``, ``crew``, ``api`` or ``file`` (the bytes of a
-    delivery file). ``delivery_id`` defaults to :func:`delivery_identity`; an ``api``
-    delivery must be given one. ``env`` holds ``VAR_*`` fallbacks (the server passes
-    none). ``sender`` names the caller of an ``api`` request (its token).
+    ``source`` is a forge of :data:`FORGE_KINDS` (``github``, ``gitea``), ``crew``,
+    ``api`` or ``file`` (the bytes of a delivery file). ``delivery_id`` defaults to
+    :func:`delivery_identity`; an ``api`` delivery must be given one. ``env`` holds
+    ``VAR_*`` fallbacks (the server passes none). ``sender`` names the caller of an
+    ``api`` request (its token).
     """
-    if source not in SOURCES:
+    if not is_source(source):
         raise TriggerError(f"unknown delivery source {source!r}")
     if delivery_id is None:
         delivery_id = delivery_identity(source, headers, body)
         if delivery_id is None:
             raise ValueError("an api delivery needs the delivery id its request was given")
-    if source in ("github", "gitea"):
+    kind = FORGE_KINDS.get(source)
+    if kind is not None:
         document = json_bytes(body, header(headers, "Content-Type"))
         if document is None:
             raise TriggerError("form body without a single payload field")
         payload = parse_json_object(document, "body")
-        parse = github_trigger if source == "github" else gitea_trigger
-        return parse(headers, payload, delivery_id=delivery_id, source=source)
+        return kind.parse(headers, payload, delivery_id=delivery_id, source=source)
     if source in ("api", "sweep", "mcp"):
         request = parse_review_request(body)
         return api_trigger(

@@ -28,7 +28,7 @@ from typing import Any
 
 from reviewbot.core.models import FORGES, number_problem
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.ingress.headers import forge_of_headers
+from reviewbot.ingress.forge_kinds import forge_of_headers
 from reviewbot.ingress.payload import EventReader, is_sha, shown, type_name
 
 NUMBER_NAMES = ("number", "pr", "pr_number", "pull_number", "index")
@@ -231,13 +231,17 @@ def _normal(value: object) -> object:
     return value
 
 
+def _or(names: Sequence[str]) -> str:
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def parse_forge(value: object, where: str) -> str:
     if not isinstance(value, str):
-        raise TriggerError(f"forge: {shown(value)} is not github or gitea (from {where})")
+        raise TriggerError(f"forge: {shown(value)} is not {_or(FORGES)} (from {where})")
     forge = value.strip().lower()
     forge = FORGE_ALIASES.get(forge, forge)
     if forge not in FORGES:
-        raise TriggerError(f"forge: {shown(value)} is not github or gitea (from {where})")
+        raise TriggerError(f"forge: {shown(value)} is not {_or(FORGES)} (from {where})")
     return forge
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import ReasonCode
 
@@ -30,3 +32,16 @@ class DeliveryFileError(TriggerError):
     def __init__(self, detail: str, *, delivery_id: str | None = None) -> None:
         super().__init__(detail)
         self.delivery_id = delivery_id
+
+
+class UnknownForge(TriggerError):
+    """A forge name that has no row in the table of forge kinds.
+
+    Never answered as "the other forge": the detail names the forges that are known. In a
+    delivery it is unresolved like any unreadable one; the HTTP face answers a webhook
+    route of such a name with ``unknown_forge``.
+    """
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        super().__init__(f"unknown forge {name!r}; known forges: {', '.join(known)}")
+        self.name = name

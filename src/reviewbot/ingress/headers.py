@@ -1,4 +1,5 @@
-"""Reading forge headers whatever their case, and telling the forges apart by them."""
+"""Reading forge headers whatever their case (the forges are told apart by
+:func:`reviewbot.ingress.forge_kinds.forge_of_headers`)."""
 
 from __future__ import annotations
 
@@ -65,18 +66,6 @@ def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
         if value is not None:
             kept[name] = value
     return kept
-
-
-def forge_of_headers(headers: Mapping[str, str]) -> str | None:
-    """``github`` or ``gitea`` when the headers carry a forge event name, else ``None``.
-
-    Gitea also sends ``X-GitHub-Event`` for compatibility, so its own names win.
-    """
-    if first_header(headers, (*GITEA_EVENT_TYPE_HEADERS, *GITEA_EVENT_HEADERS)):
-        return "gitea"
-    if header(headers, GITHUB_EVENT):
-        return "github"
-    return None
 
 
 def is_forgejo(headers: Mapping[str, str]) -> bool:

@@ -12,10 +12,20 @@ from collections.abc import Mapping
 
 from reviewbot.ingress.crew import crew_call_id
 from reviewbot.ingress.delivery_file import MAX_DELIVERY_ID_CHARS, bytes_identity
-from reviewbot.ingress.headers import GITEA_DELIVERY_HEADERS, GITHUB_DELIVERY, first_header, header
+from reviewbot.ingress.forge_kinds import FORGE_KINDS
 
+# The sources that are not forges (each forge in FORGE_KINDS is a source of its own).
 # "sweep": a synthetic delivery of the reconcile sweep, shaped like an API request.
-SOURCES = ("github", "gitea", "crew", "api", "file", "sweep", "mcp")
+OTHER_SOURCES = ("crew", "api", "file", "sweep", "mcp")
+
+
+def is_source(source: str) -> bool:
+    return source in FORGE_KINDS or source in OTHER_SOURCES
+
+
+def sources() -> tuple[str, ...]:
+    """Every delivery source: the forges, then the others."""
+    return (*FORGE_KINDS, *OTHER_SOURCES)
 
 
 def _usable(value: str | None) -> str | None:
@@ -30,22 +40,22 @@ def _usable(value: str | None) -> str | None:
 def delivery_identity(source: str, headers: Mapping[str, str], body: bytes) -> str | None:
     """The delivery id of a delivery from ``source``.
 
-    ``github``: ``X-GitHub-Delivery``; ``gitea``: ``X-Gitea-Delivery`` (or
-    ``X-Forgejo-Delivery``, ``X-Gogs-Delivery``); ``crew``: ``payload.call_id``; ``file``:
-    the file's ``delivery_id``. Each falls back to ``sha256:<hex of the body>``. ``api``
-    returns ``None``: every API request is new, and the caller mints its id.
+    A forge: its row's delivery header (``github``: ``X-GitHub-Delivery``; ``gitea``:
+    ``X-Gitea-Delivery``, ``X-Forgejo-Delivery`` or ``X-Gogs-Delivery``); ``crew``:
+    ``payload.call_id``; ``file``: the file's ``delivery_id``. Each falls back to
+    ``sha256:<hex of the body>``. ``api`` returns ``None``: every API request is new, and
+    the caller mints its id.
     """
     if source in ("api", "sweep", "mcp"):
         return None
     found: str | None = None
-    if source == "github":
-        found = header(headers, GITHUB_DELIVERY)
-    elif source == "gitea":
-        found = first_header(headers, GITEA_DELIVERY_HEADERS)
+    kind = FORGE_KINDS.get(source)
+    if kind is not None:
+        found = kind.delivery_id(headers)
     elif source in ("crew", "file"):
         found = _json_id(source, body)
     else:
-        raise ValueError(f"unknown delivery source {source!r}; expected one of {SOURCES}")
+        raise ValueError(f"unknown delivery source {source!r}; expected one of {sources()}")
     return _usable(found) or bytes_identity(body)
 
 

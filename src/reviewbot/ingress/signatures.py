@@ -99,33 +99,14 @@ def gitea_signed_bytes(body: bytes, content_type: str | None) -> bytes | None:
     return json_bytes(body, content_type)
 
 
-def signature_of(forge: str, headers: Mapping[str, str]) -> str | None:
-    """The forge's signature header value when present and non-empty, else ``None``: a
-    delivery without one is refused before its body is read."""
-    if forge == "github":
-        value = header(headers, GITHUB_SIGNATURE)
-    elif forge == "gitea":
-        value = first_header(headers, GITEA_SIGNATURE_HEADERS)
-    else:
-        return None
-    if value is None or not value.strip():
-        return None
-    return value
+def verify_github_delivery(secret: bytes | None, headers: Mapping[str, str], body: bytes) -> bool:
+    """A GitHub delivery: the raw body is signed, whatever its content type."""
+    return verify_github(secret, body, header(headers, GITHUB_SIGNATURE))
 
 
-def verify_delivery(
-    forge: str, secret: bytes | None, headers: Mapping[str, str], body: bytes
-) -> bool:
-    """Verify a forge delivery from its headers; ``forge`` is ``github`` or ``gitea``.
-
-    GitHub signs the raw body whatever its content type; Gitea and Forgejo sign the JSON
-    (the ``payload`` field of a form body). Unknown forges are refused.
-    """
-    if forge == "github":
-        return verify_github(secret, body, header(headers, GITHUB_SIGNATURE))
-    if forge == "gitea":
-        signed = gitea_signed_bytes(body, header(headers, "Content-Type"))
-        if signed is None:
-            return False
-        return verify_gitea(secret, signed, first_header(headers, GITEA_SIGNATURE_HEADERS))
-    return False
+def verify_gitea_delivery(secret: bytes | None, headers: Mapping[str, str], body: bytes) -> bool:
+    """A Gitea or Forgejo delivery: the JSON is signed (a form body's ``payload`` field)."""
+    signed = gitea_signed_bytes(body, header(headers, "Content-Type"))
+    if signed is None:
+        return False
+    return verify_gitea(secret, signed, first_header(headers, GITEA_SIGNATURE_HEADERS))

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from reviewbot.core.errors import Refused
 from reviewbot.core.quota import RouteClass
+from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.runtime.health import ForgeProbes
 from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
@@ -34,8 +35,8 @@ def create_app(service: Service) -> web.Application:
     state = ServerState(
         metrics=Metrics(service.telemetry),
         secrets={
-            "github": _secret(settings.github.webhook_secret),
-            "gitea": _secret(settings.gitea.webhook_secret),
+            name: _secret(kind.section(settings).webhook_secret)
+            for name, kind in FORGE_ADAPTERS.items()
         },
         owns_service=not service.started,
         body_budget=BodyBudget(settings.unverified_body_budget_bytes),
@@ -52,9 +53,9 @@ def create_app(service: Service) -> web.Application:
     app[SESSIONS] = service.sessions  # the manager the tools route answers for
     # The routes of a role this process does not serve answer 404 wrong_role, one line.
     role = _RoleRouter(app, service.routes)
-    role.add(Routes.INGRESS, "POST", "/webhooks/github", webhooks.github_webhook)
-    role.add(Routes.INGRESS, "POST", "/webhooks/gitea", webhooks.gitea_webhook)
     role.add(Routes.INGRESS, "POST", "/webhooks/crew", entry.crew_webhook)
+    # Every forge of the table of forge kinds; after /webhooks/crew, which wins over it.
+    role.add(Routes.INGRESS, "POST", webhooks.ROUTE, webhooks.webhook)
     role.add(Routes.INGRESS, "POST", "/api/v1/reviews", entry.api_reviews)
     role.add(Routes.WORK, "POST", TOOLS_ROUTE, _tools)
     for method, path, handler in leases.routes():
@@ -134,9 +135,9 @@ async def _startup(app: web.Application) -> None:
     state = app[STATE]
     if state.owns_service:
         await app[SERVICE].start()
-    for forge in webhooks.FORGE_SOURCES:
+    for forge, secret in state.secrets.items():
         # Only a configured forge lacks its secret; the rest get "no forge configured".
-        if state.secrets[forge] is None and forge in app[SERVICE].forges:
+        if secret is None and forge in app[SERVICE].forges:
             log.warning(
                 "no webhook secret for %s: /webhooks/%s refuses every delivery "
                 "(set REVIEWBOT_%s__WEBHOOK_SECRET)",

@@ -55,6 +55,7 @@ STATUS: dict[str, int] = {
     "forge_url_wrong": 404,
     "worker_unproven": 404,
     "wrong_role": 404,
+    "unknown_forge": 404,
     "method_not_allowed": 405,
     "body_timeout": 408,
     "unknown_event": 400,

@@ -19,18 +19,28 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
 
 from reviewbot.core.errors import ReviewbotError
+from reviewbot.ingress.forge_kinds import FORGE_KINDS, forge_delivery_id
 from reviewbot.observe import Telemetry
 from reviewbot.server.budget import BodyBudget
 from reviewbot.service import Service
 from reviewbot.store.stats import queue_stats
 
-# Where deliveries arrive, and the source each path journals them under.
+# Where deliveries other than a forge's arrive, and the source each journals them under.
 DELIVERY_SOURCES = {
-    "/webhooks/github": "github",
-    "/webhooks/gitea": "gitea",
     "/webhooks/crew": "crew",
     "/api/v1/reviews": "api",
 }
+
+
+def delivery_source(path: str) -> str | None:
+    """The source a delivery path journals under: ``/webhooks/{forge}`` for every forge of
+    the table of forge kinds, and the paths above."""
+    path = path.rstrip("/")
+    source = DELIVERY_SOURCES.get(path)
+    if source is None and path.startswith("/webhooks/"):
+        forge = path.removeprefix("/webhooks/")
+        source = forge if forge in FORGE_KINDS else None
+    return source
 
 
 class Metrics:
@@ -90,12 +100,12 @@ class Metrics:
     def refused_request(self, request: web.Request, exc: ReviewbotError) -> None:
         """Every refused call is one log line; a refused delivery also counts (webhooks count
         their own reasons before raising, so only what they do not name is counted here)."""
-        source = DELIVERY_SOURCES.get(request.path.rstrip("/"))
+        source = delivery_source(request.path)
         if source is not None and (exc.code == "body_too_large" or source in ("crew", "api")):
             reason = "too_large" if exc.code == "body_too_large" else exc.code
             self.refused.labels(source, reason).inc()
         # The forge's own delivery id, so the refusal can be matched to its delivery log.
-        named = request.headers.get("X-GitHub-Delivery") or request.headers.get("X-Gitea-Delivery")
+        named = forge_delivery_id(request.headers)
         keys = {"delivery_id": named[:100]} if source is not None and named else {}
         self.telemetry.request_refused(source, request.path, exc.code, exc.detail, **keys)
 

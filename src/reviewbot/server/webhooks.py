@@ -17,45 +17,45 @@ from aiohttp import web
 
 from reviewbot.core.errors import Refused
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.ingress.headers import (
-    GITEA_EVENT_HEADERS,
-    GITEA_EVENT_TYPE_HEADERS,
-    GITHUB_EVENT,
-    KEPT_HEADERS,
-    first_header,
+from reviewbot.ingress.errors import UnknownForge
+from reviewbot.ingress.forge_kinds import (
+    ForgeKind,
+    forge_kind,
     forge_of_headers,
+    kept_header_names,
 )
 from reviewbot.ingress.identity import delivery_identity
-from reviewbot.ingress.signatures import is_form, signature_of, verify_delivery
+from reviewbot.ingress.signatures import is_form
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.body import check_length, read_body
 from reviewbot.store.journal import NewDelivery
 
-FORGE_SOURCES = ("github", "gitea")
+# The one route of every forge in the table of forge kinds: /webhooks/{forge}.
+ROUTE = "/webhooks/{forge}"
 # What a forge's event header looks like; anything else is refused unread.
 EVENT_NAME = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
 
 
-async def github_webhook(request: web.Request) -> web.Response:
-    return await forge_webhook(request, "github")
-
-
-async def gitea_webhook(request: web.Request) -> web.Response:
-    return await forge_webhook(request, "gitea")
+async def webhook(request: web.Request) -> web.Response:
+    """``POST /webhooks/{forge}``: a forge without a row is ``unknown_forge``, unread."""
+    forge = request.match_info["forge"]
+    try:
+        forge_kind(forge)
+    except UnknownForge as exc:
+        raise Refused(exc.detail, code="unknown_forge") from None
+    return await forge_webhook(request, forge)
 
 
 def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The headers a journal keeps; aiohttp's headers are already case-insensitive."""
-    return {name: value for name in KEPT_HEADERS if (value := headers.get(name)) is not None}
+    return {name: value for name in kept_header_names() if (value := headers.get(name)) is not None}
 
 
-def event_of(forge: str, headers: Mapping[str, str]) -> str:
-    """The event name the forge put in its headers (Gitea: the fine one)."""
-    if forge == "github":
-        event = headers.get(GITHUB_EVENT)
-    else:
-        event = first_header(headers, (*GITEA_EVENT_TYPE_HEADERS, *GITEA_EVENT_HEADERS))
-    return (event or "").strip()[:100]
+def event_of(forge: str | ForgeKind, headers: Mapping[str, str]) -> str:
+    """The event name the forge put in its headers (Gitea: the fine one);
+    :class:`~reviewbot.ingress.errors.UnknownForge` for a forge without a row."""
+    kind = forge if isinstance(forge, ForgeKind) else forge_kind(forge)
+    return kind.event(headers)[:100]
 
 
 def looks_like_json_object(body: bytes, content_type: str | None) -> bool:
@@ -75,6 +75,7 @@ def looks_like_json_object(body: bytes, content_type: str | None) -> bool:
 async def forge_webhook(request: web.Request, forge: str) -> web.Response:
     started = time.perf_counter()
     service, st = request.app[SERVICE], request.app[STATE]
+    kind = forge_kind(forge)  # first: nothing of an unknown forge is read or counted
     sender = forge_of_headers(request.headers)
     if sender is not None and sender != forge:
         # Before the signature: the other forge's secret would only say "wrong signature".
@@ -83,7 +84,7 @@ async def forge_webhook(request: web.Request, forge: str) -> web.Response:
             f"this is a {sender} webhook sent to /webhooks/{forge}; point it at /webhooks/{sender}",
             code=ReasonCode.WRONG_ENDPOINT.value,
         )
-    secret = st.secrets[forge]
+    secret = st.secrets.get(forge)
     if secret is None:
         st.metrics.refused.labels(forge, "no_secret").inc()
         raise Refused(
@@ -93,13 +94,13 @@ async def forge_webhook(request: web.Request, forge: str) -> web.Response:
         )
     headers = request.headers
     # Refused before a byte of the body is read: nothing unsigned or unnamed is buffered.
-    if signature_of(forge, headers) is None:
+    if kind.signature(headers) is None:
         st.metrics.refused.labels(forge, "bad_signature").inc()
         raise Refused("missing or empty webhook signature header", code="signature_invalid")
-    if not EVENT_NAME.match(event_of(forge, headers)):
+    if not EVENT_NAME.match(event_of(kind, headers)):
         st.metrics.refused.labels(forge, "unknown_event").inc()
         raise Refused(
-            "missing or malformed event header (X-GitHub-Event, X-Gitea-Event-Type)",
+            f"missing or malformed event header ({', '.join(kind.event_headers)})",
             code="unknown_event",
         )
     limit = service.settings.max_body_bytes
@@ -107,20 +108,20 @@ async def forge_webhook(request: web.Request, forge: str) -> web.Response:
     size = limit if request.content_length is None else request.content_length
     async with st.body_budget.reserve(size):
         body = await read_body(request, size, timeout_s=service.settings.body_read_timeout_s)
-        return await _accept(request, forge, secret, body, started)
+        return await _accept(request, kind, secret, body, started)
 
 
 async def _accept(
-    request: web.Request, forge: str, secret: bytes, body: bytes, started: float
+    request: web.Request, kind: ForgeKind, secret: bytes, body: bytes, started: float
 ) -> web.Response:
     """Check the signature of a body read within the budget, and journal it."""
     service, st = request.app[SERVICE], request.app[STATE]
-    headers = request.headers
-    if not verify_delivery(forge, secret, headers, body):
+    headers, forge = request.headers, kind.name
+    if not kind.verify(secret, headers, body):
         st.metrics.refused.labels(forge, "bad_signature").inc()
         raise Refused("missing, empty or wrong webhook signature", code="signature_invalid")
     delivery_id = delivery_identity(forge, headers, body) or ""
-    event = event_of(forge, headers)
+    event = event_of(kind, headers)
     assert service.journal is not None
     new = await service.journal.append(
         NewDelivery(
