@@ -72,3 +72,22 @@ def test_a_forge_is_told_by_its_own_headers() -> None:
     assert forge_of_headers(GITEA_HEADERS) == "gitea"
     assert forge_of_headers({"X-Forgejo-Event": "push"}) == "gitea"
     assert forge_of_headers({"X-Other-Event": "push"}) is None
+
+
+def test_references_and_api_requests_accept_the_listed_forges_and_name_them_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reviewbot.core import models
+    from reviewbot.core.models import PullRef
+    from reviewbot.ingress.api import parse_review_request
+    from reviewbot.ingress.errors import TriggerError
+
+    body = b'{"forge": "fake", "repo": "acme/api", "number": 3}'
+    with pytest.raises(ValueError, match="unknown forge 'fake'; expected one of github, gitea"):
+        PullRef.parse("fake:acme/api#3")
+    with pytest.raises(TriggerError, match="forge: unknown forge 'fake'"):
+        parse_review_request(body)
+    # A forge added to the one list is accepted by both, with no other edit.
+    monkeypatch.setattr(models, "FORGES", (*FORGES, "fake"))
+    assert str(PullRef.parse("fake:acme/api#3")) == "fake:acme/api#3"
+    assert parse_review_request(body).forge == "fake"

@@ -10,7 +10,8 @@ from reviewbot.core.reasons import Outcome
 
 FORGES = ("github", "gitea")
 
-_PR_REF = re.compile(r"^(?P<forge>github|gitea):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
+# Any forge-like name parses; the name is then checked against FORGES (one list of forges).
+_PR_REF = re.compile(r"^(?P<forge>[a-z0-9_-]+):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
 
 
 REPO_PART_MAX = 100  # GitHub and Gitea both cap owner and repository names at 100
@@ -166,6 +167,11 @@ class PullRef:
         m = _PR_REF.match(text.strip())
         if m is None:
             raise ValueError(f"not a PR reference {text!r}: expected FORGE:OWNER/REPO#NUMBER")
+        if m["forge"] not in FORGES:
+            raise ValueError(
+                f"not a PR reference {text!r}: unknown forge {m['forge']!r}; "
+                f"expected one of {', '.join(FORGES)}"
+            )
         return cls(m["forge"], m["owner"], m["name"], int(m["n"]))
 
 

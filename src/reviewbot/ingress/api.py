@@ -7,10 +7,11 @@ with the reason instead of being accepted and failing later.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reviewbot.core import models
 from reviewbot.core.models import MAX_NUMBER, Trigger
 from reviewbot.ingress.envelope import default_forge, parse_sha, split_repo
 from reviewbot.ingress.errors import TriggerError
@@ -25,10 +26,18 @@ class ReviewRequestBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    forge: Literal["github", "gitea"] | None = None
+    # Checked against FORGES (one list of forges), offered to clients as an enum.
+    forge: str | None = Field(default=None, json_schema_extra={"enum": list(models.FORGES)})
     repo: str = Field(description="OWNER/NAME")
     number: int = Field(gt=0, le=MAX_NUMBER, strict=True)
     head_sha: str | None = None
+
+    @field_validator("forge")
+    @classmethod
+    def _known_forge(cls, value: str | None) -> str | None:
+        if value is not None and value not in models.FORGES:
+            raise ValueError(f"unknown forge {value!r}; expected one of {', '.join(models.FORGES)}")
+        return value
 
     @field_validator("repo")
     @classmethod
