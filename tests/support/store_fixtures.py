@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from reviewbot.store.database import Database
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -133,3 +134,11 @@ def workflow_paths(
         url = request.getfixturevalue("postgres_store_url")
         return WorkflowPaths(tmp_path / "data", None, url)
     return WorkflowPaths(seeded(tmp_path / "data"))
+
+
+@pytest.fixture
+def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
+    """The bot's store on ``store_kind`` (the test runs on each store), open for the test."""
+    store = open_store(workflow_paths)
+    yield store
+    store.close()

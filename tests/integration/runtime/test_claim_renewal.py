@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from itertools import count
 from pathlib import Path
@@ -32,21 +32,12 @@ from reviewbot.store.decisions import DecisionRecord, ToRecord
 from reviewbot.store.journal import DeliveryClaim, NewDelivery, StoredDelivery
 from reviewbot.store.review_jobs import JobClaim
 from reviewbot.store.reviews import NewDecision, ReviewStore
-from reviewbot.workflowdb.bootstrap import open_store
-from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.runtime.review.test_review_crash import wait_for
 from tests.integration.server_support import WAIT_S, make_settings
 
 HEAD = "c" * 40
 T0 = 1_767_225_600.0
 TERM_S = 60.0
-
-
-@pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    store = open_store(workflow_paths)
-    yield store
-    store.close()
 
 
 def add_deliveries(db: Database, n: int) -> list[str]:

@@ -30,6 +30,7 @@ from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.merge_support import REPO, bot_world, set_check
 from tests.integration.server_support import WAIT_S
 from tests.integration.store.test_store_claims import race
+from tests.support.clock import FakeClock
 
 T0 = 1_767_225_600.0
 TERM = 15.0
@@ -43,14 +44,6 @@ def replicas(workflow_paths: WorkflowPaths) -> Iterator[tuple[Database, Database
     yield a, b
     a.close()
     b.close()
-
-
-class FakeClock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- the store ---------------------------------------------------------------------------
@@ -161,7 +154,7 @@ async def test_a_waiter_gets_the_lane_once_the_holder_leaves(
     replicas: tuple[Database, Database],
 ) -> None:
     a, b = replicas
-    clock = FakeClock()
+    clock = FakeClock(T0)
     lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock, poll_s=0.02)
     lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock, poll_s=0.02)
     order: list[str] = []
@@ -197,7 +190,7 @@ async def test_a_waiter_gives_up_after_its_bound_and_names_the_holder(
     replicas: tuple[Database, Database],
 ) -> None:
     a, b = replicas
-    clock = FakeClock()
+    clock = FakeClock(T0)
     lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock)
     lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock, poll_s=0.02)
     async with lanes_a.hold(LANE) as held:
@@ -219,7 +212,7 @@ async def test_a_stopping_process_stops_waiting_for_a_lane_held_elsewhere(
     replicas: tuple[Database, Database],
 ) -> None:
     a, b = replicas
-    clock = FakeClock()
+    clock = FakeClock(T0)
     lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock)
     lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock, poll_s=0.05)
 
@@ -243,7 +236,7 @@ async def test_a_holder_taken_over_loses_the_lane_visibly_and_leaves_it_alone(
     a, b = replicas
     # Whatever level an earlier test in this process left on the root logger.
     caplog.set_level(logging.WARNING, logger="reviewbot.runtime.lanes")
-    clock = FakeClock()
+    clock = FakeClock(T0)
     lanes_a = Lanes(a, "replica-a", term_s=TERM, clock=clock)
     lanes_b = Lanes(b, "replica-b", term_s=TERM, clock=clock)
     async with lanes_a.hold(LANE) as lane_a:
@@ -267,7 +260,7 @@ async def test_a_held_lane_is_renewed_while_the_work_runs(
     replicas: tuple[Database, Database],
 ) -> None:
     a, b = replicas
-    clock = FakeClock()
+    clock = FakeClock(T0)
     term = 0.3  # the renewal runs every 0.1 s of the loop's time; the lane's clock is fake
     lanes_a = Lanes(a, "replica-a", term_s=term, clock=clock)
     async with lanes_a.hold(LANE) as lane:
@@ -314,7 +307,7 @@ async def test_a_repository_another_process_sweeps_is_skipped_and_reported(
         queued.append(delivery)
         return True
 
-    clock = FakeClock()
+    clock = FakeClock(T0)
     other = Lanes(b, "replica-b", term_s=TERM, clock=clock)
     try:
         service = build_service(

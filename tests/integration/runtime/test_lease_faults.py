@@ -32,6 +32,7 @@ from reviewbot.store.database import SQLiteDatabase, Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.support.clock import FakeClock
 
 HEAD = "c0ffee" * 6 + "0000"
 TARGET = LeaseTarget("github", "acme/api", 5, Role.MERGER)
@@ -43,14 +44,6 @@ VERDICT_TABLE = (
     "CREATE TABLE IF NOT EXISTS verdicts (number INTEGER PRIMARY KEY, verdict TEXT NOT NULL,"
     " holder TEXT, epoch INTEGER)"
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_750_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def fresh_db(paths: WorkflowPaths) -> SQLiteDatabase:
@@ -141,7 +134,7 @@ class PauseOutcome:
 
 def paused_holder_scenario(paths: WorkflowPaths, merge: Merge) -> PauseOutcome:
     """Two workers, each with its own connection, sharing one (fake) clock."""
-    clock = FakeClock()
+    clock = FakeClock(1_750_000_000.0)
     db = fresh_db(paths)
     first = LeaseStore(SQLiteDatabase(db.path), clock=clock)
     second = LeaseStore(SQLiteDatabase(db.path), clock=clock)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,8 @@ from reviewbot.store.journal import NewDelivery
 from reviewbot.store.leases import prune_workers
 from reviewbot.store.tokens import create_token
 from reviewbot.workflowdb.bootstrap import open_store
-from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import WAIT_S, Running, make_settings, running_server
-from tests.integration.store.test_lease_history import FakeClock
+from tests.support.clock import FakeClock
 
 HEAD = "a" * 40
 TABLES = (
@@ -124,13 +123,6 @@ async def test_rows_api_callers_add_are_deleted_after_the_retention(
 
 
 # -- the store functions, on both stores ------------------------------------------------------
-
-
-@pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    store = open_store(workflow_paths)  # on both stores
-    yield store
-    store.close()
 
 
 def add_delivery(db: Database, delivery_id: str, received_at: float, *, ended: bool) -> None:

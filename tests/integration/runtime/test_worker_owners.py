@@ -11,22 +11,13 @@ changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import REPO, World, bot_world, set_check
+from tests.integration.merge_support import REPO, World, set_check
 
 FORGE = "github"
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 class Caller:

@@ -4,20 +4,9 @@ whether a caller may review or merge a PR now, and every reason why not."""
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import CHANGES, REPO, World, bot_world, set_check
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
+from tests.integration.merge_support import CHANGES, REPO, World, set_check
 
 
 def path(pr: str, role: str, worker: str | None = None) -> str:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import threading
 import urllib.parse
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,10 @@ from tests.integration.server_support import (
     running_server,
     sim_world,
 )
+from tests.support.clock import FakeClock
 
 HUGE = 2**63  # one more than SQLite's largest INTEGER
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    async with running_server(make_settings(tmp_path / "data"), forges={}) as running:
-        yield running
 
 
 def q(path: str, **params: str) -> str:
@@ -100,14 +94,6 @@ async def test_mcp_tools_refuse_huge_numbers(server: Running) -> None:
             code, detail = refused(await client.call_tool(name, args))
             assert code == "invalid_request", (name, detail)
             assert "number" in detail
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_readiness_callers_cannot_spend_the_forge_rate_limit(tmp_path: Path) -> None:

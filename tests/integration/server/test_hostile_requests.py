@@ -4,7 +4,6 @@ with its reason code (400), never a ``500`` with a traceback in the log."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,6 @@ from tests.integration.server_support import WAIT_S, Running, make_settings, run
 
 DEEP_LIST = b"[" * 5000  # 5 KB, within every route's byte limit; past the decoder's depth
 DEEP_OBJECT = b'{"arguments": ' + b'{"a": ' * 3000 + b"1" + b"}" * 3001
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    async with running_server(make_settings(tmp_path / "data"), forges={}) as running:
-        yield running
 
 
 # Every route that reads a JSON body with the one body reader, or the tools route's own.

@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reviewbot.core.leases import mint_worker_identity
-from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.server_support import Running
 
 HEAD = "a" * 40
 NEW_HEAD = "b" * 40
 IDENTITY = re.compile(r"^[A-Za-z0-9._]+-\d{8}T\d{6}Z-[0-9a-f]{12}$")
 TARGET = {"forge": "gitea", "repo": "acme/api", "number": 12, "role": "merger"}
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Running]:
-    async with running_server(make_settings(tmp_path / "data"), forges={}) as running:
-        yield running
 
 
 async def call(

@@ -9,24 +9,15 @@ without a second merge.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reviewbot.core.prstate import parse_pr_state
-from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.merges import MergeStore
-from tests.integration.merge_support import CHANGES, REPO, World, bot_world, set_check
+from tests.integration.merge_support import CHANGES, REPO, World, set_check
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 def green_approved_pr(w: World, forge: str, *, reviewer: str = "bob") -> Any:

@@ -19,7 +19,7 @@ from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.server_support import Running, make_settings, running_server
-from tests.integration.store.test_lease_history import FakeClock
+from tests.support.clock import FakeClock
 
 BURST = 3
 PER_S = 0.5  # one call every 2 s once the burst is spent

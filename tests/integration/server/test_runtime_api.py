@@ -25,14 +25,7 @@ from tests.integration.server_support import (
     make_settings,
     running_server,
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

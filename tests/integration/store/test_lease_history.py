@@ -24,19 +24,12 @@ from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
 from tests.integration.server_support import Running, make_settings, running_server
 from tests.integration.workflowdb.test_db_tool_boundary import hold_a_lease
+from tests.support.clock import FakeClock
 
 HEAD = "a" * 40
 NEW_HEAD = "b" * 40
 MERGER = LeaseTarget("gitea", "acme/api", 12, Role.MERGER)
 REVIEWER = LeaseTarget("gitea", "acme/api", 12, Role.REVIEWER)
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

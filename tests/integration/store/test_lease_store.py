@@ -23,6 +23,7 @@ from reviewbot.store.leases import (
 )
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.support.clock import FakeClock
 from tests.support.store_fixtures import AUTO_ID
 
 HEAD = "a" * 40
@@ -32,20 +33,9 @@ REVIEWER = LeaseTarget("github", "acme/api", 7, Role.REVIEWER)
 OTHER_PR = LeaseTarget("github", "acme/api", 8, Role.MERGER)
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_700_000_000.0)
 
 
 @pytest.fixture

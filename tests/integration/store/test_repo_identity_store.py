@@ -4,7 +4,6 @@ and a repository renamed on the forge (same numeric id) keeps its rows, leases a
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,14 +72,6 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
         finally:
             leases.close()
             db.close()
-
-
-@pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    """SQLite and PostgreSQL (a rename re-keys rows one by one there: no UPDATE OR IGNORE)."""
-    store = open_store(workflow_paths)
-    yield store
-    store.close()
 
 
 def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from reviewbot.config import LeaseSettings
@@ -12,8 +10,6 @@ from reviewbot.runtime.review.outbox import FenceRefused, StoreReviewerLeases
 from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.reviews import NewDecision, NewOutbox, ReviewStore, outbox_marker
-from reviewbot.workflowdb.bootstrap import open_store
-from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "a" * 40
 OTHER = "b" * 40
@@ -25,13 +21,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    store = open_store(workflow_paths)
-    yield store
-    store.close()
 
 
 def decision(head: str = HEAD, verdict: str = "approve", **kw: object) -> NewDecision:

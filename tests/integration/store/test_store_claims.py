@@ -27,13 +27,6 @@ THREADS = 4
 
 
 @pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    store = open_store(workflow_paths)
-    yield store
-    store.close()
-
-
-@pytest.fixture
 def replicas(workflow_paths: WorkflowPaths) -> Iterator[tuple[Database, Database]]:
     """Two independent store instances on one database."""
     a, b = open_store(workflow_paths), open_store(workflow_paths)

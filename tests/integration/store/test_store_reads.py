@@ -4,10 +4,6 @@ FROM without an alias, where SQLite accepts one: both reads must work on both.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from reviewbot.core.lease_history import LeaseEvent
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import Reason
@@ -16,18 +12,9 @@ from reviewbot.store import decisions, lease_history, status
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.leases import LeaseStore
-from reviewbot.workflowdb.bootstrap import open_store
-from reviewbot.workflowdb.paths import WorkflowPaths
 
 HEAD = "d" * 40
 NOW = 1_767_225_600.0
-
-
-@pytest.fixture
-def db(workflow_paths: WorkflowPaths) -> Iterator[Database]:
-    store = open_store(workflow_paths)
-    yield store
-    store.close()
 
 
 def test_a_pulls_lease_history_reads_newest_rows_oldest_first(db: Database) -> None:

@@ -32,19 +32,12 @@ from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import make_settings, running_server
+from tests.support.clock import FakeClock
 from tests.support.store_fixtures import AUTO_ID
 
 PAIRS = 100
 INSERT = "INSERT INTO notes (pair, writer) VALUES (?, ?)"
 OWNERSHIP = "caller does not own this tool session"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Api:
@@ -101,7 +94,7 @@ def store(workflow_paths: WorkflowPaths) -> Iterator[tuple[WorkflowPaths, Databa
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_000_000.0)
 
 
 @pytest.fixture

@@ -8,24 +8,15 @@ merge once the forge shows it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reviewbot.runtime.review.reconcile import Reconciler
-from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import REPO, World, bot_world
+from tests.integration.merge_support import REPO, World
 from tests.integration.server.test_merge_api import Merger, green_approved_pr
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 def sweeper(w: World) -> Reconciler:

@@ -30,7 +30,7 @@ from tests.integration.runtime.review.test_review_pipeline import (
     prepare_sim,
 )
 from tests.integration.server_support import WAIT_S
-from tests.integration.store.test_lease_history import FakeClock
+from tests.support.clock import FakeClock
 
 FORGE = "gitea"
 WINDOW_S = 60.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,9 +18,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from reviewbot.core.prstate import STATE_MARKER, parse_pr_state
-from reviewbot.sim import SimServer, Simulator
 from tests.integration.mcp_support import mcp_http, ok, refused
-from tests.integration.merge_support import REPO, World, bot_world, set_check
+from tests.integration.merge_support import REPO, World, set_check
 
 FORGE = "gitea"
 READ_TOOLS = {
@@ -32,12 +30,6 @@ READ_TOOLS = {
     "lease_history",
     "runtime",
 }
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 def green_approved_pr(w: World, forge: str = FORGE) -> Any:

@@ -8,25 +8,15 @@ route refuses with the same code, and a bound token is refused before the forge 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp import Client
 
-from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.tokens import create_token
 from tests.integration.mcp_support import mcp_http, ok, refused
-from tests.integration.merge_support import REPO, World, bot_world, set_check
+from tests.integration.merge_support import REPO, World, set_check
 
 FORGE = "gitea"
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 def named_token(w: World, name: str, scopes: str, repo: str | None = None) -> str:
