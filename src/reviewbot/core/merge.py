@@ -354,9 +354,9 @@ def merge_blockers(facts: PrFacts, configured_checks: Sequence[str]) -> tuple[Bl
                 f"get a review at {pull.head_sha[:12]} and merge at it",
             )
         )
-    state = state_blockers(pull)
-    out += state
-    if not state and pull.mergeable is False:
+    out += state_blockers(pull)
+    # A draft's conflicts are a second reason (both must be cleared); a closed PR's are moot.
+    if pull.state == "open" and not pull.merged and pull.mergeable is False:
         out.append(
             Blocker(
                 ReasonCode.NOT_MERGEABLE,
