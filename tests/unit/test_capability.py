@@ -1,5 +1,9 @@
 """resolve_capability over generated facts: every reason at once, each with a next action,
-and a merge it allows is one the merge rules accept."""
+and a merge it allows is one the merge rules accept.
+
+Both take the forge-side blockers from core.merge.merge_blockers; the agreement tests below
+still matter for what each adds on its own: capability's lease and worker rules against
+decide's fencing of the claim."""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from hypothesis import strategies as st
 
 from reviewbot.core.capability import (
     Action,
-    BlockerCode,
     CallerFacts,
     CapabilityFacts,
     resolve_capability,
@@ -26,6 +29,7 @@ from reviewbot.core.models import (
     ReviewState,
     RulesGap,
 )
+from reviewbot.core.reasons import ReasonCode
 
 NOW = 1_800_000_000.0
 HEADS = ["a" * 40, "b" * 40]
@@ -145,12 +149,12 @@ def test_scopes_binding_and_pr_state_are_always_reported(facts: CapabilityFacts)
     answer = resolve_capability(facts)
     needed = {"review"} if facts.action is Action.REVIEW else {"lease", "merge"}
     missing = needed - facts.caller.scopes
-    assert answer.codes.count(BlockerCode.MISSING_SCOPE.value) == len(missing)
+    assert answer.codes.count(ReasonCode.MISSING_SCOPE.value) == len(missing)
     bound_elsewhere = facts.caller.binding == "github:acme/api"
-    assert (BlockerCode.REPO_NOT_ALLOWED.value in answer.codes) == bound_elsewhere
+    assert (ReasonCode.REPO_NOT_ALLOWED.value in answer.codes) == bound_elsewhere
     open_pr = facts.pull.state == "open" and not facts.pull.merged
-    assert (BlockerCode.PR_CLOSED.value in answer.codes) == (not open_pr)
-    assert (BlockerCode.PR_DRAFT.value in answer.codes) == (open_pr and facts.pull.draft)
+    assert (ReasonCode.PR_CLOSED.value in answer.codes) == (not open_pr)
+    assert (ReasonCode.PR_DRAFT.value in answer.codes) == (open_pr and facts.pull.draft)
 
 
 @given(facts_st)
@@ -166,7 +170,7 @@ def test_a_live_lease_of_another_worker_is_named_with_its_expiry(facts: Capabili
     answer = resolve_capability(facts)
     lease = facts.lease
     other_live = lease is not None and lease.live(NOW) and lease.holder != facts.caller.worker
-    held = [b for b in answer.blockers if b.code is BlockerCode.LEASE_HELD]
+    held = [b for b in answer.blockers if b.code is ReasonCode.LEASE_HELD]
     assert bool(held) == other_live
     if held:
         assert lease is not None

@@ -7,11 +7,11 @@ each with a stable code and the next action that would clear it. It never reads 
 and never refuses by raising: the caller (the API, the command line, an MCP tool) reads the
 facts and shows the answer.
 
-The codes (``docs/capability.md``): ``missing_scope``, ``repo_not_allowed``,
-``worker_unproven``, ``not_worker_owner``, ``worker_stale``, ``lease_held``,
-``lease_not_held``, ``head_moved``, ``not_approved``, ``self_approval``,
-``changes_requested``, ``checks_not_green``, ``protection_unreadable``, ``permission_denied``,
-``pr_closed``, ``pr_draft``, ``not_mergeable``, ``author_is_bot``.
+The codes are reason codes (:data:`reviewbot.core.blockers.BLOCKER_CODES`,
+``docs/capability.md``). This module adds only who asks (scopes, binding, worker) and the
+lease of the role; for a merge, every other blocker is
+:func:`reviewbot.core.merge.merge_blockers` at the PR's head, the same list a merge is
+refused with.
 
 A free merger lease is not a blocker: the next action is to acquire it. A refusal names a
 lease holder and its expiry, never its epoch.
@@ -24,23 +24,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reviewbot.core.blockers import Blocker, in_order
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import Lease, WorkerStatus
-from reviewbot.core.merge import (
-    approvals_short,
-    approvers_at,
-    checks_refusal,
-    requesting_changes,
-    same_sha,
-    standings,
-)
+from reviewbot.core.merge import PrFacts, merge_blockers, same_sha, state_blockers
 from reviewbot.core.models import (
     CheckResult,
     PullRequestSnapshot,
     RepoRef,
     RequiredChecks,
     Review,
-    ReviewState,
 )
 from reviewbot.core.reasons import ReasonCode
 
@@ -48,27 +41,6 @@ from reviewbot.core.reasons import ReasonCode
 class Action(StrEnum):
     REVIEW = "review"
     MERGE = "merge"
-
-
-class BlockerCode(StrEnum):
-    MISSING_SCOPE = "missing_scope"
-    REPO_NOT_ALLOWED = "repo_not_allowed"
-    WORKER_UNPROVEN = "worker_unproven"
-    NOT_WORKER_OWNER = "not_worker_owner"
-    WORKER_STALE = "worker_stale"
-    LEASE_HELD = "lease_held"
-    LEASE_NOT_HELD = "lease_not_held"
-    HEAD_MOVED = "head_moved"
-    NOT_APPROVED = "not_approved"
-    SELF_APPROVAL = "self_approval"
-    CHANGES_REQUESTED = "changes_requested"
-    CHECKS_NOT_GREEN = "checks_not_green"
-    PROTECTION_UNREADABLE = "protection_unreadable"
-    PERMISSION_DENIED = "permission_denied"
-    PR_CLOSED = "pr_closed"
-    PR_DRAFT = "pr_draft"
-    NOT_MERGEABLE = "not_mergeable"
-    AUTHOR_IS_BOT = "author_is_bot"
 
 
 # The scopes each action needs: a merge is made under the merger lease.
@@ -104,26 +76,17 @@ class CapabilityFacts:
     now: float = 0.0
     missing_permission: str | None = None  # what the bot's credentials lack to merge, if known
 
-
-@dataclass(frozen=True)
-class Blocker:
-    code: BlockerCode
-    detail: str
-    next_action: str
-    holder: str | None = None
-    expires_at: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "code": self.code.value,
-            "detail": self.detail,
-            "next_action": self.next_action,
-        }
-        if self.holder is not None:
-            body["holder"] = self.holder
-        if self.expires_at is not None:
-            body["expires_at"] = iso(self.expires_at)
-        return body
+    @property
+    def merge_facts(self) -> PrFacts:
+        """The forge-side facts at the PR's head, as a merge at it would judge them."""
+        return PrFacts(
+            self.pull,
+            self.pull.head_sha,
+            tuple(self.reviews),
+            self.protection,
+            tuple(self.results),
+            self.missing_permission,
+        )
 
 
 @dataclass(frozen=True)
@@ -172,7 +135,7 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
         if scope not in caller.scopes:
             out.append(
                 Blocker(
-                    BlockerCode.MISSING_SCOPE,
+                    ReasonCode.MISSING_SCOPE,
                     f"{facts.action.value} needs scope {scope!r}; the token has "
                     f"{', '.join(sorted(caller.scopes)) or 'none'}",
                     f"use a token with scope {scope!r}",
@@ -181,7 +144,7 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
     if _bound_elsewhere(caller.binding, facts.forge, facts.repo):
         out.append(
             Blocker(
-                BlockerCode.REPO_NOT_ALLOWED,
+                ReasonCode.REPO_NOT_ALLOWED,
                 f"the token is bound to {caller.binding}, not {facts.forge}:{facts.repo}",
                 "use a token for this repository",
             )
@@ -191,7 +154,7 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
     if caller.worker_status is WorkerStatus.UNPROVEN:
         out.append(
             Blocker(
-                BlockerCode.WORKER_UNPROVEN,
+                ReasonCode.WORKER_UNPROVEN,
                 f"no worker {caller.worker} is registered",
                 "register a worker (POST /api/v1/workers) and ask with its identity",
             )
@@ -199,7 +162,7 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
     elif not caller.worker_owned:
         out.append(
             Blocker(
-                BlockerCode.NOT_WORKER_OWNER,
+                ReasonCode.NOT_WORKER_OWNER,
                 f"worker {caller.worker} was registered by another caller",
                 "register a worker of your own with this token",
             )
@@ -207,7 +170,7 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
     elif caller.worker_status is WorkerStatus.STALE:
         out.append(
             Blocker(
-                BlockerCode.WORKER_STALE,
+                ReasonCode.WORKER_STALE,
                 f"worker {caller.worker} has not heartbeaten within one lease term; it holds"
                 " nothing",
                 "heartbeat the worker (POST /api/v1/workers/heartbeat), then acquire again",
@@ -216,39 +179,16 @@ def _caller_blockers(facts: CapabilityFacts) -> list[Blocker]:
     return out
 
 
-def _pull_blockers(facts: CapabilityFacts) -> list[Blocker]:
-    pull = facts.pull
-    if pull.merged:
-        return [Blocker(BlockerCode.PR_CLOSED, "the pull request is merged", "nothing to do")]
-    if pull.state != "open":
-        return [
-            Blocker(
-                BlockerCode.PR_CLOSED,
-                f"the pull request is {pull.state}",
-                "reopen it on the forge if it should still be acted on",
-            )
-        ]
-    out: list[Blocker] = []
-    if pull.draft:
-        out.append(
-            Blocker(BlockerCode.PR_DRAFT, "the pull request is a draft", "mark it ready for review")
-        )
+def _review_blockers(facts: CapabilityFacts) -> list[Blocker]:
+    out = state_blockers(facts.pull)
     bot = facts.bot_login
-    if facts.action is Action.REVIEW and bot and pull.author.lower() == bot.lower():
+    if not out and bot and facts.pull.author.lower() == bot.lower():
         out.append(
             Blocker(
-                BlockerCode.AUTHOR_IS_BOT,
+                ReasonCode.AUTHOR_IS_BOT,
                 f"the pull request was opened by the bot's own login {bot};"
                 " an author cannot approve its own pull request",
                 "have another reviewer review it",
-            )
-        )
-    if facts.action is Action.MERGE and pull.mergeable is False:
-        out.append(
-            Blocker(
-                BlockerCode.NOT_MERGEABLE,
-                "the forge reports it cannot be merged (conflicts, branch rules)",
-                "resolve it on the forge",
             )
         )
     return out
@@ -262,7 +202,7 @@ def _lease_blockers(facts: CapabilityFacts) -> list[Blocker]:
     if lease.holder != worker:
         return [
             Blocker(
-                BlockerCode.LEASE_HELD,
+                ReasonCode.LEASE_HELD,
                 f"the {role} lease is held by {lease.holder} until {iso(lease.expires_at)}",
                 f"wait until {iso(lease.expires_at)} or its release, then acquire it",
                 holder=lease.holder,
@@ -272,88 +212,13 @@ def _lease_blockers(facts: CapabilityFacts) -> list[Blocker]:
     if not same_sha(lease.head_sha, facts.pull.head_sha):
         return [
             Blocker(
-                BlockerCode.LEASE_NOT_HELD,
+                ReasonCode.LEASE_NOT_HELD,
                 f"your {role} lease is pinned to {lease.head_sha}, not the head"
                 f" {facts.pull.head_sha}",
                 f"acquire the {role} lease at {facts.pull.head_sha}",
             )
         ]
     return []
-
-
-def _approval_blockers(facts: CapabilityFacts) -> list[Blocker]:
-    pull = facts.pull
-    head = pull.head_sha
-    out: list[Blocker] = []
-    if not approvers_at(facts.reviews, pull.author, head):
-        standing = standings(facts.reviews)
-        approved = [r for r in standing.values() if r.state is ReviewState.APPROVED]
-        own = [r for r in approved if r.reviewer.lower() == pull.author.lower()]
-        older = [
-            r
-            for r in approved
-            if r.reviewer.lower() != pull.author.lower() and not same_sha(r.commit_sha, head)
-        ]
-        if older:
-            at = ", ".join(f"{r.reviewer} at {(r.commit_sha or '?')[:12]}" for r in older)
-            out.append(
-                Blocker(
-                    BlockerCode.HEAD_MOVED,
-                    f"approved at an older head ({at}); the head is now {head}",
-                    f"get a review at {head[:12]}; an approval never carries over",
-                )
-            )
-        elif own:
-            out.append(
-                Blocker(
-                    BlockerCode.SELF_APPROVAL,
-                    f"the only approval is the author's ({pull.author}); an author cannot"
-                    " approve their own pull request",
-                    "get an approval from someone other than the author",
-                )
-            )
-        else:
-            out.append(
-                Blocker(
-                    BlockerCode.NOT_APPROVED,
-                    f"no approval by anyone other than the author at {head[:12]}",
-                    f"get a review at {head[:12]}",
-                )
-            )
-    blocking = requesting_changes(facts.reviews)
-    if blocking:
-        out.append(
-            Blocker(
-                BlockerCode.CHANGES_REQUESTED,
-                "changes requested by " + ", ".join(blocking),
-                "address them and have the reviewers approve or dismiss their reviews",
-            )
-        )
-    short = approvals_short(facts.protection, approvers_at(facts.reviews, pull.author, head), head)
-    if short is not None:
-        out.append(Blocker(BlockerCode.NOT_APPROVED, short, f"get more approvals at {head[:12]}"))
-    checks = checks_refusal(facts.protection, facts.configured_checks, facts.results)
-    if checks is not None and checks.code is ReasonCode.PROTECTION_UNREADABLE:
-        out.append(
-            Blocker(
-                BlockerCode.PROTECTION_UNREADABLE,
-                checks.detail,
-                "grant the bot the permission named, or set required_checks in its rules",
-            )
-        )
-    elif checks is not None:
-        out.append(
-            Blocker(BlockerCode.CHECKS_NOT_GREEN, checks.detail, "wait for CI, or fix the failures")
-        )
-    if facts.missing_permission is not None:
-        out.append(
-            Blocker(
-                BlockerCode.PERMISSION_DENIED,
-                facts.missing_permission,
-                "grant the bot that permission on the forge (docs/github-app.md, docs/gitea.md)",
-            )
-        )
-    return out
 
 
 def _next_step(facts: CapabilityFacts) -> str:
@@ -374,16 +239,20 @@ def _next_step(facts: CapabilityFacts) -> str:
 
 def resolve_capability(facts: CapabilityFacts) -> Capability:
     """Whether the caller may take ``facts.action`` on the PR now, and every reason if not."""
-    blockers = _caller_blockers(facts) + _pull_blockers(facts) + _lease_blockers(facts)
-    if facts.action is Action.MERGE and not facts.pull.merged and facts.pull.state == "open":
-        blockers += _approval_blockers(facts)
-    next_action = blockers[0].next_action if blockers else _next_step(facts)
+    blockers = _caller_blockers(facts) + _lease_blockers(facts)
+    if facts.action is Action.MERGE:
+        # The same list a merge is refused with (core.merge.merge_blockers), at the head.
+        blockers += merge_blockers(facts.merge_facts, facts.configured_checks)
+    else:
+        blockers += _review_blockers(facts)
+    ordered = in_order(blockers)
+    next_action = ordered[0].next_action if ordered else _next_step(facts)
     pr = f"{facts.forge}:{facts.pull.owner}/{facts.pull.name}#{facts.number}"
     return Capability(
         action=facts.action,
         pr=pr,
         worker=facts.caller.worker,
         head_sha=facts.pull.head_sha,
-        blockers=tuple(blockers),
+        blockers=ordered,
         next_action=next_action,
     )

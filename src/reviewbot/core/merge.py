@@ -21,6 +21,13 @@ twice) or a refusal listing **every** reason, each with a documented code:
 ``not_approved`` also covers fewer distinct approvals at the pin than the forge's rules
 require (``required_approvals``).
 
+The forge-side rules (every code above but the lease's) are :func:`merge_blockers`, the one
+list of what blocks a merge at a head; :func:`decide` refuses with them and
+:func:`reviewbot.core.capability.resolve_capability` answers with them, so a merge and a
+capability answer can never disagree about the same facts. A blocker may be finer than the
+refusal (``pr_draft``, ``pr_closed``, ``self_approval``, an approval at an older head); the
+refusal names its coarser code (:attr:`~reviewbot.core.blockers.Blocker.refusal_code`).
+
 A reviewer's *standing* is their latest review that is an approval, a change request or a
 dismissal, in the order the forge lists them (review ids increase); comments do not change
 it, and a dismissed review leaves the reviewer with no standing at all.
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reviewbot.core import policy
+from reviewbot.core.blockers import Blocker, in_order
 from reviewbot.core.leases import Lease, LeaseClaim, Role, check_fence
 from reviewbot.core.models import (
     CheckResult,
@@ -74,6 +82,24 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class PrFacts:
+    """A pull request's live merge facts at one head, as the forge shows them now."""
+
+    pull: PullRequestSnapshot
+    head: str  # the head judged: the caller's pin, or the pull's own head
+    reviews: tuple[Review, ...]
+    protection: RequiredChecks
+    results: tuple[CheckResult, ...]  # of ``head``
+    missing_permission: str | None  # what the bot's credentials lack to merge, if known
+    # False: only the pull was read (a caller that needs nothing else); never judged.
+    merge_read: bool = True
+
+    @classmethod
+    def of_pull(cls, pull: PullRequestSnapshot) -> PrFacts:
+        return cls(pull, pull.head_sha, (), RequiredChecks(), (), None, merge_read=False)
+
+
+@dataclass(frozen=True)
 class MergeInputs:
     """Everything :func:`decide` looks at; all of it read live just before."""
 
@@ -87,6 +113,40 @@ class MergeInputs:
     claim: LeaseClaim  # what the caller presents
     now: float
     missing_permission: str | None = None  # what the bot's credentials lack to merge, if known
+
+    @classmethod
+    def of(
+        cls,
+        facts: PrFacts,
+        *,
+        configured_checks: Sequence[str],
+        lease: Lease | None,
+        claim: LeaseClaim,
+        now: float,
+    ) -> MergeInputs:
+        return cls(
+            pull=facts.pull,
+            pin=facts.head,
+            reviews=facts.reviews,
+            protection=facts.protection,
+            configured_checks=configured_checks,
+            results=facts.results,
+            lease=lease,
+            claim=claim,
+            now=now,
+            missing_permission=facts.missing_permission,
+        )
+
+    @property
+    def facts(self) -> PrFacts:
+        return PrFacts(
+            self.pull,
+            self.pin,
+            tuple(self.reviews),
+            self.protection,
+            tuple(self.results),
+            self.missing_permission,
+        )
 
 
 @dataclass(frozen=True)
@@ -207,6 +267,141 @@ def merged_claim_refusal(
     return refused
 
 
+def state_blockers(pull: PullRequestSnapshot) -> list[Blocker]:
+    """Why the PR's own state stops any action: merged or closed, else a draft. One reason:
+    the first thing to change."""
+    if pull.merged:
+        return [
+            Blocker(
+                ReasonCode.PR_CLOSED,
+                "the pull request is already merged",
+                "nothing to do",
+                refused_as=ReasonCode.NOT_MERGEABLE,
+            )
+        ]
+    if pull.state != "open":
+        return [
+            Blocker(
+                ReasonCode.PR_CLOSED,
+                f"the pull request is {pull.state}",
+                "reopen it on the forge if it should still be acted on",
+                refused_as=ReasonCode.NOT_MERGEABLE,
+            )
+        ]
+    if pull.draft:
+        return [
+            Blocker(
+                ReasonCode.PR_DRAFT,
+                "the pull request is a draft",
+                "mark it ready for review",
+                refused_as=ReasonCode.NOT_MERGEABLE,
+            )
+        ]
+    return []
+
+
+def _approval_blockers(facts: PrFacts, approvers: Sequence[str]) -> list[Blocker]:
+    """Why nobody's approval counts at the head, told apart: an approval at an older head,
+    the author's own, or none at all (a merge refuses each as ``not_approved``)."""
+    pull, head = facts.pull, facts.head
+    if approvers:
+        return []
+    approved = [r for r in standings(facts.reviews).values() if r.state is ReviewState.APPROVED]
+    others = [r for r in approved if r.reviewer.lower() != pull.author.lower()]
+    older = [r for r in others if not same_sha(r.commit_sha, head)]
+    if older:
+        at = ", ".join(f"{r.reviewer} at {(r.commit_sha or '?')[:12]}" for r in older)
+        return [
+            Blocker(
+                ReasonCode.HEAD_MOVED,
+                f"approved at an older head ({at}); the head is now {head}",
+                f"get a review at {head[:12]}; an approval never carries over",
+                refused_as=ReasonCode.NOT_APPROVED,
+            )
+        ]
+    if len(approved) > len(others):
+        return [
+            Blocker(
+                ReasonCode.SELF_APPROVAL,
+                f"the only approval is the author's ({pull.author}); an author cannot"
+                " approve their own pull request",
+                "get an approval from someone other than the author",
+                refused_as=ReasonCode.NOT_APPROVED,
+            )
+        ]
+    return [
+        Blocker(
+            ReasonCode.NOT_APPROVED,
+            f"no approval by anyone other than the author {pull.author} at {head[:12]}",
+            f"get a review at {head[:12]}",
+        )
+    ]
+
+
+def merge_blockers(facts: PrFacts, configured_checks: Sequence[str]) -> tuple[Blocker, ...]:
+    """Every reason the forge-side rules refuse a merge of ``facts.pull`` at ``facts.head``
+    (see the module docstring), in the reported order; empty when they allow it.
+    ``configured_checks`` are the repository's own ``required_checks``."""
+    if not facts.merge_read:
+        raise ValueError("a merge is never judged on the pull alone: read its merge facts")
+    pull, head = facts.pull, facts.head
+    out: list[Blocker] = []
+    if not same_sha(pull.head_sha, head):
+        out.append(
+            Blocker(
+                ReasonCode.HEAD_MOVED,
+                f"the head is {pull.head_sha}, not the pinned {head}",
+                f"get a review at {pull.head_sha[:12]} and merge at it",
+            )
+        )
+    out += state_blockers(pull)
+    # A draft's conflicts are a second reason (both must be cleared); a closed PR's are moot.
+    if pull.state == "open" and not pull.merged and pull.mergeable is False:
+        out.append(
+            Blocker(
+                ReasonCode.NOT_MERGEABLE,
+                "the forge reports it cannot be merged (conflicts, branch rules)",
+                "resolve it on the forge",
+            )
+        )
+    approvers = approvers_at(facts.reviews, pull.author, head)
+    out += _approval_blockers(facts, approvers)
+    short = approvals_short(facts.protection, approvers, head)
+    if short is not None:
+        out.append(Blocker(ReasonCode.NOT_APPROVED, short, f"get more approvals at {head[:12]}"))
+    blocking = requesting_changes(facts.reviews)
+    if blocking:
+        out.append(
+            Blocker(
+                ReasonCode.CHANGES_REQUESTED,
+                "changes requested by " + ", ".join(blocking),
+                "address them and have the reviewers approve or dismiss their reviews",
+            )
+        )
+    checks = checks_refusal(facts.protection, configured_checks, facts.results)
+    if checks is not None and checks.code is ReasonCode.PROTECTION_UNREADABLE:
+        out.append(
+            Blocker(
+                ReasonCode.PROTECTION_UNREADABLE,
+                checks.detail,
+                "grant the bot the permission named, or set required_checks in its rules",
+            )
+        )
+    elif checks is not None:
+        out.append(
+            Blocker(ReasonCode.CHECKS_NOT_GREEN, checks.detail, "wait for CI, or fix the failures")
+        )
+    if facts.missing_permission is not None:
+        out.append(
+            Blocker(
+                ReasonCode.PERMISSION_DENIED,
+                facts.missing_permission,
+                "grant the bot that permission on the forge (docs/github-app.md, docs/gitea.md)",
+            )
+        )
+    return in_order(out)
+
+
 def decide(inputs: MergeInputs) -> MergeDecision:
     """Merge, already merged, or refuse with every reason. See the module docstring."""
     pull, pin = inputs.pull, inputs.pin
@@ -221,41 +416,9 @@ def decide(inputs: MergeInputs) -> MergeDecision:
     lease = lease_refusal(inputs.lease, inputs.claim, pin, inputs.now)
     if lease is not None:
         refusals.append(lease)
-    if not same_sha(pull.head_sha, pin):
-        refusals.append(
-            Refusal(ReasonCode.HEAD_MOVED, f"the head is {pull.head_sha}, not the pinned {pin}")
-        )
-    if pull.merged:
-        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, "the pull request is already merged"))
-    elif pull.state != "open":
-        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, f"the pull request is {pull.state}"))
-    elif pull.draft:
-        refusals.append(Refusal(ReasonCode.NOT_MERGEABLE, "the pull request is a draft"))
-    elif pull.mergeable is False:
-        refusals.append(
-            Refusal(ReasonCode.NOT_MERGEABLE, "the forge reports it cannot be merged (conflicts?)")
-        )
+    blockers = merge_blockers(inputs.facts, inputs.configured_checks)
+    refusals += [Refusal(b.refusal_code, b.detail) for b in blockers]
     approvers = approvers_at(inputs.reviews, pull.author, pin)
-    if not approvers:
-        refusals.append(
-            Refusal(
-                ReasonCode.NOT_APPROVED,
-                f"no approval by anyone other than the author {pull.author} at {pin[:12]}",
-            )
-        )
-    short = approvals_short(inputs.protection, approvers, pin)
-    if short is not None:
-        refusals.append(Refusal(ReasonCode.NOT_APPROVED, short))
-    blocking = requesting_changes(inputs.reviews)
-    if blocking:
-        refusals.append(
-            Refusal(ReasonCode.CHANGES_REQUESTED, "changes requested by " + ", ".join(blocking))
-        )
-    checks = checks_refusal(inputs.protection, inputs.configured_checks, inputs.results)
-    if checks is not None:
-        refusals.append(checks)
-    if inputs.missing_permission is not None:
-        refusals.append(Refusal(ReasonCode.PERMISSION_DENIED, inputs.missing_permission))
     if refusals:
         order = {code: i for i, code in enumerate(REFUSAL_CODES)}
         refusals.sort(key=lambda r: order.get(r.code, len(order)))

@@ -60,3 +60,10 @@ class ReasonCode(StrEnum):
     LEASE_NOT_HELD = "lease_not_held"
     LEASE_HELD = "lease_held"
     LANE_LOST = "lane_lost"  # automerge lost its branch's merge lane before the merge call
+    # capability: who asks, and as which worker
+    MISSING_SCOPE = "missing_scope"
+    REPO_NOT_ALLOWED = "repo_not_allowed"
+    WORKER_UNPROVEN = "worker_unproven"
+    NOT_WORKER_OWNER = "not_worker_owner"
+    WORKER_STALE = "worker_stale"
+    SELF_APPROVAL = "self_approval"  # the only approval is the author's own

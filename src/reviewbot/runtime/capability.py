@@ -1,12 +1,14 @@
 """Reading the facts :func:`reviewbot.core.capability.resolve_capability` decides on.
 
-One live read of the PR (and, for a merge, its reviews, the required checks of its base
-and the results of its head), the lease of the role as seen now, and the worker's record.
+One live read of the PR through :func:`reviewbot.runtime.merge.facts.read_pr_facts` (for a
+merge with its reviews, the required checks of its base and the results of its head: the
+reader the merger uses), the lease of the role as seen now, and the worker's record.
 The API route, the command line and MCP tools call :func:`read_capability`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -20,11 +22,11 @@ from reviewbot.core.capability import (
 )
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import Lease, LeaseTarget, Role, WorkerOwner, WorkerStatus
-from reviewbot.core.models import PullRef, RepoRef, RequiredChecks
+from reviewbot.core.models import PullRef, RepoRef
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
-from reviewbot.runtime.merge.facts import MergeFacts, read_merge_facts
+from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.store.leases import LeaseStore
 
 ROLE_OF: dict[Action, Role] = {Action.REVIEW: Role.REVIEWER, Action.MERGE: Role.MERGER}
@@ -59,13 +61,14 @@ async def read_capability(
         raise Refused(f"{pr.forge} is not configured", code=ReasonCode.FORGE_NOT_CONFIGURED.value)
     repo = pr.full_name
     try:
-        pull = await forge.get_pull(repo, pr.number)
         if action is Action.MERGE:
-            facts = await read_merge_facts(forge, repo, pull, pull.head_sha)
+            facts = await read_pr_facts(forge, repo, pr.number)
             bot_login = None
         else:
-            facts = MergeFacts([], RequiredChecks(), [], None)
-            bot_login = await forge.bot_login()
+            # A review is judged on the pull alone (and who the bot is).
+            facts, bot_login = await asyncio.gather(
+                read_pr_facts(forge, repo, pr.number, merge=False), forge.bot_login()
+            )
     except ForgeError as exc:
         raise Refused(str(exc), code=reason_for(exc).value) from None
     rules = settings.rules_for(RepoRef.parse(repo, forge=pr.forge)) or RepoRules()
@@ -78,7 +81,7 @@ async def read_capability(
         repo=repo,
         number=pr.number,
         caller=CallerFacts(caller.scopes, caller.binding, worker, status, owned),
-        pull=pull,
+        pull=facts.pull,
         reviews=facts.reviews,
         protection=facts.protection,
         configured_checks=rules.required_checks,

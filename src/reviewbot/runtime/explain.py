@@ -66,6 +66,12 @@ PLAIN_WORDS: dict[str, str] = {
     "lease_not_held": "the caller does not hold the lease it claims",
     "lease_held": "another worker holds the lease",
     "lane_lost": "automerge lost its branch's merge lane before the merge call; nothing sent",
+    "missing_scope": "the token lacks a scope the action needs",
+    "repo_not_allowed": "the token is bound to another repository",
+    "worker_unproven": "no worker with that identity is registered",
+    "not_worker_owner": "another caller registered that worker",
+    "worker_stale": "the worker was not heard from within one lease term; it holds nothing",
+    "self_approval": "the only approval is the author's own",
 }
 
 

@@ -24,15 +24,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from reviewbot.config import RepoRules, Settings
-from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Phase, Role
-from reviewbot.core.merge import MergeAction, MergeInputs, decide
+from reviewbot.core.leases import LeaseTarget, Role
+from reviewbot.core.merge import PrFacts, merge_blockers
 from reviewbot.core.models import RepoRef, repo_key
 from reviewbot.core.prstate import DecisionKind
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
-from reviewbot.runtime.merge.facts import read_merge_facts
+from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.merge.merger import MergeError, MergeOutcome, Merger, MergeRequest
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 
@@ -102,7 +102,8 @@ class AutoMerger:
     async def run(self, forge_name: str, repo: str, number: int) -> MergeOutcome | None:
         forge = self.forges[forge_name]
         try:
-            pull = await forge.get_pull(repo, number)
+            # Only the pull here: its base branch names the lane; the rest is read inside it.
+            pull = (await read_pr_facts(forge, repo, number, merge=False)).pull
         except ForgeError as exc:
             log.warning("automerge of %s:%s#%s: %s", forge_name, repo, number, exc)
             return None
@@ -134,11 +135,12 @@ class AutoMerger:
         self, forge: Forge, forge_name: str, repo: str, number: int, lane: Lane
     ) -> MergeOutcome | None:
         # Read again inside the lane: an earlier merge into this branch may have changed it.
-        pull = await forge.get_pull(repo, number)
+        facts = await read_pr_facts(forge, repo, number)
+        pull = facts.pull
         if pull.merged or pull.state != "open" or pull.draft:
             return None
         target = LeaseTarget(forge_name, repo, number, Role.MERGER)
-        if not await self._looks_mergeable(forge, forge_name, repo, pull):
+        if not self._looks_mergeable(forge_name, repo, facts):
             return None
         try:
             lease = await self.leases.run(self.leases.acquire, target, self.worker, pull.head_sha)
@@ -166,32 +168,14 @@ class AutoMerger:
             log.info("automerged %s at %s: %s", target, pull.head_sha, outcome.merge_commit_sha)
         return outcome
 
-    async def _looks_mergeable(self, forge: Forge, forge_name: str, repo: str, pull: Any) -> bool:
+    def _looks_mergeable(self, forge_name: str, repo: str, facts: PrFacts) -> bool:
         """The merge rules without a lease: no lease is taken for a PR that is not ready."""
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge_name)) or RepoRules()
-        facts = await read_merge_facts(forge, repo, pull, pull.head_sha)
-        target = LeaseTarget(forge_name, repo, pull.number, Role.MERGER)
-        now = self.merger.clock()
-        # A stand-in claim: only the forge-side rules matter here.
-        stand_in = Lease(
-            target, self.worker, 1, pull.head_sha, Phase.CLAIMED, 1.0, now, now, now + 1
-        )
-        decision = decide(
-            MergeInputs(
-                pull=pull,
-                pin=pull.head_sha,
-                reviews=facts.reviews,
-                protection=facts.protection,
-                configured_checks=rules.required_checks,
-                results=facts.results,
-                lease=stand_in,
-                claim=LeaseClaim(target, self.worker, 1),
-                now=now,
-                missing_permission=facts.missing_permission,
-            )
-        )
-        named = {ReasonCode.PERMISSION_DENIED.value, ReasonCode.PROTECTION_UNREADABLE.value}
-        if named & set(decision.codes):
+        target = LeaseTarget(forge_name, repo, facts.pull.number, Role.MERGER)
+        blockers = merge_blockers(facts, rules.required_checks)
+        named = {ReasonCode.PERMISSION_DENIED, ReasonCode.PROTECTION_UNREADABLE}
+        if named & {b.code for b in blockers}:
             # Not a PR waiting for its turn: the bot's own credentials stand in the way.
-            log.warning("automerge of %s not attempted: %s", target, decision.summary())
-        return decision.action is MergeAction.MERGE
+            summary = "; ".join(f"{b.code.value}: {b.detail}" for b in blockers)
+            log.warning("automerge of %s not attempted: %s", target, summary)
+        return not blockers

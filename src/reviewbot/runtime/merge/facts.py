@@ -1,33 +1,47 @@
-"""The one read of a pull request's live merge facts, for every part that judges a merge."""
+"""The one read of a pull request's live merge facts, for every part that judges a merge.
+
+The merger, automerge, the capability answer and the PR state comment all read the pull
+through :func:`read_pr_facts`; a caller that needs only the pull (the state comment, a review's
+capability) asks for just that with ``merge=False`` rather than calling the forge itself, so
+there is one place that decides what a judgement reads, and each read happens once.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
-from reviewbot.core.models import CheckResult, PullRequestSnapshot, RequiredChecks, Review
+from reviewbot.core.merge import PrFacts
+from reviewbot.core.models import CheckResult
 from reviewbot.forges.base import Forge
 
 
-@dataclass(frozen=True)
-class MergeFacts:
-    """What the merge rules need besides the PR itself, read live for one head."""
+async def read_pr_facts(
+    forge: Forge, repo: str, number: int, head: str | None = None, *, merge: bool = True
+) -> PrFacts:
+    """The pull and, with ``merge``, its reviews, the base branch's rules, the check results
+    of ``head`` (the pin; the pull's own head when ``None``) and whether the bot may merge.
 
-    reviews: list[Review]
-    protection: RequiredChecks
-    results: list[CheckResult]
-    missing_permission: str | None  # what the bot's credentials lack to merge, if known
+    Independent reads run at once: the pull, the reviews and a pinned head's checks first,
+    then what needs the pull (its base branch's rules, the merge permission, an unpinned
+    head's checks).
+    """
+    if not merge:
+        return PrFacts.of_pull(await forge.get_pull(repo, number))
 
+    async def pinned_results() -> list[CheckResult] | None:
+        return None if head is None else await forge.check_results(repo, head)
 
-async def read_merge_facts(
-    forge: Forge, repo: str, pull: PullRequestSnapshot, head: str
-) -> MergeFacts:
-    """The reviews, the base branch's rules, the head's check results and whether the bot
-    may merge at all, read at once (they are independent)."""
-    reviews, protection, results, missing = await asyncio.gather(
-        forge.list_reviews(repo, pull.number),
+    pull, reviews, pinned = await asyncio.gather(
+        forge.get_pull(repo, number), forge.list_reviews(repo, number), pinned_results()
+    )
+    at = head if head is not None else pull.head_sha
+
+    async def head_results() -> list[CheckResult]:
+        return pinned if pinned is not None else await forge.check_results(repo, at)
+
+    protection, results, missing = await asyncio.gather(
         forge.required_checks(repo, pull.base_ref),
-        forge.check_results(repo, head),
+        head_results(),
         forge.merge_permission(repo, pull),
     )
-    return MergeFacts(list(reviews), protection, list(results), missing)
+    return PrFacts(pull, at, tuple(reviews), protection, tuple(results), missing)

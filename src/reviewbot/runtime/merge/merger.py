@@ -54,7 +54,7 @@ from reviewbot.forges.errors import (
     reason_for,
 )
 from reviewbot.observe import Telemetry
-from reviewbot.runtime.merge.facts import read_merge_facts
+from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
@@ -233,26 +233,21 @@ class Merger:
         if pending:
             return await self._reverify(forge, claim, request, pending[-1])
         try:
-            pull = await forge.get_pull(request.repo, request.number)
-            facts = await read_merge_facts(forge, request.repo, pull, request.head_sha)
+            facts = await read_pr_facts(forge, request.repo, request.number, request.head_sha)
         except ForgeError as exc:
             raise _forge_failure(exc) from None
+        pull = facts.pull
         rules = (
             self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
         )
         lease = await self.leases.run(self.leases.get, claim.target)
         decision = decide(
-            MergeInputs(
-                pull=pull,
-                pin=request.head_sha,
-                reviews=facts.reviews,
-                protection=facts.protection,
+            MergeInputs.of(
+                facts,
                 configured_checks=rules.required_checks,
-                results=facts.results,
                 lease=lease,
                 claim=claim,
                 now=self.clock(),
-                missing_permission=facts.missing_permission,
             )
         )
         if decision.action is MergeAction.ALREADY_MERGED:

@@ -25,6 +25,7 @@ from reviewbot.core.prstate import (
 )
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
+from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
 from reviewbot.store import repositories
 from reviewbot.store.reviews import OutboxRow, ReviewDecision, ReviewStore, body_sha256
@@ -62,7 +63,8 @@ class StateComments:
         forge = self.forges[forge_name]
         try:
             if pull is None:
-                pull = await forge.get_pull(repo, number)
+                # The comment shows the pull's state and head only: no merge facts.
+                pull = (await read_pr_facts(forge, repo, number, merge=False)).pull
             body = await self.store.run(self.render, forge_name, repo, number, pull)
             if body is None:
                 return "unchanged"
