@@ -9,22 +9,13 @@ simulator logs every request it served.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import REPO, World, bot_world, set_check
-from tests.integration.test_merge_api import Merger
+from tests.integration.merge_support import REPO, World, set_check
+from tests.integration.server.test_merge_api import Merger
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
-
-
-@pytest.fixture
-async def world(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncIterator[World]:
-    async with bot_world(tmp_path, sim, sim_server) as w:
-        yield w
 
 
 def reads(w: World, forge: str) -> Counter[str]:
