@@ -245,7 +245,7 @@ class Service:
                 database=None if db.dialect == SQLITE else db,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
-            self.leases = LeaseStore(
+            self.leases = LeaseStore.open(
                 db,
                 self.settings.leases,
                 clock=self.clock,
@@ -328,7 +328,7 @@ class Service:
     async def _register(self, name: str, role: str) -> str:
         assert self.leases is not None and self.db is not None
         record = await self.db.run(
-            self.leases.register_worker,
+            self.leases.workers.register,
             name,
             client=self.client,
             session_id=f"pid-{os.getpid()}",

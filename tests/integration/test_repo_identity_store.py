@@ -49,10 +49,10 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
     _, other_spelling = second
     with tempfile.TemporaryDirectory() as tmp:
         db = open_store(WorkflowPaths(Path(tmp) / "data"))
-        leases = LeaseStore(db, LeaseSettings(), clock=_clock)
+        leases = LeaseStore.open(db, LeaseSettings(), clock=_clock)
         try:
-            a = leases.register_worker("a", client="t", session_id="s", role="merger").identity
-            b = leases.register_worker("b", client="t", session_id="s", role="merger").identity
+            a = leases.workers.register("a", client="t", session_id="s", role="merger").identity
+            b = leases.workers.register("b", client="t", session_id="s", role="merger").identity
             held = leases.acquire(LeaseTarget("github", spelled, 7, Role.MERGER), a, HEAD)
             # another worker naming the repository in its own casing meets the same lease
             with pytest.raises(LeaseRefused) as refused:
@@ -96,8 +96,8 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> 
     )
     assert key == "acme/api"
     assert repositories.display_name(db, "github", "acme/api") == "Acme/API"
-    leases = LeaseStore(db, LeaseSettings(), clock=_clock)
-    worker = leases.register_worker("a", client="t", session_id="s", role="merger").identity
+    leases = LeaseStore.open(db, LeaseSettings(), clock=_clock)
+    worker = leases.workers.register("a", client="t", session_id="s", role="merger").identity
     old_target = LeaseTarget("github", "acme/api", 7, Role.MERGER)
     held = leases.acquire(old_target, worker, HEAD)
     ReviewStore(db, _clock).record(_decision("acme/api"))

@@ -95,10 +95,10 @@ def test_a_dismissal_opens_a_new_round(db: Database) -> None:
 def test_a_stale_epoch_writes_nothing(db: Database) -> None:
     clock = Clock()
     store = ReviewStore(db, clock)
-    leases = LeaseStore(db, LeaseSettings(lease_s=15, renew_s=10, retry_s=2), clock=clock)
+    leases = LeaseStore.open(db, LeaseSettings(lease_s=15, renew_s=10, retry_s=2), clock=clock)
     try:
         workers = [
-            leases.register_worker("bot", client="t", session_id=str(n), role="reviewer").identity
+            leases.workers.register("bot", client="t", session_id=str(n), role="reviewer").identity
             for n in (1, 2)
         ]
         one = StoreReviewerLeases(leases, workers[0])
