@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
-from reviewbot.store import repositories
+from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import NewDecision, ReviewStore
@@ -62,11 +62,11 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
             assert (row.holder, row.epoch, row.target.repo) == (a, held.epoch, canonical)
 
             reviews = ReviewStore(db, _clock)
-            reviews.record(_decision(spelled))
+            reviews.record_decision(_decision(spelled))
             for lookup in (canonical, spelled, canonical.upper()):
                 (found,) = reviews.decisions("github", lookup, 7)
                 assert found.repo == canonical
-                assert reviews.gated_heads("github", lookup) == set()
+                assert decisions.gated_heads(db, "github", lookup) == set()
             # a different repository stays apart
             if other_spelling.lower() != canonical:
                 assert reviews.decisions("github", other_spelling, 7) == []
@@ -100,7 +100,7 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> 
     worker = leases.workers.register("a", client="t", session_id="s", role="merger").identity
     old_target = LeaseTarget("github", "acme/api", 7, Role.MERGER)
     held = leases.acquire(old_target, worker, HEAD)
-    ReviewStore(db, _clock).record(_decision("acme/api"))
+    ReviewStore(db, _clock).record_decision(_decision("acme/api"))
     plain, _ = create_token(db, name="bound", scopes="read", repo="github:acme/api", now=seen)
 
     # the forge now calls repository 42 Acme/Service (renamed, or transferred and renamed)
