@@ -142,10 +142,15 @@ class StoreReviewerLeases:
 
 class PullLocks:
     """One asyncio lock per PR: evaluation, posting and the state comment never interleave
-    inside one process (the lease keeps other processes out)."""
+    inside one process (the lease keeps other processes out). A PR's entry lives only while
+    someone holds or waits on its lock, so the map does not grow with every PR ever seen."""
 
     def __init__(self) -> None:
         self._locks: dict[tuple[str, str, int], tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        """The PRs whose lock someone holds or waits on."""
+        return len(self._locks)
 
     @contextlib.asynccontextmanager
     async def hold(self, forge: str, repo: str, number: int) -> AsyncIterator[None]:
