@@ -53,8 +53,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def uncontended(db: SQLiteDatabase, cycles: int) -> dict[str, Any]:
-    store = LeaseStore(db)
-    worker = store.register_worker("solo", client="bench", session_id="u", role="merger")
+    store = LeaseStore.open(db)
+    worker = store.workers.register("solo", client="bench", session_id="u", role="merger")
     t = target(1)
     acquire_ms: list[float] = []
     release_ms: list[float] = []
@@ -99,8 +99,8 @@ def history_rows(db: SQLiteDatabase) -> int:
 def contender(db_path: str, index: int, number: int, seconds: float, out: str, start: Any) -> None:
     """One process: acquire / guarded write / release on target ``number`` until time is up."""
     db = SQLiteDatabase(Path(db_path))
-    store = LeaseStore(db)
-    identity = store.register_worker(
+    store = LeaseStore.open(db)
+    identity = store.workers.register(
         f"proc{index}", client="bench", session_id=str(index), role="merger"
     ).identity
     t = target(number)

@@ -55,7 +55,9 @@ from reviewbot.store.journal import GroupCommitJournal
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
 from reviewbot.store.process_lock import ProcessLock
+from reviewbot.store.review_outbox import OutboxStore
 from reviewbot.store.reviews import ReviewStore
+from reviewbot.store.state_comments import StateCommentStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 
@@ -121,6 +123,7 @@ class _ReviewBase:
     worker: str
     reviewer: StoreReviewerLeases
     store: ReviewStore
+    outbox: OutboxStore
     locks: PullLocks
     comments: StateComments
 
@@ -129,7 +132,8 @@ class _ReviewBase:
 class ReviewParts:
     pipeline: ReviewPipeline
     drainer: OutboxDrainer
-    store: ReviewStore
+    store: ReviewStore  # the review decisions
+    outbox: OutboxStore  # the native reviews to post
     comments: StateComments
     worker: str  # the reviewer worker identity of this process
     jobs: ReviewJobs  # the durable review intent (claimed, renewed, resumed)
@@ -246,7 +250,7 @@ class Service:
                 database=None if db.dialect == SQLITE else db,
             ).start()
         if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
-            self.leases = LeaseStore(
+            self.leases = LeaseStore.open(
                 db,
                 self.settings.leases,
                 clock=self.clock,
@@ -329,7 +333,7 @@ class Service:
     async def _register(self, name: str, role: str) -> str:
         assert self.leases is not None and self.db is not None
         record = await self.db.run(
-            self.leases.register_worker,
+            self.leases.workers.register,
             name,
             client=self.client,
             session_id=f"pid-{os.getpid()}",
@@ -342,21 +346,24 @@ class Service:
         worker = self.worker or await self._register(REVIEWER_NAME, "reviewer")
         reviewer = StoreReviewerLeases(self.leases, worker)
         store = ReviewStore(db, self.clock, telemetry=self.telemetry)
+        outbox = OutboxStore(db, self.clock, telemetry=self.telemetry)
         locks = PullLocks()
-        comments = StateComments(self.settings, store, self.forges, reviewer, locks)
-        return _ReviewBase(worker, reviewer, store, locks, comments)
+        rows = StateCommentStore(db, self.clock)
+        comments = StateComments(self.settings, store, outbox, rows, self.forges, reviewer, locks)
+        return _ReviewBase(worker, reviewer, store, outbox, locks, comments)
 
     def _review_parts(self, base: _ReviewBase) -> ReviewParts:
-        worker, reviewer, store, locks, comments = (
+        worker, reviewer, store, outbox, locks, comments = (
             base.worker,
             base.reviewer,
             base.store,
+            base.outbox,
             base.locks,
             base.comments,
         )
         automerge = self.merge.automerge if self.merge is not None else None
         drainer = OutboxDrainer(
-            store,
+            outbox,
             self.forges,
             reviewer,
             clock=self.clock,
@@ -381,7 +388,7 @@ class Service:
         jobs = ReviewJobs(
             self.db, pipeline, worker, clock=self.clock, term_s=self.settings.leases.lease_s
         )
-        return ReviewParts(pipeline, drainer, store, comments, worker, jobs)
+        return ReviewParts(pipeline, drainer, store, outbox, comments, worker, jobs)
 
     async def _merge_parts(
         self, db: Database, comments: StateComments | None, re_review: ReReviewHook | None

@@ -24,16 +24,33 @@ import pytest
 
 from reviewbot.runtime.review.outbox import StoreReviewerLeases
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.epochs import EpochStore
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
+from reviewbot.store.review_outbox import OutboxStore
 from reviewbot.store.reviews import ReviewStore
+from reviewbot.store.state_comments import StateCommentStore
+from reviewbot.store.workers import WorkerStore
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "reviewbot"
 EXEMPT = ("sim", "demo")  # the simulator has no store; the demo reads it to report
 
-STORE_CLASSES = (SQLiteDatabase, LeaseStore, MergeStore, ReviewStore, StoreReviewerLeases)
+STORE_CLASSES = (
+    SQLiteDatabase,
+    LeaseStore,
+    WorkerStore,
+    EpochStore,
+    MergeStore,
+    ReviewStore,
+    OutboxStore,
+    StateCommentStore,
+    StoreReviewerLeases,
+)
 # Receivers that hold a store object in this code base.
-STORE_RECEIVERS = frozenset({"db", "store", "leases", "merges", "lease_store", "reviews"})
+STORE_RECEIVERS = frozenset(
+    {"db", "store", "leases", "workers", "epochs", "merges", "lease_store", "reviews", "outbox"}
+    | {"rows"}
+)
 # Not store calls: the door itself, the injected clock, values without I/O, and closing.
 NOT_IO = frozenset({"run", "clock", "fence", "worker", "timing", "path", "close"})
 # Functions of store modules that are pure (shapes and hashes, no database; ``fence`` only

@@ -90,7 +90,7 @@ class LeaseMachine(RuleBasedStateMachine):
         shutil.copyfile(template_db(), path)
         self.db = SQLiteDatabase(path)
         self.clock = Clock()
-        self.store = LeaseStore(self.db, TIMING, clock=self.clock)
+        self.store = LeaseStore.open(self.db, TIMING, clock=self.clock)
         with self.db.write() as tx:
             tx.execute(
                 "CREATE TABLE acts (id INTEGER PRIMARY KEY, target TEXT, holder TEXT, epoch INT)"
@@ -173,7 +173,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(["rev", "merge", "agent"]))
     def register(self, name: str) -> None:
-        record = self.store.register_worker(name, client="sm", session_id="s", role="merger")
+        record = self.store.workers.register(name, client="sm", session_id="s", role="merger")
         assert record.identity not in self.workers
         self.workers.append(record.identity)
         self.worker_hb[record.identity] = self.clock.now

@@ -22,7 +22,7 @@ from reviewbot.core.sandbox import (
     grant_path,
     may_access,
 )
-from reviewbot.store.leases import default_ledger_path
+from reviewbot.store.epochs import default_ledger_path
 
 DATA = PurePosixPath("/srv/reviewbot")
 DB = DATA / "db" / "db.sqlite"

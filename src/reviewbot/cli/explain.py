@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         pr = _as_pr(args.target)
         if pr is not None:
             facts = pull_facts(db, time.time, pr, args.limit)
-            history = read_lease_history(LeaseStore(db, settings.leases), pr, limit=args.limit)
+            history = read_lease_history(LeaseStore.open(db, settings.leases), pr, limit=args.limit)
             if args.json:
                 print(
                     json.dumps(

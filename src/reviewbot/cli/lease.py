@@ -32,7 +32,8 @@ from reviewbot.core.leases import (
 )
 from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.store.leases import LeaseStore, LeaseStoreError
+from reviewbot.store.leases import LeaseStore
+from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
@@ -157,7 +158,7 @@ def lease_store(need: DBAccess = DBAccess.READ_WRITE) -> Iterator[LeaseStore]:
     require(effective_access(settings.db_access), need)
     # Listing never creates a store.
     db = open_existing_store(settings) if need is DBAccess.READ else open_store(settings)
-    store = LeaseStore(db, settings.leases, history_days=settings.retention.lease_history)
+    store = LeaseStore.open(db, settings.leases, history_days=settings.retention.lease_history)
     try:
         yield store
     finally:
@@ -197,7 +198,7 @@ def _run(args: argparse.Namespace, step: Callable[[LeaseStore], Lease]) -> int:
 def _register(args: argparse.Namespace) -> int:
     with lease_store() as store:
         try:
-            record = store.register_worker(
+            record = store.workers.register(
                 args.name, client=args.client, session_id=args.session_id, role=args.role
             )
         except (LeaseStoreError, ValueError) as exc:

@@ -25,7 +25,8 @@ from reviewbot.cli.lease import parse_pr
 from reviewbot.config import Settings, load_settings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.core.models import PullRef
-from reviewbot.store.leases import LeaseRefused, LeaseStore, LeaseStoreError
+from reviewbot.store.leases import LeaseRefused, LeaseStore
+from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_store
 
@@ -81,7 +82,7 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
     except Exception as exc:
         raise CommandError(str(exc)) from None
     db = await asyncio.to_thread(open_store, settings)
-    leases = LeaseStore(db, settings.leases, history_days=settings.retention.lease_history)
+    leases = LeaseStore.open(db, settings.leases, history_days=settings.retention.lease_history)
     worker, epoch = args.worker, args.epoch
     own_lease = worker is None
     target = LeaseTarget(ref.forge, ref.full_name, ref.number, Role.MERGER)
@@ -89,7 +90,7 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
         if own_lease:
             worker = (
                 await db.run(
-                    leases.register_worker,
+                    leases.workers.register,
                     "reviewbot.cli",
                     client="reviewbot-merge",
                     session_id=f"pid-{os.getpid()}",

@@ -130,11 +130,11 @@ async def _review_once(parts: ReviewParts, ref: PullRef, wait_s: float) -> dict[
     outcome = await parts.pipeline.review(
         ReviewRequest(ref.forge, ref.full_name, ref.number, source="cli", event="cli")
     )
-    store = parts.store
+    store = parts.outbox
     deadline = time.monotonic() + wait_s
     retried = False
     while True:
-        rows = await store.db.run(lambda: [store.outbox(r.id) for r in outcome.outbox])
+        rows = await store.db.run(lambda: [store.get(r.id) for r in outcome.outbox])
         pending = [row for row in rows if row is not None and row.status == "pending"]
         if not pending or time.monotonic() >= deadline:
             break
@@ -145,7 +145,7 @@ async def _review_once(parts: ReviewParts, ref: PullRef, wait_s: float) -> dict[
             if post is not None:
                 outcome.posts.append(post)
                 retried = True
-    outcome.outbox = await store.db.run(lambda: [store.outbox(r.id) or r for r in outcome.outbox])
+    outcome.outbox = await store.db.run(lambda: [store.get(r.id) or r for r in outcome.outbox])
     if retried:
         outcome.state_comment = await parts.comments.sync(ref.forge, ref.full_name, ref.number)
     result: dict[str, Any] = outcome.to_json()

@@ -101,7 +101,7 @@ def _store_facts(
     status: WorkerStatus | None = None
     owned = True
     if worker is not None:
-        status = leases.worker_status(worker)
-        owner = leases.worker_owner(worker)
+        status = leases.workers.status(worker)
+        owner = leases.workers.owner(worker)
         owned = owner is None or owner.same_as(caller.owner)
     return status, owned, leases.get(target), leases.clock()

@@ -18,7 +18,7 @@ from reviewbot.config import RetentionSettings
 from reviewbot.core.clock import Clock
 from reviewbot.store import journal, sessions
 from reviewbot.store.database import Database
-from reviewbot.store.leases import prune_workers
+from reviewbot.store.workers import prune_workers
 
 log = logging.getLogger(__name__)
 

@@ -92,7 +92,9 @@ def _owner(info: TokenInfo) -> WorkerOwner:
 
 async def _check_owner(service: Service, info: TokenInfo, identity: str) -> None:
     """Refuse a call in the name of a worker that another caller registered."""
-    await database(service).run(merge_parts(service).leases.check_owner, identity, _owner(info))
+    await database(service).run(
+        merge_parts(service).leases.workers.check_owner, identity, _owner(info)
+    )
 
 
 async def _as_worker(
@@ -121,7 +123,7 @@ async def register_worker(service: Service, info: TokenInfo, body: WorkerBody) -
         )
     try:
         record = await database(service).run(
-            api.leases.register_worker,
+            api.leases.workers.register,
             body.name,
             client=body.client,
             session_id=body.session_id,
@@ -147,7 +149,7 @@ async def worker_heartbeat(
     await _check_owner(service, info, body.worker_identity)
     db = database(service)
     record = await db.run(api.leases.worker_heartbeat, body.worker_identity)
-    status = await db.run(api.leases.worker_status, record.identity)
+    status = await db.run(api.leases.workers.status, record.identity)
     return {
         "worker_identity": record.identity,
         "status": status.value,

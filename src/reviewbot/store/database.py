@@ -15,22 +15,27 @@ of threads (each with its own connection). ``tests/unit/test_async_store.py`` ho
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import psycopg
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 BUSY_TIMEOUT_MS = 10_000
 STORE_THREADS = 4  # the bound on store calls running at once for the event loop
 
 P = ParamSpec("P")
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 Params = Sequence[Any]
 
@@ -62,6 +67,30 @@ class Cursor(Protocol):
 def opt_float(value: Any) -> float | None:
     """A nullable REAL column (a moment that may not have happened yet) as a float."""
     return None if value is None else float(value)
+
+
+@functools.cache
+def _init_fields(cls: type[DataclassInstance]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def row_as(cls: type[D], row: Row, /, **convert: Callable[[Row], Any]) -> D:
+    """The dataclass ``cls`` from one row: each field is the column of its name, or what
+    ``convert[field]`` makes of the row (a column stored in another form, or a field built
+    from several columns). Columns no field names are ignored (joins, ids); a field with
+    neither a column nor a conversion keeps its default."""
+    names = set(row.keys())
+    values = {
+        name: convert[name](row) if name in convert else row[name]
+        for name in _init_fields(cls)
+        if name in convert or name in names
+    }
+    return cls(**values)
+
+
+def rows_as(cls: type[D], rows: Iterable[Row], /, **convert: Callable[[Row], Any]) -> list[D]:
+    """:func:`row_as` of every row, in order."""
+    return [row_as(cls, row, **convert) for row in rows]
 
 
 def is_row_fault(exc: BaseException) -> bool:

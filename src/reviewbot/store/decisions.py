@@ -379,3 +379,14 @@ def count_for_delivery(db: Database, delivery_id: str) -> int:
             "SELECT COUNT(*) AS n FROM pr_gate_decisions WHERE delivery_id = ?", (delivery_id,)
         )
     return 0 if row is None else int(row["n"])
+
+
+def gated_heads(db: Database, forge: str, repo: str) -> set[tuple[int, str]]:
+    """(PR, head) pairs the gate has a decision for."""
+    with db.read() as tx:
+        rows = tx.all(
+            "SELECT DISTINCT number, head_sha FROM pr_gate_decisions "
+            "WHERE forge = ? AND repo = ? AND number IS NOT NULL AND head_sha IS NOT NULL",
+            (forge, repo_key(repo)),
+        )
+    return {(int(r["number"]), str(r["head_sha"])) for r in rows}

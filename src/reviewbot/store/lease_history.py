@@ -15,7 +15,7 @@ from typing import Any
 from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Row, Tx, skip_locked
+from reviewbot.store.database import Row, Tx, row_as, skip_locked
 
 # A PR held for days by chatty workers still answers in one page.
 DEFAULT_LIMIT = 500
@@ -98,18 +98,11 @@ def has_end(tx: Tx, target: LeaseTarget, epoch: int) -> bool:
 
 
 def _entry(row: Row) -> HistoryEntry:
-    return HistoryEntry(
-        target=LeaseTarget(row["forge"], row["repo"], row["number"], Role(row["role"])),
-        event=LeaseEvent(row["event"]),
-        holder=row["holder"],
-        epoch=row["epoch"],
-        head_sha=row["head_sha"],
-        at=row["at"],
-        expires_at=row["expires_at"],
-        reason=row["reason"],
-        actor=row["actor"],
-        previous_holder=row["previous_holder"],
-        renewed_at=row["renewed_at"],
+    return row_as(
+        HistoryEntry,
+        row,
+        target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
+        event=lambda r: LeaseEvent(r["event"]),
     )
 
 

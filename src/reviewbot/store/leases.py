@@ -1,4 +1,4 @@
-"""Leases and worker identities in the store: one ``BEGIN IMMEDIATE`` transaction per call.
+"""Leases and their fencing in the store: one write transaction per call.
 
 On PostgreSQL, where replicas share the database, a grant, heartbeat, release or
 supersession holds the target's own lock (an advisory lock named by the target) for its
@@ -8,43 +8,23 @@ increasing; grants of other targets do not wait.
 
 The rules are in :mod:`reviewbot.core.leases`; this module reads the current row, asks the
 core, and writes what it answers, all inside one write transaction, so two callers can never
-both see a target free.
-
-**Epochs are never reused, not even after a restore.** An epoch is a fencing token: outside
-systems (a merge script, an audit log) may compare it, and a holder that paused can come
-back with it. Three places remember the highest epoch granted for a target:
-
-1. the ``leases`` row itself (gone when an operator deletes rows);
-2. the ``lease_epochs`` table in the same database (outlives deleted rows, but a restore of
-   a backup taken before the last grant lowers it together with everything else);
-3. the *epoch ledger*, a small SQLite file beside the database
-   (``<db name>.lease-epochs.sqlite``). Restoring ``db.sqlite`` from a backup (the
-   migration snapshots, a copy of the file) leaves it alone.
-
-A grant takes ``max(row, table, ledger) + 1`` and is written to the ledger, durably
-(``synchronous=FULL``) and committed, *before* the main transaction commits and the grant is
-returned. The ledger is only written while the main database's write lock is held, so its
-writers are serialised in the same order as the grants and the lock order (database, then
-ledger) never inverts. A crash between the two commits leaves the ledger one ahead: a gap
-in the epochs, which is harmless (epochs only need to increase). If the ledger file is lost,
-the table still holds the mark; only losing both at once (restoring the whole ``db/``
-folder from an old copy) can lower it, and the documented restore procedure keeps the
-ledger file.
+both see a target free. Its collaborators act inside that same transaction: the worker
+identities (:mod:`reviewbot.store.workers`), the epoch high-water marks a grant raises
+(:mod:`reviewbot.store.epochs`, where epochs are never reused) and the audit trail
+(:mod:`reviewbot.store.lease_history`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.core import errors
 from reviewbot.core import leases as core
 from reviewbot.core.clock import Clock
 from reviewbot.core.lease_history import (
@@ -67,27 +47,15 @@ from reviewbot.core.leases import (
     Phase,
     Refused,
     Role,
-    WorkerOwner,
     WorkerRecord,
-    WorkerStatus,
     refusal_view,
 )
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.core.sandbox import ledger_file
 from reviewbot.store import lease_history
-from reviewbot.store.database import (
-    BUSY_TIMEOUT_MS,
-    Database,
-    P,
-    Params,
-    Row,
-    SQLiteDatabase,
-    T,
-    ThreadConnections,
-    Tx,
-    skip_locked,
-)
+from reviewbot.store.database import Database, P, Params, Row, T, Tx, row_as
+from reviewbot.store.epochs import EpochStore, target_name
+from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
 
 if TYPE_CHECKING:
     from reviewbot.observe import Telemetry
@@ -96,33 +64,6 @@ log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 TARGET_LOCKS = 0x52424C53  # the advisory-lock space of lease targets ("RBLS")
-# The larger of the stored and the new epoch (SQLite's two-argument max() is not portable).
-_LARGER_EPOCH = (
-    "CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch ELSE lease_epochs.epoch END"
-)
-_MAX_TEXT = 200
-
-
-class LeaseStoreError(errors.Refused):
-    """A refused lease or worker call; ``code`` is the API's error code."""
-
-    code = "lease_error"
-
-
-class WorkerExists(LeaseStoreError):
-    code = "worker_exists"
-
-
-class UnknownWorker(LeaseStoreError):
-    """No record of this identity: it is ``unproven`` and may not hold leases."""
-
-    code = "worker_unproven"
-
-
-class NotWorkerOwner(LeaseStoreError):
-    """A caller acted in the name of a worker another caller registered."""
-
-    code = "not_worker_owner"
 
 
 class LeaseRefused(LeaseStoreError):
@@ -153,111 +94,46 @@ def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
 
 def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
     """Hold the targets' locks until the transaction ends (in one order: no deadlock)."""
-    for name in sorted({EpochLedger.target_name(t) for t in targets}):
+    for name in sorted({target_name(t) for t in targets}):
         tx.lock_text(name, space=TARGET_LOCKS)
 
 
 def _lease(row: Row) -> Lease:
-    return Lease(
-        target=LeaseTarget(row["forge"], row["repo"], row["number"], Role(row["role"])),
-        holder=row["holder"],
-        epoch=row["epoch"],
-        head_sha=row["head_sha"],
-        phase=core.Phase(row["phase"]),
-        ttl_s=row["ttl_s"],
-        acquired_at=row["acquired_at"],
-        heartbeat_at=row["heartbeat_at"],
-        expires_at=row["expires_at"],
+    return row_as(
+        Lease,
+        row,
+        target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
+        phase=lambda r: Phase(r["phase"]),
     )
-
-
-def _worker(row: Row) -> WorkerRecord:
-    return WorkerRecord(
-        identity=row["identity"],
-        name=row["name"],
-        client=row["client"],
-        session_id=row["session_id"],
-        role=row["role"],
-        registered_at=row["registered_at"],
-        heartbeat_at=row["heartbeat_at"],
-    )
-
-
-def _short_text(field: str, value: str) -> str:
-    if not value or len(value) > _MAX_TEXT or any(ord(c) < 32 for c in value):
-        raise ValueError(f"{field} must be 1-{_MAX_TEXT} printable characters")
-    return value
-
-
-class EpochLedger:
-    """The per-target epoch high-water mark kept outside the main database (see above)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conns = ThreadConnections(self._connect)
-
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        # Every grant is on disk before it is handed out.
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS lease_epochs (target TEXT PRIMARY KEY,"
-            " epoch INTEGER NOT NULL)"
-        )
-        return conn
-
-    def _conn(self) -> sqlite3.Connection:
-        return self._conns.get()
-
-    @staticmethod
-    def target_name(target: LeaseTarget) -> str:
-        return f"{target.forge}:{target.repo}#{target.number}/{target.role.value}"
-
-    def high_water(self, target: LeaseTarget) -> int:
-        row = (
-            self._conn()
-            .execute("SELECT epoch FROM lease_epochs WHERE target = ?", (self.target_name(target),))
-            .fetchone()
-        )
-        return int(row[0]) if row else 0
-
-    def raise_to(self, target: LeaseTarget, epoch: int) -> None:
-        """Record ``epoch`` (never lowering the mark) and commit it durably."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(
-                "INSERT INTO lease_epochs (target, epoch) VALUES (?, ?) ON CONFLICT (target)"
-                " DO UPDATE SET epoch = max(epoch, excluded.epoch)",
-                (self.target_name(target), epoch),
-            )
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def marks(self) -> list[tuple[str, int]]:
-        """Every target's mark, as ``(target name, epoch)`` (for ``db export``)."""
-        rows = self._conn().execute("SELECT target, epoch FROM lease_epochs").fetchall()
-        return [(str(name), int(epoch)) for name, epoch in rows]
-
-    def close(self) -> None:
-        self._conns.close()
-
-
-def default_ledger_path(db_path: Path) -> Path:
-    # One naming rule, shared with the sandbox that keeps the ledger from reviewers.
-    return Path(ledger_file(PurePosixPath(db_path)))
 
 
 class LeaseStore:
-    """Workers and leases over the workflow database. Clock and randomness are injectable."""
+    """Leases over the workflow database, granted to the workers of :attr:`workers`."""
 
     def __init__(
         self,
+        db: Database,
+        workers: WorkerStore,
+        epochs: EpochStore,
+        *,
+        telemetry: Telemetry | None = None,
+        history_days: float | None = None,
+    ) -> None:
+        """``telemetry`` hears of every grant, takeover, expiry, release and refusal.
+        ``history_days``: every grant deletes a bounded number of ``lease_history`` rows
+        whose last activity is older than that (``None``: the trail is kept whole)."""
+        self.db = db
+        self.workers = workers
+        self.epochs = epochs
+        self.telemetry = telemetry
+        self.history_days = history_days
+        # One clock and one term for a worker's liveness and for its claims.
+        self.timing = workers.timing
+        self.clock = workers.clock
+
+    @classmethod
+    def open(
+        cls,
         db: Database,
         timing: LeaseTiming = DEFAULT_TIMING,
         *,
@@ -266,83 +142,35 @@ class LeaseStore:
         ledger_path: Path | None = None,
         telemetry: Telemetry | None = None,
         history_days: float | None = None,
-    ) -> None:
-        """``telemetry`` hears of every grant, takeover, expiry, release and refusal.
-        ``history_days``: every grant deletes a bounded number of ``lease_history`` rows
-        whose last activity is older than that (``None``: the trail is kept whole)."""
-        self.history_days = history_days
-        self.db = db
-        self.telemetry = telemetry
-        self.timing = timing
-        self.clock = clock
-        self.random_bytes = random_bytes
-        # SQLite: the epoch ledger file beside the database (see above). PostgreSQL has no
-        # file of its own on this machine, and replicas on other machines could not share
-        # one: the high-water mark is the lease_epochs table, read and raised under the
-        # target's lock (see docs/scaling.md on restores).
-        if ledger_path is None and isinstance(db, SQLiteDatabase):
-            ledger_path = default_ledger_path(db.path)
-        self.ledger = None if ledger_path is None else EpochLedger(ledger_path)
+    ) -> LeaseStore:
+        """The lease store with its own worker and epoch stores (``ledger_path``: the epoch
+        ledger file; by default the one beside a SQLite database)."""
+        return cls(
+            db,
+            WorkerStore(db, timing, clock=clock, random_bytes=random_bytes),
+            EpochStore(db, ledger_path=ledger_path),
+            telemetry=telemetry,
+            history_days=history_days,
+        )
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await one of this store's calls on the database's executor (the async door)."""
         return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
-        if self.ledger is not None:
-            self.ledger.close()
+        self.epochs.close()
 
-    # --- workers --------------------------------------------------------------------------------
-
-    def register_worker(
-        self,
-        name: str,
-        *,
-        client: str,
-        session_id: str,
-        role: str,
-        identity: str | None = None,
-        owner: WorkerOwner | None = None,
-    ) -> WorkerRecord:
-        """Register a new identity (minted here unless given); an existing one is refused.
-
-        ``owner`` is the caller that registered it (``None``: the bot or its command line);
-        only that caller may act in the identity's name (:meth:`check_owner`).
-        """
-        owner = owner or WorkerOwner()
-        _short_text("client", client)
-        _short_text("session_id", session_id)
-        _short_text("role", role)
-        now = self.clock()
-        if identity is None:
-            identity = core.mint_worker_identity(
-                name,
-                client=client,
-                session_id=session_id,
-                now_ns=int(now * 1e9),
-                nonce=self.random_bytes(16),
-            )
-        elif core.parse_worker_identity(identity) != core.check_worker_name(name):
-            raise ValueError(f"identity {identity!r} does not start with the name {name!r}")
-        record = WorkerRecord(identity, name, client, session_id, role, now, now)
-        with self.db.write() as tx:
-            if tx.one("SELECT 1 FROM workers WHERE identity = ?", (identity,)) is not None:
-                raise WorkerExists(f"worker identity {identity} already exists; mint a new one")
-            tx.execute(
-                "INSERT INTO workers (identity, name, client, session_id, role, registered_at,"
-                " heartbeat_at, owner_token_id, owner_session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (identity, name, client, session_id, role, now, now, owner.token_id, owner.session),
-            )
-        return record
+    # --- signs of life --------------------------------------------------------------------------
 
     def worker_heartbeat(self, identity: str) -> WorkerRecord:
+        """A worker's sign of life: the claims it let lapse stay ended, then it is live."""
         now = self.clock()
         with self.db.write() as tx:
             self._touch_worker(tx, identity, now)
-            row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
-        if row is None:
+            record = self.workers.get_in(tx, identity)
+        if record is None:
             raise UnknownWorker(f"no worker {identity} is registered (unproven)")
-        return _worker(row)
+        return record
 
     def _touch_worker(self, tx: Tx, identity: str, now: float) -> None:
         """Record a sign of life of ``identity``, inside a write transaction.
@@ -351,23 +179,22 @@ class LeaseStore:
         new sign of life must not revive them, so they are ended first: their expiry is
         brought forward to the lapse and an ``expired`` row is written.
         """
-        row = tx.one("SELECT heartbeat_at FROM workers WHERE identity = ?", (identity,))
-        if row is None:
+        heard = self.workers.heartbeat_at(tx, identity)
+        if heard is None:
             return
-        lapse = core.worker_lapse_at(row[0], self.timing)
-        if now >= lapse:
+        if now >= core.worker_lapse_at(heard, self.timing):
             for held in tx.all(
                 "SELECT * FROM leases WHERE holder = ? AND phase = 'claimed'", (identity,)
             ):
                 stored = _lease(held)
-                seen = core.with_worker_liveness(stored, row[0], self.timing)
+                seen = core.with_worker_liveness(stored, heard, self.timing)
                 if seen.expires_at < stored.expires_at:
                     tx.execute(
                         f"UPDATE leases SET expires_at = ? WHERE {_TARGET_WHERE} AND epoch = ?",
                         (seen.expires_at, *_key(seen.target), seen.epoch),
                     )
                 self._record_lapse(tx, seen, stored.expires_at)
-        tx.execute("UPDATE workers SET heartbeat_at = ? WHERE identity = ?", (now, identity))
+        self.workers.touch(tx, identity, now)
 
     def _record_lapse(self, tx: Tx, seen: Lease, own_expiry: float) -> None:
         """Write the ``expired`` row of a lapsed claim, once."""
@@ -377,47 +204,6 @@ class LeaseStore:
             return
         reason = lapse_reason(seen, own_expiry)
         lease_history.append(tx, lapse_entry(seen, reason, "clock"))
-
-    def worker(self, identity: str) -> WorkerRecord | None:
-        with self.db.read() as tx:
-            row = tx.one("SELECT * FROM workers WHERE identity = ?", (identity,))
-        return None if row is None else _worker(row)
-
-    def check_owner(self, identity: str, caller: WorkerOwner) -> None:
-        """Raise :class:`NotWorkerOwner` unless ``caller`` registered ``identity``.
-
-        An identity nobody registered passes: the call itself then refuses it as unproven
-        or not held. The owner never changes after registration, so checking it before the
-        call's own transaction leaves no gap.
-        """
-        owner = self.worker_owner(identity)
-        if owner is None or owner.same_as(caller):
-            return
-        log.warning(
-            "refused: %s acted in the name of worker %s, which belongs to %s",
-            caller,
-            identity,
-            owner,
-        )
-        raise NotWorkerOwner(
-            f"worker {identity} was registered by another caller; register a worker of your own",
-            worker_identity=identity,
-        )
-
-    def worker_owner(self, identity: str) -> WorkerOwner | None:
-        """Who registered ``identity``; ``None`` when nobody did."""
-        with self.db.read() as tx:
-            row = tx.one(
-                "SELECT w.owner_token_id, w.owner_session, t.name AS owner_name FROM workers AS w"
-                " LEFT JOIN api_tokens AS t ON t.id = w.owner_token_id WHERE w.identity = ?",
-                (identity,),
-            )
-        if row is None:
-            return None
-        return WorkerOwner(row["owner_token_id"], row["owner_session"], row["owner_name"] or "")
-
-    def worker_status(self, identity: str) -> WorkerStatus:
-        return core.worker_status(self.worker(identity), self.clock(), self.timing)
 
     # --- leases ---------------------------------------------------------------------------------
 
@@ -435,7 +221,7 @@ class LeaseStore:
         with self.db.write(serialized=False) as tx:
             _lock_targets(tx, target)
             now = self.clock()
-            if tx.one("SELECT 1 FROM workers WHERE identity = ?", (worker,)) is None:
+            if self.workers.heartbeat_at(tx, worker) is None:
                 raise UnknownWorker(
                     f"no worker {worker} is registered (unproven); register it first"
                 )
@@ -443,28 +229,14 @@ class LeaseStore:
             self._touch_worker(tx, worker, now)
             stored = self.lease_in(tx, target)
             current = self.seen_in(tx, stored)
-            table_mark = tx.one(
-                f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target)
-            )
-            high_water = max(
-                int(table_mark[0]) if table_mark else 0,
-                self.ledger.high_water(target) if self.ledger is not None else 0,
-            )
+            high_water = self.epochs.high_water(tx, target)
             result = core.acquire(current, high_water, request, now, self.timing)
             if isinstance(result, Refused):
                 self._refused(target, worker, result)
                 raise LeaseRefused(result)
             lease = result.lease
             if result.kind is not GrantKind.RENEWED:
-                # Durable outside this database before anyone can see the grant.
-                if self.ledger is not None:
-                    self.ledger.raise_to(target, lease.epoch)
-                tx.execute(
-                    "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number, role)"
-                    f" DO UPDATE SET epoch = {_LARGER_EPOCH}",
-                    (*_key(target), lease.epoch),
-                )
+                self.epochs.raise_to(tx, target, lease.epoch)
             self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
             self._record_grant(tx, stored, current, result.kind, lease, now, actor)
             if result.kind is not GrantKind.RENEWED and self.history_days is not None:
@@ -762,8 +534,8 @@ class LeaseStore:
         """``lease`` with its holder's liveness applied (see ``with_worker_liveness``)."""
         if lease is None:
             return None
-        row = tx.one("SELECT heartbeat_at FROM workers WHERE identity = ?", (lease.holder,))
-        return core.with_worker_liveness(lease, None if row is None else row[0], self.timing)
+        heard = self.workers.heartbeat_at(tx, lease.holder)
+        return core.with_worker_liveness(lease, heard, self.timing)
 
     @staticmethod
     def lease_in(tx: Tx, target: LeaseTarget) -> Lease | None:
@@ -797,25 +569,3 @@ class LeaseStore:
     def _as_seen(self, lease: Lease, now: float | None = None) -> Lease:
         phase = lease.phase_at(self.clock() if now is None else now)
         return lease if phase is lease.phase else replace(lease, phase=phase)
-
-
-def prune_workers(db: Database, before: float, *, limit: int) -> int:
-    """Delete up to ``limit`` workers that an API token registered and that were last heard
-    from before ``before``; the number deleted.
-
-    A worker silent for longer than one lease term holds no live claim (its claims lapsed
-    with it), so none is cut short. A call in its name afterwards finds no worker
-    (``worker_unproven``), as for any identity nobody registered. The bot's own workers and
-    those of the command line (no owning token) are kept: they grow with restarts, not with
-    calls."""
-    with db.write(serialized=False) as tx:
-        rows = tx.all(
-            "SELECT identity FROM workers WHERE owner_token_id IS NOT NULL AND heartbeat_at < ?"
-            f" LIMIT ?{skip_locked(tx)}",
-            (before, limit),
-        )
-        ids = [str(r["identity"]) for r in rows]
-        if ids:
-            marks = ", ".join("?" for _ in ids)
-            tx.execute(f"DELETE FROM workers WHERE identity IN ({marks})", ids)
-    return len(ids)

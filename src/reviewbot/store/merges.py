@@ -14,7 +14,7 @@ from typing import Any
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import LeaseClaim
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, P, Row, T, Tx
+from reviewbot.store.database import Database, P, Row, T, Tx, row_as
 from reviewbot.store.leases import LeaseStore
 
 SENDING = "sending"
@@ -44,17 +44,7 @@ class MergeRecord:
 
     @classmethod
     def from_row(cls, row: Row) -> MergeRecord:
-        return cls(
-            forge=row["forge"],
-            repo=row["repo"],
-            number=int(row["number"]),
-            head_sha=row["head_sha"],
-            merge_commit_sha=row["merge_commit_sha"],
-            method=row["method"],
-            holder=row["holder"],
-            epoch=int(row["epoch"]),
-            merged_at=float(row["merged_at"]),
-        )
+        return row_as(cls, row)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,21 +78,7 @@ class MergeAttempt:
 
     @classmethod
     def from_row(cls, row: Row) -> MergeAttempt:
-        return cls(
-            id=int(row["id"]),
-            forge=row["forge"],
-            repo=row["repo"],
-            number=int(row["number"]),
-            head_sha=row["head_sha"],
-            holder=row["holder"],
-            epoch=int(row["epoch"]),
-            method=row["method"],
-            status=row["status"],
-            codes=tuple(c for c in str(row["codes"]).split(",") if c),
-            detail=row["detail"],
-            started_at=float(row["started_at"]),
-            finished_at=None if row["finished_at"] is None else float(row["finished_at"]),
-        )
+        return row_as(cls, row, codes=lambda r: tuple(c for c in str(r["codes"]).split(",") if c))
 
 
 class MergeStore:

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from reviewbot.core.errors import Refused
 from reviewbot.store.database import SQLITE, Database, SQLiteDatabase, Tx
-from reviewbot.store.leases import EpochLedger, default_ledger_path
+from reviewbot.store.epochs import EpochLedger, default_ledger_path
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
 from reviewbot.workflowdb.migrations import migration_log, table_exists
 from reviewbot.workflowdb.protected import bot_schema

@@ -35,9 +35,9 @@ def fill(db: Database) -> None:
     journal.insert_delivery(
         db, NewDelivery("d-1", "github", BODY, 1_767_225_601.5, headers={"X-A": "é"})
     )
-    leases = LeaseStore(db)
+    leases = LeaseStore.open(db)
     try:
-        worker = leases.register_worker("mover", client="t", session_id="s", role="merger")
+        worker = leases.workers.register("mover", client="t", session_id="s", role="merger")
         for _ in range(3):
             leases.release(leases.acquire(TARGET, worker.identity, HEAD).claim)
     finally:
@@ -76,7 +76,7 @@ def test_sqlite_to_postgresql_and_back_keeps_every_row(tmp_path: Path, postgres_
         # The new store goes on from the imported state.
         _, token = create_token(pg, name="next", scopes="review", repo=None, now=1_767_225_601.0)
         assert token.id > max(r["id"] for r in original["api_tokens"])
-        leases = LeaseStore(pg)
+        leases = LeaseStore.open(pg)
         try:
             (worker,) = original["workers"]
             assert leases.acquire(TARGET, worker["identity"], HEAD).epoch == 4

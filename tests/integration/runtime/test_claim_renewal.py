@@ -154,11 +154,11 @@ def test_a_stale_job_holder_records_no_verdict_and_cannot_finish(db: Database) -
     (taken,) = review_jobs.claim_lapsed(db, JobClaim("b", T0 + 110), now=T0 + 50)
     assert taken.id == job
     with pytest.raises(ClaimLost):
-        store.record(verdict(), fence=review_jobs.fence(job, "a"))
+        store.record_decision(verdict(), fence=review_jobs.fence(job, "a"))
     assert verdicts(db) == 0
     assert review_jobs.finish(db, job, "a", T0 + 60) is False
     # The holder records and finishes.
-    store.record(verdict(), fence=review_jobs.fence(job, "b"))
+    store.record_decision(verdict(), fence=review_jobs.fence(job, "b"))
     assert verdicts(db) == 1
     assert review_jobs.finish(db, job, "b", T0 + 60) is True
     assert review_jobs.unfinished(db) == []
@@ -325,7 +325,7 @@ class Review:
         except asyncio.CancelledError:
             self.cancelled = True
             raise
-        await self.store.run(self.store.record, verdict(), fence=fence)
+        await self.store.run(self.store.record_decision, verdict(), fence=fence)
 
 
 def review_jobs_on(db: Database, clock: ManualClock, ticks: Ticks) -> ReviewJobs:

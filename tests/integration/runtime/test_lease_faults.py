@@ -136,11 +136,11 @@ def paused_holder_scenario(paths: WorkflowPaths, merge: Merge) -> PauseOutcome:
     """Two workers, each with its own connection, sharing one (fake) clock."""
     clock = FakeClock(1_750_000_000.0)
     db = fresh_db(paths)
-    first = LeaseStore(SQLiteDatabase(db.path), clock=clock)
-    second = LeaseStore(SQLiteDatabase(db.path), clock=clock)
+    first = LeaseStore.open(SQLiteDatabase(db.path), clock=clock)
+    second = LeaseStore.open(SQLiteDatabase(db.path), clock=clock)
     try:
-        w1 = first.register_worker("first", client="t", session_id="1", role="merger")
-        w2 = second.register_worker("second", client="t", session_id="2", role="merger")
+        w1 = first.workers.register("first", client="t", session_id="1", role="merger")
+        w2 = second.workers.register("second", client="t", session_id="2", role="merger")
         lease1 = first.acquire(TARGET, w1.identity, HEAD)
         first.heartbeat(lease1.claim)  # it verified the PR and is about to merge ...
 
@@ -190,9 +190,9 @@ def test_paused_holder_with_a_real_clock_and_threads(tmp_path: Path) -> None:
     """The same with a real pause: the holder's thread sleeps past a short lease."""
     timing = LeaseSettings(lease_s=0.4, renew_s=0.3, retry_s=0.1)
     db = fresh_db(WorkflowPaths(tmp_path / "data"))
-    store = LeaseStore(db, timing)
-    w1 = store.register_worker("first", client="t", session_id="1", role="merger").identity
-    w2 = store.register_worker("second", client="t", session_id="2", role="merger").identity
+    store = LeaseStore.open(db, timing)
+    w1 = store.workers.register("first", client="t", session_id="1", role="merger").identity
+    w2 = store.workers.register("second", client="t", session_id="2", role="merger").identity
     taken_over = threading.Event()
     results: dict[str, object] = {}
 
@@ -235,8 +235,8 @@ CYCLES = 300
 def cycle_worker(db_path: str, index: int, cycles: int, out: str, start: Any) -> None:
     """One OS process: acquire, act (a guarded write), release, ``cycles`` times."""
     db = SQLiteDatabase(Path(db_path))
-    store = LeaseStore(db)
-    identity = store.register_worker(
+    store = LeaseStore.open(db)
+    identity = store.workers.register(
         f"proc{index}", client="fault-test", session_id=str(index), role="merger"
     ).identity
     epochs: list[int] = []
@@ -330,10 +330,10 @@ def test_eight_processes_share_one_target_without_lock_errors(
         Path(f"{db.path}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(backup, db.path)
     restored = SQLiteDatabase(db.path)
-    store = LeaseStore(restored)
+    store = LeaseStore.open(restored)
     with restored.read() as tx:
         assert tx.one("SELECT count(*) FROM leases")[0] == 0  # type: ignore[index]
-    worker = store.register_worker("late", client="t", session_id="x", role="merger")
+    worker = store.workers.register("late", client="t", session_id="x", role="merger")
     assert store.acquire(TARGET, worker.identity, HEAD).epoch == max(epochs) + 1
     store.close()
     restored.close()

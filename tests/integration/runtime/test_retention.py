@@ -20,8 +20,8 @@ from reviewbot.service import build_service
 from reviewbot.store import journal, sessions
 from reviewbot.store.database import Database
 from reviewbot.store.journal import NewDelivery
-from reviewbot.store.leases import prune_workers
 from reviewbot.store.tokens import create_token
+from reviewbot.store.workers import prune_workers
 from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.server_support import WAIT_S, Running, make_settings, running_server
 from tests.support.clock import FakeClock

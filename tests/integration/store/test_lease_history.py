@@ -40,14 +40,14 @@ def clock() -> FakeClock:
 @pytest.fixture
 def store(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
     db = open_store(workflow_paths)  # on both stores
-    s = LeaseStore(db, LeaseSettings(), clock=clock)
+    s = LeaseStore.open(db, LeaseSettings(), clock=clock)
     yield s
     s.close()
     db.close()
 
 
 def worker(store: LeaseStore, name: str) -> str:
-    return store.register_worker(name, client="t", session_id="s", role="merger").identity
+    return store.workers.register(name, client="t", session_id="s", role="merger").identity
 
 
 def events(store: LeaseStore) -> list[tuple[str, str, int, str]]:
@@ -113,7 +113,7 @@ RETAINED_S = 300.0  # the retention of these tests: five minutes, so a claim sta
 @pytest.fixture
 def pruning(workflow_paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
     db = open_store(workflow_paths)  # on both stores
-    s = LeaseStore(db, LeaseSettings(), clock=clock, history_days=RETAINED_S / 86400)
+    s = LeaseStore.open(db, LeaseSettings(), clock=clock, history_days=RETAINED_S / 86400)
     yield s
     s.close()
     db.close()

@@ -13,14 +13,9 @@ from reviewbot.core.leases import LeaseClaim, LeaseTarget, Phase, Role, WorkerSt
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.observe import Telemetry
 from reviewbot.store.database import SQLiteDatabase
-from reviewbot.store.leases import (
-    GuardedWriteError,
-    LeaseRefused,
-    LeaseStore,
-    UnknownWorker,
-    WorkerExists,
-    default_ledger_path,
-)
+from reviewbot.store.epochs import default_ledger_path
+from reviewbot.store.leases import GuardedWriteError, LeaseRefused, LeaseStore
+from reviewbot.store.workers import UnknownWorker, WorkerExists
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.support.clock import FakeClock
@@ -53,7 +48,7 @@ def sqlite_paths(tmp_path: Path) -> WorkflowPaths:
 @pytest.fixture
 def store(paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
     db = open_store(paths)
-    s = LeaseStore(db, LeaseSettings(), clock=clock)
+    s = LeaseStore.open(db, LeaseSettings(), clock=clock)
     with db.write() as tx:
         tx.execute(f"CREATE TABLE merges (id {AUTO_ID[db.dialect]}, pr INTEGER, epoch INTEGER)")
     yield s
@@ -62,32 +57,32 @@ def store(paths: WorkflowPaths, clock: FakeClock) -> Iterator[LeaseStore]:
 
 
 def register(store: LeaseStore, name: str = "w") -> str:
-    return store.register_worker(name, client="test", session_id="s1", role="merger").identity
+    return store.workers.register(name, client="test", session_id="s1", role="merger").identity
 
 
 # --- workers --------------------------------------------------------------------------------
 
 
 def test_register_mints_a_unique_identity(store: LeaseStore) -> None:
-    a = store.register_worker("bot", client="cli", session_id="s", role="merger")
-    b = store.register_worker("bot", client="cli", session_id="s", role="merger")
+    a = store.workers.register("bot", client="cli", session_id="s", role="merger")
+    b = store.workers.register("bot", client="cli", session_id="s", role="merger")
     assert a.identity != b.identity
     assert a.identity.startswith("bot-20231114T221320Z-")
-    assert store.worker(a.identity) == a
+    assert store.workers.get(a.identity) == a
 
 
 def test_registering_an_existing_identity_fails_closed(store: LeaseStore) -> None:
     ident = register(store)
     with pytest.raises(WorkerExists, match="already exists"):
-        store.register_worker("w", client="other", session_id="s2", role="r", identity=ident)
-    assert store.worker(ident) is not None and store.worker(ident).client == "test"  # type: ignore[union-attr]
+        store.workers.register("w", client="other", session_id="s2", role="r", identity=ident)
+    assert store.workers.get(ident) is not None and store.workers.get(ident).client == "test"  # type: ignore[union-attr]
 
 
 def test_same_random_nonce_and_time_collide_and_are_refused(
     paths: WorkflowPaths, clock: FakeClock
 ) -> None:
     db = open_store(paths)
-    s = LeaseStore(db, clock=clock, random_bytes=lambda n: b"\0" * n)
+    s = LeaseStore.open(db, clock=clock, random_bytes=lambda n: b"\0" * n)
     register(s)
     with pytest.raises(WorkerExists):
         register(s)
@@ -97,23 +92,23 @@ def test_same_random_nonce_and_time_collide_and_are_refused(
 
 def test_given_identity_must_match_the_name(store: LeaseStore) -> None:
     with pytest.raises(ValueError, match="does not start with"):
-        store.register_worker(
+        store.workers.register(
             "w", client="c", session_id="s", role="r", identity="x-20240101T000000Z-0123456789ab"
         )
     with pytest.raises(ValueError, match="not a worker identity"):
-        store.register_worker("w", client="c", session_id="s", role="r", identity="w-bad")
+        store.workers.register("w", client="c", session_id="s", role="r", identity="w-bad")
     with pytest.raises(ValueError, match="client"):
-        store.register_worker("w", client="", session_id="s", role="r")
+        store.workers.register("w", client="", session_id="s", role="r")
 
 
 def test_worker_status_is_heartbeat_freshness(store: LeaseStore, clock: FakeClock) -> None:
     ident = register(store)
-    assert store.worker_status(ident) is WorkerStatus.LIVE
+    assert store.workers.status(ident) is WorkerStatus.LIVE
     clock.advance(15)
-    assert store.worker_status(ident) is WorkerStatus.STALE
+    assert store.workers.status(ident) is WorkerStatus.STALE
     store.worker_heartbeat(ident)
-    assert store.worker_status(ident) is WorkerStatus.LIVE
-    assert store.worker_status("ghost-20240101T000000Z-0123456789ab") is WorkerStatus.UNPROVEN
+    assert store.workers.status(ident) is WorkerStatus.LIVE
+    assert store.workers.status("ghost-20240101T000000Z-0123456789ab") is WorkerStatus.UNPROVEN
     with pytest.raises(UnknownWorker, match="unproven"):
         store.worker_heartbeat("ghost-20240101T000000Z-0123456789ab")
 
@@ -125,7 +120,7 @@ def test_lease_calls_keep_the_worker_live(store: LeaseStore, clock: FakeClock) -
     clock.advance(14)
     store.heartbeat(lease.claim)
     clock.advance(14)
-    assert store.worker_status(ident) is WorkerStatus.LIVE
+    assert store.workers.status(ident) is WorkerStatus.LIVE
 
 
 def test_an_unregistered_identity_cannot_acquire(store: LeaseStore) -> None:
@@ -318,13 +313,13 @@ def test_epochs_continue_when_the_ledger_file_is_lost(
 ) -> None:
     db = open_store(sqlite_paths)
     assert isinstance(db, SQLiteDatabase)
-    store = LeaseStore(db, clock=clock)
+    store = LeaseStore.open(db, clock=clock)
     w1 = register(store)
     assert [cycle(store, w1) for _ in range(3)] == [1, 2, 3]
     store.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{default_ledger_path(db.path)}{suffix}").unlink(missing_ok=True)
-    store = LeaseStore(db, clock=clock)
+    store = LeaseStore.open(db, clock=clock)
     with db.write() as tx:
         tx.execute("DELETE FROM leases")
     assert cycle(store, w1) == 4
@@ -337,7 +332,7 @@ def test_epochs_continue_after_restoring_an_older_backup(
 ) -> None:
     db = open_store(sqlite_paths)
     assert isinstance(db, SQLiteDatabase)
-    store = LeaseStore(db, clock=clock)
+    store = LeaseStore.open(db, clock=clock)
     w1 = register(store)
     assert [cycle(store, w1) for _ in range(2)] == [1, 2]
     backup = tmp_path / "backup.sqlite"
@@ -351,7 +346,7 @@ def test_epochs_continue_after_restoring_an_older_backup(
 
     _copy_db(backup, db.path)  # the operator restores the older file
     db = SQLiteDatabase(db.path)
-    store = LeaseStore(db, clock=clock)
+    store = LeaseStore.open(db, clock=clock)
     (restored,) = store.list_leases(number=7)
     assert restored.epoch == 2  # the database went back in time ...
     clock.advance(60)
@@ -388,7 +383,7 @@ def test_grants_refusals_expiries_and_takeovers_are_counted_and_logged(
     caplog.set_level(logging.INFO, logger="reviewbot")
     telemetry = Telemetry()
     db = open_store(paths)
-    leases = LeaseStore(db, LeaseSettings(), clock=clock, telemetry=telemetry)
+    leases = LeaseStore.open(db, LeaseSettings(), clock=clock, telemetry=telemetry)
     try:
         a, b = register(leases, "a"), register(leases, "b")
         held = leases.acquire(MERGER, a, HEAD)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
-from reviewbot.store import repositories
+from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.reviews import NewDecision, ReviewStore
@@ -48,10 +48,10 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
     _, other_spelling = second
     with tempfile.TemporaryDirectory() as tmp:
         db = open_store(WorkflowPaths(Path(tmp) / "data"))
-        leases = LeaseStore(db, LeaseSettings(), clock=_clock)
+        leases = LeaseStore.open(db, LeaseSettings(), clock=_clock)
         try:
-            a = leases.register_worker("a", client="t", session_id="s", role="merger").identity
-            b = leases.register_worker("b", client="t", session_id="s", role="merger").identity
+            a = leases.workers.register("a", client="t", session_id="s", role="merger").identity
+            b = leases.workers.register("b", client="t", session_id="s", role="merger").identity
             held = leases.acquire(LeaseTarget("github", spelled, 7, Role.MERGER), a, HEAD)
             # another worker naming the repository in its own casing meets the same lease
             with pytest.raises(LeaseRefused) as refused:
@@ -61,11 +61,11 @@ def test_any_casing_reaches_the_same_lease_row_and_records(
             assert (row.holder, row.epoch, row.target.repo) == (a, held.epoch, canonical)
 
             reviews = ReviewStore(db, _clock)
-            reviews.record(_decision(spelled))
+            reviews.record_decision(_decision(spelled))
             for lookup in (canonical, spelled, canonical.upper()):
                 (found,) = reviews.decisions("github", lookup, 7)
                 assert found.repo == canonical
-                assert reviews.gated_heads("github", lookup) == set()
+                assert decisions.gated_heads(db, "github", lookup) == set()
             # a different repository stays apart
             if other_spelling.lower() != canonical:
                 assert reviews.decisions("github", other_spelling, 7) == []
@@ -87,11 +87,11 @@ def test_a_renamed_repository_keeps_its_rows_leases_and_epochs(db: Database) -> 
     )
     assert key == "acme/api"
     assert repositories.display_name(db, "github", "acme/api") == "Acme/API"
-    leases = LeaseStore(db, LeaseSettings(), clock=_clock)
-    worker = leases.register_worker("a", client="t", session_id="s", role="merger").identity
+    leases = LeaseStore.open(db, LeaseSettings(), clock=_clock)
+    worker = leases.workers.register("a", client="t", session_id="s", role="merger").identity
     old_target = LeaseTarget("github", "acme/api", 7, Role.MERGER)
     held = leases.acquire(old_target, worker, HEAD)
-    ReviewStore(db, _clock).record(_decision("acme/api"))
+    ReviewStore(db, _clock).record_decision(_decision("acme/api"))
     plain, _ = create_token(db, name="bound", scopes="read", repo="github:acme/api", now=seen)
 
     # the forge now calls repository 42 Acme/Service (renamed, or transferred and renamed)

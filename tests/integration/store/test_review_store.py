@@ -1,4 +1,5 @@
-"""The review store on SQLite and PostgreSQL: one outbox row per verdict, fenced writes."""
+"""The review and outbox stores on SQLite and PostgreSQL: one outbox row per verdict, fenced
+writes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from reviewbot.core.leases import LeaseClaim, LeaseTarget, Refused, Role
 from reviewbot.runtime.review.outbox import FenceRefused, StoreReviewerLeases
 from reviewbot.store.database import Database
 from reviewbot.store.leases import LeaseStore
-from reviewbot.store.reviews import NewDecision, NewOutbox, ReviewStore, outbox_marker
+from reviewbot.store.review_outbox import NewOutbox, OutboxStore, outbox_marker
+from reviewbot.store.reviews import NewDecision, ReviewStore
 
 HEAD = "a" * 40
 OTHER = "b" * 40
@@ -40,13 +42,13 @@ def approve_row() -> NewOutbox:
 
 
 def test_one_outbox_row_per_pull_head_and_verdict(db: Database) -> None:
-    store = ReviewStore(db, Clock())
-    first = store.record(decision(), [approve_row()])
-    again = store.record(decision(), [approve_row()])
+    store, outbox = ReviewStore(db, Clock()), OutboxStore(db, Clock())
+    first = outbox.record(decision(), [approve_row()])
+    again = outbox.record(decision(), [approve_row()])
     assert first.created == (first.outboxes[0].id,)
     assert again.created == ()
     assert again.outboxes[0].id == first.outboxes[0].id
-    assert len(store.outbox_for_pull("github", "acme/api", 7)) == 1
+    assert len(outbox.for_pull("github", "acme/api", 7)) == 1
     # the body carries the marker of its own row
     row = first.outboxes[0]
     assert row.body.endswith(outbox_marker(row.id))
@@ -55,39 +57,39 @@ def test_one_outbox_row_per_pull_head_and_verdict(db: Database) -> None:
 
 
 def test_another_verdict_or_head_is_another_row(db: Database) -> None:
-    store = ReviewStore(db, Clock())
-    store.record(decision(), [approve_row()])
+    outbox = OutboxStore(db, Clock())
+    outbox.record(decision(), [approve_row()])
     rc = NewOutbox("request_changes", "request_changes", lambda m: f"Changes.\n{m}")
-    store.record(decision(verdict="request_changes"), [rc])
-    store.record(decision(head=OTHER), [approve_row()])
-    rows = store.outbox_for_pull("github", "acme/api", 7)
+    outbox.record(decision(verdict="request_changes"), [rc])
+    outbox.record(decision(head=OTHER), [approve_row()])
+    rows = outbox.for_pull("github", "acme/api", 7)
     assert [(r.head_sha, r.verdict) for r in rows] == [
         (HEAD, "approve"),
         (HEAD, "request_changes"),
         (OTHER, "approve"),
     ]
-    assert store.drop_pending_for_other_heads("github", "acme/api", 7, OTHER) == [
+    assert outbox.drop_pending_for_other_heads("github", "acme/api", 7, OTHER) == [
         rows[0].id,
         rows[1].id,
     ]
 
 
 def test_a_dismissal_opens_a_new_round(db: Database) -> None:
-    store = ReviewStore(db, Clock())
-    first = store.record(decision(), [approve_row()]).outboxes[0]
-    assert store.finish(first.id, "posted", forge_review_id=11)
+    store, outbox = ReviewStore(db, Clock()), OutboxStore(db, Clock())
+    first = outbox.record(decision(), [approve_row()]).outboxes[0]
+    assert outbox.finish(first.id, "posted", forge_review_id=11)
     store.reopen(decision(verdict="reopened"))
-    second = store.record(decision(), [approve_row()]).outboxes[0]
+    second = outbox.record(decision(), [approve_row()]).outboxes[0]
     assert second.id != first.id and second.round == 1
 
 
 def test_a_stale_epoch_writes_nothing(db: Database) -> None:
     clock = Clock()
-    store = ReviewStore(db, clock)
-    leases = LeaseStore(db, LeaseSettings(lease_s=15, renew_s=10, retry_s=2), clock=clock)
+    store, outbox = ReviewStore(db, clock), OutboxStore(db, clock)
+    leases = LeaseStore.open(db, LeaseSettings(lease_s=15, renew_s=10, retry_s=2), clock=clock)
     try:
         workers = [
-            leases.register_worker("bot", client="t", session_id=str(n), role="reviewer").identity
+            leases.workers.register("bot", client="t", session_id=str(n), role="reviewer").identity
             for n in (1, 2)
         ]
         one = StoreReviewerLeases(leases, workers[0])
@@ -100,10 +102,10 @@ def test_a_stale_epoch_writes_nothing(db: Database) -> None:
         new = two.acquire("github", "acme/api", 7, HEAD)
         assert isinstance(new, LeaseClaim) and new.epoch > old.epoch
         with pytest.raises(FenceRefused):
-            store.record(decision(), [approve_row()], fence=one.fence(old))
+            outbox.record(decision(), [approve_row()], fence=one.fence(old))
         assert store.decisions("github", "acme/api", 7) == []
-        assert store.outbox_for_pull("github", "acme/api", 7) == []
-        recorded = store.record(decision(), [approve_row()], fence=two.fence(new))
+        assert outbox.for_pull("github", "acme/api", 7) == []
+        recorded = outbox.record(decision(), [approve_row()], fence=two.fence(new))
         assert len(recorded.outboxes) == 1
         # a new head supersedes the claim pinned to the old one
         two.supersede_head("github", "acme/api", 7, OTHER)
@@ -114,14 +116,14 @@ def test_a_stale_epoch_writes_nothing(db: Database) -> None:
 
 
 def test_attempts_are_counted_before_posting_and_rows_close_once(db: Database) -> None:
-    store = ReviewStore(db, Clock())
-    row = store.record(decision(), [approve_row()]).outboxes[0]
-    started = store.begin_attempt(row.id)
+    outbox = OutboxStore(db, Clock())
+    row = outbox.record(decision(), [approve_row()]).outboxes[0]
+    started = outbox.begin_attempt(row.id)
     assert started is not None and started.attempts == 1
-    assert store.finish(row.id, "posted", forge_review_id=5)
-    assert not store.finish(row.id, "dropped", error="late")
-    assert store.begin_attempt(row.id) is None
-    final = store.outbox(row.id)
+    assert outbox.finish(row.id, "posted", forge_review_id=5)
+    assert not outbox.finish(row.id, "dropped", error="late")
+    assert outbox.begin_attempt(row.id) is None
+    final = outbox.get(row.id)
     assert final is not None and (final.status, final.forge_review_id) == ("posted", 5)
 
 

@@ -203,12 +203,12 @@ def test_epochs_stay_strictly_increasing_across_two_store_instances(
     replicas: tuple[Database, Database],
 ) -> None:
     target = LeaseTarget("github", "acme/api", 7, Role.MERGER)
-    stores = [LeaseStore(db) for db in replicas]
+    stores = [LeaseStore.open(db) for db in replicas]
     granted: list[int] = []
     lock = threading.Lock()
 
     def grabber(store: LeaseStore, name: str) -> Callable[[], None]:
-        worker = store.register_worker(name, client="t", session_id="s", role="merger")
+        worker = store.workers.register(name, client="t", session_id="s", role="merger")
 
         def run() -> None:
             for _ in range(15):

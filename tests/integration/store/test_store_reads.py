@@ -18,8 +18,8 @@ NOW = 1_767_225_600.0
 
 
 def test_a_pulls_lease_history_reads_newest_rows_oldest_first(db: Database) -> None:
-    leases = LeaseStore(db)
-    worker = leases.register_worker("w", client="t", session_id="s", role="reviewer")
+    leases = LeaseStore.open(db)
+    worker = leases.workers.register("w", client="t", session_id="s", role="reviewer")
     target = LeaseTarget("github", "acme/api", 7, Role.REVIEWER)
     for _ in range(3):
         leases.release(leases.acquire(target, worker.identity, HEAD, ttl_s=60).claim)

@@ -26,7 +26,6 @@ command line (``reviewbot merge``) and automerge all go through it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -55,6 +54,7 @@ from reviewbot.forges.errors import (
 )
 from reviewbot.observe import Telemetry
 from reviewbot.runtime.merge.facts import read_pr_facts
+from reviewbot.runtime.review.outbox import PullLocks
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore
@@ -168,7 +168,7 @@ class Merger:
         self.state_comment = state_comment
         self.re_review = re_review
         # One merge of a PR at a time in this process, even for one (worker, epoch).
-        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        self.pull_locks = PullLocks()
 
     def method_for(self, request: MergeRequest) -> str:
         rules = (
@@ -182,11 +182,9 @@ class Merger:
     async def merge(self, request: MergeRequest) -> MergeOutcome:
         """Merge at the pin or refuse (every reason). Raises :class:`MergeError` when the
         forge failed so that nothing could be decided, or ``ValueError`` for a bad request."""
-        key = (request.forge, request.repo, request.number)
-        lock = self._locks.setdefault(key, asyncio.Lock())
         started = time.perf_counter()
         try:
-            async with lock:
+            async with self.pull_locks.hold(request.forge, request.repo, request.number):
                 outcome = await self._merge_locked(request)
         except MergeError as exc:
             self._report(request, "error", (exc.code,), str(exc), started)
@@ -421,8 +419,7 @@ class Merger:
                 attempt.holder,
                 attempt.epoch,
             )
-            key = (attempt.forge, attempt.repo, attempt.number)
-            async with self._locks.setdefault(key, asyncio.Lock()):
+            async with self.pull_locks.hold(attempt.forge, attempt.repo, attempt.number):
                 pull, why = await self._confirmed(forge, request, None)
                 if pull is not None:
                     done.append(await self._record_confirmed(pull, attempt))

@@ -43,15 +43,8 @@ from reviewbot.observe import Telemetry
 from reviewbot.runtime.background import cancel_and_wait
 from reviewbot.store.database import Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
-from reviewbot.store.reviews import (
-    DROPPED,
-    FAILED,
-    PENDING,
-    POSTED,
-    NewDecision,
-    OutboxRow,
-    ReviewStore,
-)
+from reviewbot.store.review_outbox import DROPPED, FAILED, PENDING, POSTED, OutboxRow, OutboxStore
+from reviewbot.store.reviews import NewDecision
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +142,15 @@ class StoreReviewerLeases:
 
 class PullLocks:
     """One asyncio lock per PR: evaluation, posting and the state comment never interleave
-    inside one process (the lease keeps other processes out)."""
+    inside one process (the lease keeps other processes out). A PR's entry lives only while
+    someone holds or waits on its lock, so the map does not grow with every PR ever seen."""
 
     def __init__(self) -> None:
         self._locks: dict[tuple[str, str, int], tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        """The PRs whose lock someone holds or waits on."""
+        return len(self._locks)
 
     @contextlib.asynccontextmanager
     async def hold(self, forge: str, repo: str, number: int) -> AsyncIterator[None]:
@@ -194,7 +192,7 @@ class PostOutcome:
 class OutboxDrainer:
     def __init__(
         self,
-        store: ReviewStore,
+        store: OutboxStore,
         forges: Mapping[str, Forge],
         leases: ReviewerLeases,
         *,
@@ -275,7 +273,7 @@ class OutboxDrainer:
     # -- one row ---------------------------------------------------------------------
 
     async def post(self, outbox_id: int) -> PostOutcome | None:
-        row = await self.store.run(self.store.outbox, outbox_id)
+        row = await self.store.run(self.store.get, outbox_id)
         if row is None:
             return None
         async with self.locks.hold(row.forge, row.repo, row.number):
@@ -283,7 +281,7 @@ class OutboxDrainer:
 
     async def post_locked(self, outbox_id: int, *, claim: LeaseClaim | None = None) -> PostOutcome:
         """Drain one row; the caller holds the PR's lock (and may lend its lease claim)."""
-        row = await self.store.run(self.store.outbox, outbox_id)
+        row = await self.store.run(self.store.get, outbox_id)
         if row is None:
             raise KeyError(f"no outbox row {outbox_id}")
         if row.status != PENDING:
@@ -446,7 +444,7 @@ class OutboxDrainer:
         label = "adopted" if status == POSTED and detail.startswith("adopted") else status
         if status == POSTED:
             self.telemetry.review_posted(row, review_id, adopted=label == "adopted")
-        finished = await self.store.run(self.store.outbox, row.id)
+        finished = await self.store.run(self.store.get, row.id)
         if self.on_finished is not None and finished is not None:
             self.on_finished(finished)
         return PostOutcome(row, label, detail, review_id)

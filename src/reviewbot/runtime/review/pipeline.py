@@ -73,13 +73,8 @@ from reviewbot.runtime.reviewers.runs import received, run_id_for
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.store.database import Tx
-from reviewbot.store.reviews import (
-    NewDecision,
-    NewOutbox,
-    OutboxRow,
-    ReviewDecision,
-    ReviewStore,
-)
+from reviewbot.store.review_outbox import NewOutbox, OutboxRow
+from reviewbot.store.reviews import NewDecision, ReviewDecision, ReviewStore
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +215,8 @@ class ReviewPipeline:
         self.forges = forges
         self.leases = leases
         self.drainer = drainer
+        # Rows are queued in the store the drainer posts them from.
+        self.outbox = drainer.store
         self.clock = clock
         self.locks = drainer.locks
         self.drain_inline = drain_inline
@@ -331,7 +328,7 @@ class ReviewPipeline:
         posted = {
             row.forge_review_id: row
             for row in await self.store.run(
-                self.store.outbox_for_pull, request.forge, request.repo, request.number
+                self.outbox.for_pull, request.forge, request.repo, request.number
             )
             if row.status == "posted" and row.head_sha == head and row.forge_review_id
         }
@@ -406,7 +403,7 @@ class ReviewPipeline:
                         post = await self.drainer.post_locked(row.id, claim=outcome.claim)
                         outcome.posts.append(post)
                 outcome.outbox = await self.store.run(
-                    lambda: [self.store.outbox(r.id) or r for r in outcome.outbox]
+                    lambda: [self.outbox.get(r.id) or r for r in outcome.outbox]
                 )
         finally:
             if outcome.claim is not None:
@@ -589,7 +586,7 @@ class ReviewPipeline:
     def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
         self.leases.supersede_head(request.forge, request.repo, request.number, head)
-        dropped = self.store.drop_pending_for_other_heads(
+        dropped = self.outbox.drop_pending_for_other_heads(
             request.forge, request.repo, request.number, head
         )
         if (
@@ -674,7 +671,7 @@ class ReviewPipeline:
         )
         try:
             recorded = await self.store.run(
-                self.store.record,
+                self.outbox.record,
                 decision,
                 outboxes,
                 fence=_both(request.fence, self.leases.fence(claim)),

@@ -37,6 +37,7 @@ from reviewbot.progress import Progress, Write
 from reviewbot.runtime.background import cancel_and_wait, repeat
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
 from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
+from reviewbot.store import decisions, repositories
 from reviewbot.store.journal import NewDelivery
 from reviewbot.store.reviews import ReviewStore
 
@@ -119,7 +120,7 @@ class Reconciler:
             found.add((forge, repo))
         if self.settings.defaults is not None:
             # Only repositories a signed webhook named: an API call cannot grow the sweep.
-            found |= self.store.signed_repos()
+            found |= repositories.signed_repos(self.store.db)
         return sorted(r for r in found if r[0] in self.forges)
 
     async def sweep(self, progress: Write | None = None) -> SweepReport:
@@ -180,7 +181,7 @@ class Reconciler:
         forge = self.forges[forge_name]
         pulls = await forge.list_open_pulls(repo)
         report.open_pulls += len(pulls)
-        gated = await self.store.run(self.store.gated_heads, forge_name, repo)
+        gated = await self.store.run(decisions.gated_heads, self.store.db, forge_name, repo)
         for pull in pulls:
             if lane is not None and not lane.held:
                 # Another replica may be sweeping it now: leave the rest to that one.

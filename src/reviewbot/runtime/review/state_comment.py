@@ -28,7 +28,9 @@ from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
 from reviewbot.store import repositories
-from reviewbot.store.reviews import OutboxRow, ReviewDecision, ReviewStore, body_sha256
+from reviewbot.store.review_outbox import OutboxRow, OutboxStore
+from reviewbot.store.reviews import ReviewDecision, ReviewStore, body_sha256
+from reviewbot.store.state_comments import StateCommentStore
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +43,18 @@ class StateComments:
         self,
         settings: Settings,
         store: ReviewStore,
+        outbox: OutboxStore,
+        rows: StateCommentStore,
         forges: Mapping[str, Forge],
         leases: ReviewerLeases,
         locks: PullLocks,
     ) -> None:
+        """``store``: the decisions the comment reports; ``outbox``: the reviews posted or
+        queued; ``rows``: which comment is the PR's and what it last said."""
         self.settings = settings
         self.store = store
+        self.outbox = outbox
+        self.rows = rows
         self.forges = forges
         self.leases = leases
         self.locks = locks
@@ -68,7 +76,7 @@ class StateComments:
             body = await self.store.run(self.render, forge_name, repo, number, pull)
             if body is None:
                 return "unchanged"
-            known = await self.store.run(self.store.state_comment, forge_name, repo, number)
+            known = await self.rows.run(self.rows.get, forge_name, repo, number)
             if known is not None:
                 comment_id, sha = known
                 if sha == body_sha256(body):
@@ -78,22 +86,16 @@ class StateComments:
                 except NotFound:
                     known = None  # deleted by someone: look for another, else create
                 else:
-                    await self.store.run(
-                        self.store.save_state_comment, forge_name, repo, number, comment_id, body
-                    )
+                    await self.rows.run(self.rows.save, forge_name, repo, number, comment_id, body)
                     return "edited"
             found = await forge.find_comment(repo, number, STATE_MARKER)
             if found is not None:
                 if found.body != body:
                     await forge.edit_comment(repo, found.id, body)
-                await self.store.run(
-                    self.store.save_state_comment, forge_name, repo, number, found.id, body
-                )
+                await self.rows.run(self.rows.save, forge_name, repo, number, found.id, body)
                 return "edited"
             created = await forge.create_comment(repo, number, body)
-            await self.store.run(
-                self.store.save_state_comment, forge_name, repo, number, created.id, body
-            )
+            await self.rows.run(self.rows.save, forge_name, repo, number, created.id, body)
             return "created"
         except ForgeError as exc:
             log.warning("state comment of %s:%s#%s: %s", forge_name, repo, number, exc)
@@ -118,7 +120,7 @@ class StateComments:
         decision = latest if latest.head_sha == head else None
         rows = [
             r
-            for r in self.store.outbox_for_pull(forge, repo, number)
+            for r in self.outbox.for_pull(forge, repo, number)
             if r.head_sha == head and r.verdict != MISSING_CHECKS
         ]
         review = None
@@ -137,7 +139,7 @@ class StateComments:
             )
             for lease in self.leases.active(forge, repo, number)
         )
-        seen = self.store.last_delivery(forge, repo, number)
+        seen = self.rows.last_delivery(forge, repo, number)
         delivery = None
         if seen is not None:
             delivery = DeliveryLine(

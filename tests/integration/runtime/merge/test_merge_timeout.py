@@ -41,7 +41,7 @@ async def parts(tmp_path: Path, sim: Simulator, sim_server: SimServer) -> AsyncI
     settings = bot_settings(tmp_path / "data", sim_server, prepare_sim(sim, ("ci/test",)))
     forge = make_forge(settings, FORGE, policy=RetryPolicy(timeout_s=0.5, backoff_s=0.01))
     db = open_store(settings)
-    leases = LeaseStore(db, settings.leases)
+    leases = LeaseStore.open(db, settings.leases)
     merges = MergeStore(db, leases, leases.clock)
     try:
         yield Parts(sim, Merger(settings, {FORGE: forge}, leases, merges), leases, merges)
@@ -59,7 +59,7 @@ def ready_pr(p: Parts) -> tuple[int, str]:
 
 
 def request(p: Parts, number: int, head: str) -> MergeRequest:
-    worker = p.leases.register_worker("t", client="t", session_id="s", role="merger").identity
+    worker = p.leases.workers.register("t", client="t", session_id="s", role="merger").identity
     lease = p.leases.acquire(LeaseTarget(FORGE, REPO, number, Role.MERGER), worker, head)
     return MergeRequest(FORGE, REPO, number, head, worker, lease.epoch)
 

@@ -241,7 +241,7 @@ async def test_head_pushed_before_posting_posts_nothing_then_reviews_the_new_hea
         assert pushed, "the fault hook did not run"
         assert bot.bot_reviews(forge, pr.number) == []
         assert "head_moved" in bot.decisions(forge, pr.number)
-        rows = bot.store.outbox_for_pull(forge, REPO, pr.number)
+        rows = bot.service.review.outbox.for_pull(forge, REPO, pr.number)
         assert [(r.head_sha, r.status) for r in rows] == [(old, "dropped")]
 
         await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="synchronize")
@@ -267,7 +267,7 @@ async def test_redeliveries_and_semantic_replays_give_one_review(
         await bot.settle()
         reviews = bot.bot_reviews(forge, pr.number)
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
-        assert len(bot.store.outbox_for_pull(forge, REPO, pr.number)) == 1
+        assert len(bot.service.review.outbox.for_pull(forge, REPO, pr.number)) == 1
 
 
 @pytest.mark.parametrize(
@@ -292,7 +292,7 @@ async def test_review_post_errors_are_retried_into_one_review(
         await bot.settle()
         reviews = bot.bot_reviews(forge, pr.number)
         assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
-        (row,) = bot.store.outbox_for_pull(forge, REPO, pr.number)
+        (row,) = bot.service.review.outbox.for_pull(forge, REPO, pr.number)
         assert row.status == "posted" and row.forge_review_id == reviews[0].id
         posts = [r for r in bot.sim.requests if r.forge == forge and r.method == "POST"]
         # Refused twice then accepted; or applied-then-failed once, then adopted by marker.
