@@ -1,8 +1,9 @@
 """The composition root: the whole service, built from settings in one place.
 
-:func:`build_service` says what to build; :meth:`Service.start` opens the store (unless one
-is given), connects the forges and builds the parts in dependency order, each with its
-collaborators as constructor arguments; :meth:`Service.aclose` stops them in reverse.
+:func:`build_service` says what to build; :meth:`Service.start` runs the rows of
+:data:`BUILDERS` this process wants (the store unless one is given, the forges, the parts),
+each after the parts it needs and with its collaborators as constructor arguments;
+:meth:`Service.aclose` stops what was built in :data:`STOP_ORDER`. A new part is one row.
 ``reviewbot serve`` builds every part, ``reviewbot review`` and ``reviewbot merge`` only
 what a command needs, and the tests and the demo build through here too.
 
@@ -20,7 +21,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Flag, StrEnum, auto
 
@@ -191,6 +192,9 @@ class Service:
     retention: Retention | None = None
     # The rate limits of this process's write paths, per caller and route class.
     quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
+    # The parts built so far, in order (names of :data:`BUILDERS`).
+    built: list[str] = field(default_factory=list, init=False)
+    _base: _ReviewBase | None = field(default=None, init=False)
 
     @property
     def routes(self) -> Routes:
@@ -221,96 +225,128 @@ class Service:
     # -- start -----------------------------------------------------------------------------
 
     async def start(self) -> Service:
-        """Open what is not given and build the parts, in dependency order."""
+        """Build the parts this process wants, each after what it needs (:data:`BUILDERS`):
+        ``reviewbot serve`` all of them, a command only what it needs (``parts``).
+        If one fails, the parts already built are stopped again before the error goes on."""
+        try:
+            for builder in start_order(BUILDERS):
+                if builder.wanted(self) and all(n in self.built for n in builder.needs):
+                    await builder.build(self)
+                    self.built.append(builder.name)
+        except BaseException:
+            await self.aclose()
+            raise
+        self.started = True
+        return self
+
+    async def _open_store(self) -> None:
         if self.db is None:
             self.db = await asyncio.to_thread(open_store, self.settings)
             self.owns_db = True
-        db = self.db
-        # On SQLite one process gates a store; PostgreSQL replicas share it through claims.
-        if self.role is not None and Parts.WORKERS in self.parts and db.dialect == SQLITE:
-            try:
-                self._lock_workers()
-            except ConfigError:
-                if self.owns_db:
-                    db.close()
-                raise
-        if self.owns_forges:
-            self.forges = configured_forges(self.settings, self.telemetry)
+
+    async def _open_forges(self) -> None:
+        self.forges = configured_forges(self.settings, self.telemetry)
+
+    async def _build_tools(self) -> None:
+        db = self._db
         # Tool calls are recorded at the service's time, which retention compares them with.
         self.tools = ToolDispatcher(self.sessions, audit=lambda: db, now=self.clock)
         self.retention = Retention(db, self.settings.retention, self.clock)
         self.api_tokens = api_token_callers(self.settings, lambda: db)
-        if Parts.JOURNAL in self.parts:
-            # With workers running, their connections checkpoint the WAL (they commit after
-            # every batch); the journal writer then never pays for one on an acknowledgement.
-            self.journal = GroupCommitJournal(
-                WorkflowPaths.from_settings(self.settings).db_file,
-                checkpoints=Parts.WORKERS not in self.parts,
-                on_commit=self._committed,
-                database=None if db.dialect == SQLITE else db,
-            ).start()
-        if Parts.REVIEW in self.parts or Parts.MERGE in self.parts:
-            self.leases = LeaseStore.open(
-                db,
-                self.settings.leases,
-                clock=self.clock,
-                telemetry=self.telemetry,
-                history_days=self.settings.retention.lease_history,
-            )
-        if Parts.AUTOMERGE in self.parts or Parts.RECONCILE in self.parts:
-            host, pid = socket.gethostname(), os.getpid()
-            holder = f"{self.client}/{host}/pid-{pid}/{uuid.uuid4().hex[:8]}"
-            self.lanes = Lanes(db, holder, term_s=self.settings.leases.lease_s, clock=self.clock)
-        base = await self._review_base(db) if Parts.REVIEW in self.parts else None
-        comments = base.comments if base is not None else None
-        if self.journal is not None and Parts.MERGE in self.parts:
-            # Before the drainer, which wakes the automerger; a moved head goes to the gate.
-            queue = QueueHead(self.journal.append, self.clock)
-            self.merge = await self._merge_parts(db, comments, queue)
-        if base is not None:
-            # Once, where reviewers may run: an uncontained reviewer is never a surprise.
-            announce(self.external.sandbox.state)
-            self.review = self._review_parts(base)
-        if Parts.MERGE in self.parts and self.merge is None:
-            # No gate in this process: a moved head is reviewed here and now.
-            hook = (
-                None
-                if self.review is None
-                else ReviewRequestHook(self.review.pipeline, source="cli")
-            )
-            self.merge = await self._merge_parts(db, comments, hook)
-        if Parts.WORKERS in self.parts:
-            self._start_workers(db)
-        if self.pool is not None:
-            await self.pool.start()
-            # Another process's commits on SQLite; PostgreSQL replicas poll (POLL_MAX_S).
-            if Parts.WATCH in self.parts and db.dialect == SQLITE:
-                self.watch = JournalWatch(
-                    WorkflowPaths.from_settings(self.settings).db_file, self.pool.submit
-                ).start()
-        if self.review is not None and Parts.DRAIN in self.parts:
-            self.review.drainer.start()
-        if self.review is not None and self.runner is not None and self.on_eligible is None:
-            # Reviews a stopped process left unfinished (their claims lapse).
-            self.review.jobs.start()
-        if Parts.RECONCILE in self.parts and self.review is not None and self.journal:
-            self.reconciler = Reconciler(
-                self.settings,
-                self.review.store,
-                self.forges,
-                self.review.pipeline,
-                self.journal.append,
-                clock=self.clock,
-                verify_merges=self.merge.merger.verify_unverified if self.merge else None,
-                lanes=self.lanes,
-                consider_merge=self.merge.automerge.consider
-                if self.merge is not None and self.merge.automerge is not None
-                else None,
-                prune=self.retention.run,
-            )
-            self.reconciler.start()
-        self.started = True
-        return self
+
+    async def _build_journal(self) -> None:
+        db = self._db
+        # With workers running, their connections checkpoint the WAL (they commit after
+        # every batch); the journal writer then never pays for one on an acknowledgement.
+        self.journal = GroupCommitJournal(
+            WorkflowPaths.from_settings(self.settings).db_file,
+            checkpoints=Parts.WORKERS not in self.parts,
+            on_commit=self._committed,
+            database=None if db.dialect == SQLITE else db,
+        ).start()
+
+    async def _build_leases(self) -> None:
+        self.leases = LeaseStore.open(
+            self._db,
+            self.settings.leases,
+            clock=self.clock,
+            telemetry=self.telemetry,
+            history_days=self.settings.retention.lease_history,
+        )
+
+    async def _build_lanes(self) -> None:
+        host, pid = socket.gethostname(), os.getpid()
+        holder = f"{self.client}/{host}/pid-{pid}/{uuid.uuid4().hex[:8]}"
+        self.lanes = Lanes(self._db, holder, term_s=self.settings.leases.lease_s, clock=self.clock)
+
+    async def _build_review_base(self) -> None:
+        self._base = await self._review_base(self._db)
+
+    async def _build_queued_merge(self) -> None:
+        # Before the drainer, which wakes the automerger; a moved head goes to the gate.
+        assert self.journal is not None
+        queue = QueueHead(self.journal.append, self.clock)
+        self.merge = await self._merge_parts(self._db, self._comments(), queue)
+
+    async def _build_review(self) -> None:
+        assert self._base is not None
+        # Once, where reviewers may run: an uncontained reviewer is never a surprise.
+        announce(self.external.sandbox.state)
+        self.review = self._review_parts(self._base)
+
+    async def _build_inline_merge(self) -> None:
+        # No gate in this process: a moved head is reviewed here and now.
+        hook = (
+            None if self.review is None else ReviewRequestHook(self.review.pipeline, source="cli")
+        )
+        self.merge = await self._merge_parts(self._db, self._comments(), hook)
+
+    async def _build_workers(self) -> None:
+        self._start_workers(self._db)
+        assert self.pool is not None
+        await self.pool.start()
+
+    async def _build_watch(self) -> None:
+        # Another process's commits on SQLite; PostgreSQL replicas poll (POLL_MAX_S).
+        assert self.pool is not None
+        self.watch = JournalWatch(
+            WorkflowPaths.from_settings(self.settings).db_file, self.pool.submit
+        ).start()
+
+    async def _start_drainer(self) -> None:
+        assert self.review is not None
+        self.review.drainer.start()
+
+    async def _resume_jobs(self) -> None:
+        # Reviews a stopped process left unfinished (their claims lapse).
+        assert self.review is not None
+        self.review.jobs.start()
+
+    async def _build_reconciler(self) -> None:
+        assert self.review is not None and self.journal is not None
+        assert self.retention is not None
+        automerge = self.merge.automerge if self.merge is not None else None
+        self.reconciler = Reconciler(
+            self.settings,
+            self.review.store,
+            self.forges,
+            self.review.pipeline,
+            self.journal.append,
+            clock=self.clock,
+            verify_merges=self.merge.merger.verify_unverified if self.merge else None,
+            lanes=self.lanes,
+            consider_merge=automerge.consider if automerge is not None else None,
+            prune=self.retention.run,
+        )
+        self.reconciler.start()
+
+    @property
+    def _db(self) -> Database:
+        assert self.db is not None, "the store part is built first"
+        return self.db
+
+    def _comments(self) -> StateComments | None:
+        return self._base.comments if self._base is not None else None
 
     def _lock_workers(self) -> None:
         """One process gates a SQLite store: two would take each other's claims back at
@@ -471,43 +507,259 @@ class Service:
     # -- stop ------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Stop in reverse: the sweep and the drainer, merges in flight, the workers (work in
-        flight finishes within the grace period or goes back to the queue), then the store."""
-        if self.watch is not None:
-            await self.watch.stop()
-        if self.reconciler is not None:
-            await self.reconciler.stop()
-        if self.review is not None:
-            await self.review.jobs.stop()
-            await self.review.drainer.stop()
-        if self.lanes is not None:
-            self.lanes.close()  # a merge waiting for another replica's lane gives up
+        """Stop what was built, in :data:`STOP_ORDER`: the sweep and the drainer, merges
+        in flight, the workers (work in flight finishes within the grace period or goes back
+        to the queue), then the store."""
+        built = set(self.built)
+        for name in STOP_ORDER:
+            stop = BUILDERS_BY_NAME[name].stop
+            if name in built and stop is not None:
+                await stop(self)
+        self.built.clear()
+
+    async def _stop_review(self) -> None:
+        assert self.review is not None
+        await self.review.jobs.stop()
+        await self.review.drainer.stop()
+
+    async def _stop_merge(self) -> None:
         if self.merge is not None and self.merge.automerge is not None:
             await self.merge.automerge.idle()
+
+    async def _stop_workers(self) -> None:
         if self.pool is not None:
             await self.pool.stop(self.shutdown_grace_s)
         if self.runner is not None:
             await self.runner.aclose()
-        if self.journal is not None:
-            await asyncio.to_thread(self.journal.close)
-        if self.leases is not None:
-            self.leases.close()
-        if self.owns_forges:
-            for forge in self.forges.values():
-                try:
-                    await forge.aclose()
-                except Exception:
-                    log.exception("closing the %s client failed", forge.name)
+
+    async def _close_forges(self) -> None:
+        for forge in self.forges.values():
+            try:
+                await forge.aclose()
+            except Exception:
+                log.exception("closing the %s client failed", forge.name)
+
+    async def _close_store(self) -> None:
         if self.owns_db and self.db is not None:
             self.db.close()
-        if self.workers_lock is not None:
-            self.workers_lock.release()
 
     async def __aenter__(self) -> Service:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+Step = Callable[[Service], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Builder:
+    """One part of the service. It is built after everything in ``needs`` and ``after``,
+    and only when ``wanted`` says this process runs it and every part in ``needs`` was
+    built; ``stop`` undoes it (in :data:`STOP_ORDER`). A new part is one more row."""
+
+    name: str
+    build: Step
+    wanted: Callable[[Service], bool] = lambda service: True
+    needs: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # built first when this process has them; not required
+    stop: Step | None = None
+
+
+def _has(*parts: Parts) -> Callable[[Service], bool]:
+    return lambda service: any(part in service.parts for part in parts)
+
+
+def _on_sqlite(service: Service) -> bool:
+    return service.db is not None and service.db.dialect == SQLITE
+
+
+async def _lock_workers(service: Service) -> None:
+    service._lock_workers()
+
+
+async def _release_workers_lock(service: Service) -> None:
+    if service.workers_lock is not None:
+        service.workers_lock.release()
+
+
+async def _close_journal(service: Service) -> None:
+    if service.journal is not None:
+        await asyncio.to_thread(service.journal.close)
+
+
+async def _close_leases(service: Service) -> None:
+    if service.leases is not None:
+        service.leases.close()
+
+
+async def _close_lanes(service: Service) -> None:
+    if service.lanes is not None:
+        service.lanes.close()  # a merge waiting for another replica's lane gives up
+
+
+async def _stop_watch(service: Service) -> None:
+    if service.watch is not None:
+        await service.watch.stop()
+
+
+async def _stop_reconciler(service: Service) -> None:
+    if service.reconciler is not None:
+        await service.reconciler.stop()
+
+
+BUILDERS: tuple[Builder, ...] = (
+    Builder("store", Service._open_store, stop=Service._close_store),
+    # On SQLite one process gates a store; PostgreSQL replicas share it through claims.
+    Builder(
+        "workers_lock",
+        _lock_workers,
+        wanted=lambda s: s.role is not None and Parts.WORKERS in s.parts and _on_sqlite(s),
+        needs=("store",),
+        stop=_release_workers_lock,
+    ),
+    Builder(
+        "forges",
+        Service._open_forges,
+        wanted=lambda s: s.owns_forges,
+        after=("workers_lock",),
+        stop=Service._close_forges,
+    ),
+    Builder("tools", Service._build_tools, needs=("store",)),
+    Builder(
+        "journal",
+        Service._build_journal,
+        wanted=_has(Parts.JOURNAL),
+        needs=("store",),
+        stop=_close_journal,
+    ),
+    Builder(
+        "leases",
+        Service._build_leases,
+        wanted=_has(Parts.REVIEW, Parts.MERGE),
+        needs=("store",),
+        stop=_close_leases,
+    ),
+    Builder(
+        "lanes",
+        Service._build_lanes,
+        wanted=_has(Parts.AUTOMERGE, Parts.RECONCILE),
+        needs=("store",),
+        stop=_close_lanes,
+    ),
+    Builder(
+        "review_base",
+        Service._build_review_base,
+        wanted=_has(Parts.REVIEW),
+        needs=("leases",),
+        after=("forges", "lanes"),
+    ),
+    # With a journal, the merger is built before the review part (its drainer wakes the
+    # automerger) and a moved head goes to the gate; without one, after it, reviewing a
+    # moved head inline.
+    Builder(
+        "queued_merge",
+        Service._build_queued_merge,
+        wanted=_has(Parts.MERGE),
+        needs=("journal", "leases"),
+        after=("review_base",),
+        stop=Service._stop_merge,
+    ),
+    Builder(
+        "review",
+        Service._build_review,
+        needs=("review_base",),
+        after=("queued_merge",),
+        stop=Service._stop_review,
+    ),
+    Builder(
+        "inline_merge",
+        Service._build_inline_merge,
+        wanted=lambda s: Parts.MERGE in s.parts and s.merge is None,
+        needs=("leases",),
+        after=("review",),
+        stop=Service._stop_merge,
+    ),
+    Builder(
+        "workers",
+        Service._build_workers,
+        wanted=_has(Parts.WORKERS),
+        needs=("store",),
+        after=("journal", "review", "queued_merge", "inline_merge"),
+        stop=Service._stop_workers,
+    ),
+    Builder(
+        "watch",
+        Service._build_watch,
+        wanted=lambda s: Parts.WATCH in s.parts and _on_sqlite(s),
+        needs=("workers",),
+        stop=_stop_watch,
+    ),
+    Builder("drain", Service._start_drainer, wanted=_has(Parts.DRAIN), needs=("review",)),
+    Builder(
+        "resume_jobs",
+        Service._resume_jobs,
+        wanted=lambda s: s.on_eligible is None,
+        needs=("review", "workers"),
+    ),
+    Builder(
+        "reconciler",
+        Service._build_reconciler,
+        wanted=_has(Parts.RECONCILE),
+        needs=("review", "journal", "tools"),
+        after=("queued_merge", "inline_merge", "lanes"),
+        stop=_stop_reconciler,
+    ),
+)
+BUILDERS_BY_NAME = {builder.name: builder for builder in BUILDERS}
+
+# Not simply the reverse of the start: the lanes close before merges go idle, so a merge
+# waiting for another replica's lane gives up instead of holding the stop; merges go idle
+# before the workers stop, and the store closes after everything that writes to it.
+STOP_ORDER: tuple[str, ...] = (
+    "watch",
+    "reconciler",
+    "review",
+    "lanes",
+    "queued_merge",
+    "inline_merge",
+    "workers",
+    "journal",
+    "leases",
+    "forges",
+    "store",
+    "workers_lock",
+)
+
+
+def start_order(builders: Sequence[Builder]) -> list[Builder]:
+    """``builders`` with each after its ``needs`` and ``after`` (otherwise in list order).
+
+    Raises :class:`ValueError` for an unknown name or a cycle: a wiring mistake.
+    """
+    by_name = {b.name: b for b in builders}
+    done: list[Builder] = []
+    placed: set[str] = set()
+    visiting: set[str] = set()
+
+    def place(builder: Builder) -> None:
+        if builder.name in placed:
+            return
+        if builder.name in visiting:
+            raise ValueError(f"the parts {sorted(visiting)} wait for each other")
+        visiting.add(builder.name)
+        for name in (*builder.needs, *builder.after):
+            if name not in by_name:
+                raise ValueError(f"part {builder.name!r} waits for {name!r}, which is no part")
+            place(by_name[name])
+        visiting.discard(builder.name)
+        placed.add(builder.name)
+        done.append(builder)
+
+    for builder in builders:
+        place(builder)
+    return done
 
 
 def configured_forges(settings: Settings, telemetry: Telemetry | None = None) -> dict[str, Forge]:
