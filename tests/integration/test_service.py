@@ -22,7 +22,7 @@ async def test_a_start_that_fails_after_the_store_opened_releases_what_it_took(
         github=GitHubSettings(app_id=1, private_key_path=tmp_path / "missing.pem"),
     )
     service = build_service(broken, role=Role.ALL)
-    with pytest.raises(ConfigError, match="missing.pem"):
+    with pytest.raises(ConfigError, match=r"missing\.pem"):
         await service.start()
 
     # The next start on the same store is not told another process gates it.
