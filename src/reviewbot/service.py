@@ -40,10 +40,11 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.retention import Retention
 from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.review.jobs import ReviewJobs
-from reviewbot.runtime.review.outbox import OutboxDrainer, PullLocks, StoreReviewerLeases
+from reviewbot.runtime.review.outbox import OutboxDrainer, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
 from reviewbot.runtime.review.state_comment import StateComments

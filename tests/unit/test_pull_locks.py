@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from reviewbot.runtime.review.outbox import PullLocks
+from reviewbot.runtime.pull_locks import PullLocks
 
 
 async def test_an_entry_lives_while_held_or_awaited_and_goes_after() -> None:

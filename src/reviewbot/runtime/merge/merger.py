@@ -54,7 +54,7 @@ from reviewbot.forges.errors import (
 )
 from reviewbot.observe import Telemetry
 from reviewbot.runtime.merge.facts import read_pr_facts
-from reviewbot.runtime.review.outbox import PullLocks
+from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
 from reviewbot.store.leases import LeaseRefused, LeaseStore

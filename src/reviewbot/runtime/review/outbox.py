@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from reviewbot.core import errors
@@ -41,6 +41,7 @@ from reviewbot.forges.errors import (
 )
 from reviewbot.observe import Telemetry
 from reviewbot.runtime.background import cancel_and_wait
+from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.store.database import Tx
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.review_outbox import DROPPED, FAILED, PENDING, POSTED, OutboxRow, OutboxStore
@@ -138,34 +139,6 @@ class StoreReviewerLeases:
 
     def history(self, forge: str, repo: str, number: int) -> list[HistoryEntry]:
         return self.store.history(forge, repo, number, limit=50)
-
-
-class PullLocks:
-    """One asyncio lock per PR: evaluation, posting and the state comment never interleave
-    inside one process (the lease keeps other processes out). A PR's entry lives only while
-    someone holds or waits on its lock, so the map does not grow with every PR ever seen."""
-
-    def __init__(self) -> None:
-        self._locks: dict[tuple[str, str, int], tuple[asyncio.Lock, int]] = {}
-
-    def __len__(self) -> int:
-        """The PRs whose lock someone holds or waits on."""
-        return len(self._locks)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, forge: str, repo: str, number: int) -> AsyncIterator[None]:
-        key = (forge, repo, number)
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
 
 class PostOutcome:

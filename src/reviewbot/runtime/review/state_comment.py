@@ -26,7 +26,8 @@ from reviewbot.core.prstate import (
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.merge.facts import read_pr_facts
-from reviewbot.runtime.review.outbox import PullLocks, ReviewerLeases
+from reviewbot.runtime.pull_locks import PullLocks
+from reviewbot.runtime.review.outbox import ReviewerLeases
 from reviewbot.store import repositories
 from reviewbot.store.review_outbox import OutboxRow, OutboxStore
 from reviewbot.store.reviews import ReviewDecision, ReviewStore, body_sha256
