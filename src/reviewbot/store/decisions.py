@@ -26,7 +26,7 @@ from reviewbot.core.clock import iso
 from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.store import review_jobs
-from reviewbot.store.database import Database, Row, Tx, is_row_fault
+from reviewbot.store.database import Database, Row, Tx, is_row_fault, row_as
 from reviewbot.store.journal import still_held
 from reviewbot.store.review_jobs import JobClaim
 
@@ -81,20 +81,8 @@ class DecisionRecord:
             Reason(str(r.get("code", "")), str(r.get("detail", "")))
             for r in json.loads(row["reasons"] or "[]")
         ) or (Reason(row["reason_code"], row["detail"]),)
-        return cls(
-            id=int(row["id"]),
-            delivery_id=row["delivery_id"],
-            source=row["source"],
-            decision=row["decision"],
-            reasons=reasons,
-            decided_at=float(row["decided_at"]),
-            forge=row["forge"],
-            repo=row["repo"],
-            number=row["number"],
-            head_sha=row["head_sha"],
-            event=row["event"],
-            action=row["action"],
-            semantic_key=row["semantic_key"],
+        return row_as(
+            cls, row, reasons=lambda r: reasons, decided_at=lambda r: float(r["decided_at"])
         )
 
 

@@ -48,6 +48,7 @@ from reviewbot.store.database import (
     connect_sqlite,
     is_row_fault,
     opt_float,
+    row_as,
     skip_locked,
 )
 from reviewbot.store.postgres import PgTx
@@ -129,19 +130,13 @@ class StoredDelivery:
 
     @classmethod
     def from_row(cls, row: Row) -> StoredDelivery:
-        return cls(
-            delivery_id=row["delivery_id"],
-            source=row["source"],
-            forge=row["forge"],
-            event=row["event"],
-            headers=json.loads(row["headers"] or "{}"),
-            body=bytes(row["body"] or b""),
-            received_at=float(row["received_at"]),
-            status=row["status"],
-            attempts=int(row["attempts"]),
-            error=row["error"],
-            finished_at=opt_float(row["finished_at"]),
-            claimed_by=row["claimed_by"],
+        return row_as(
+            cls,
+            row,
+            headers=lambda r: json.loads(r["headers"] or "{}"),
+            body=lambda r: bytes(r["body"] or b""),
+            received_at=lambda r: float(r["received_at"]),
+            finished_at=lambda r: opt_float(r["finished_at"]),
         )
 
     @property

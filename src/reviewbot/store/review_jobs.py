@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reviewbot.store.claims import ClaimLost
-from reviewbot.store.database import Database, Row, Tx, skip_locked
+from reviewbot.store.database import Database, Row, Tx, row_as, skip_locked
 
 
 @dataclass(frozen=True)
@@ -46,21 +46,7 @@ class ReviewJob:
 
     @classmethod
     def from_row(cls, row: Row) -> ReviewJob:
-        return cls(
-            id=int(row["id"]),
-            decision_id=int(row["decision_id"]),
-            delivery_id=row["delivery_id"],
-            source=row["source"],
-            forge=row["forge"],
-            repo=row["repo"],
-            number=int(row["number"]),
-            head_sha=row["head_sha"],
-            event=row["event"],
-            action=row["action"],
-            sender=row["sender"],
-            status=row["status"],
-            attempts=int(row["attempts"]),
-        )
+        return row_as(cls, row)
 
 
 def insert_in(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewbot.store.database import Database, Row
+from reviewbot.store.database import Database, Row, row_as
 
 MAX_DETAIL_CHARS = 500
 
@@ -27,16 +27,7 @@ class ToolCallRecord:
 
     @classmethod
     def from_row(cls, row: Row) -> ToolCallRecord:
-        return cls(
-            id=int(row["id"]),
-            session_id=row["session_id"],
-            owner_session_id=row["owner_session_id"],
-            run_id=row["run_id"],
-            tool=row["tool"],
-            outcome=row["outcome"],
-            detail=row["detail"],
-            called_at=float(row["called_at"]),
-        )
+        return row_as(cls, row, called_at=lambda r: float(r["called_at"]))
 
 
 def record_tool_call(

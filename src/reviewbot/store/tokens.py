@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.models import RepoRef
-from reviewbot.store.database import Database, Row, opt_float
+from reviewbot.store.database import Database, Row, opt_float, row_as
 
 TOKEN_PREFIX = "rbt_"  # noqa: S105 - a recognisable prefix, not a secret
 SCOPES = ("read", "review", "lease", "merge", "db:read", "db:write", "metrics")
@@ -64,14 +64,12 @@ class TokenInfo:
 
     @classmethod
     def from_row(cls, row: Row) -> TokenInfo:
-        return cls(
-            id=int(row["id"]),
-            name=row["name"],
-            prefix=row["prefix"],
-            scopes=tuple(s for s in str(row["scopes"]).split(",") if s),
-            repo=row["repo"],
-            created_at=float(row["created_at"]),
-            revoked_at=opt_float(row["revoked_at"]),
+        return row_as(
+            cls,
+            row,
+            scopes=lambda r: tuple(s for s in str(r["scopes"]).split(",") if s),
+            created_at=lambda r: float(r["created_at"]),
+            revoked_at=lambda r: opt_float(r["revoked_at"]),
         )
 
 
