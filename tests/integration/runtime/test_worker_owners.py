@@ -103,7 +103,7 @@ async def test_another_tokens_worker_cannot_be_driven(
     assert (await thief.register("thief"))[0] == 201
     before = (lease_rows(world), worker_rows(world), merge_attempts(world))
 
-    caplog.set_level(logging.WARNING, logger="reviewbot.store.leases")
+    caplog.set_level(logging.WARNING, logger="reviewbot.store.workers")
     claim = {**owner.target(pr.number), "epoch": epoch}
     attempts = [
         ("/api/v1/workers/heartbeat", {"worker_identity": owner.identity}),
