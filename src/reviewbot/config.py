@@ -301,6 +301,8 @@ class Settings(BaseSettings):
     reviewer_db_access: str | None = None
     query_timeout_s: float = Field(5.0, gt=0, le=3600)  # per tool / CLI statement
     forge_timeout_s: float = Field(10.0, gt=0, le=300)  # per forge request (then retried)
+    # How long /readyz reuses a forge's probe answer: about a load balancer's probe interval.
+    forge_probe_ttl_s: float = Field(10.0, gt=0, le=3600)
     max_body_bytes: int = Field(25 * 1024 * 1024, gt=0)
     # A review request (API, Crew) names one PR: its body is kept in the journal, so it is
     # bounded far below a forge webhook's.

@@ -69,15 +69,17 @@ async def test_forge_errors_and_timeouts_lose_no_delivery_and_post_no_review_twi
 
 
 async def test_readyz_says_which_forge_is_unreachable_until_it_returns(tmp_path: Path) -> None:
-    async with world(tmp_path) as w, w.serving() as bot:
+    # Probe answers are reused for a second here (ten by default): the outage shows sooner.
+    probes = {"REVIEWBOT_FORGE_PROBE_TTL_S": "1"}
+    async with world(tmp_path, settings=probes) as w, w.serving() as bot:
         body = await wait_ready(w, bot)
         forges = {c["name"]: c for c in body["checks"] if c["name"].startswith("forge_")}
         assert set(forges) == {"forge_github", "forge_gitea"}
         assert all("answers as reviewbot" in c["detail"] for c in forges.values()), forges
 
         await w.sim_server.stop()  # the bot_login is configured: only a live request can tell
-        # A probe's answer is reused for PROBE_TTL_S (anyone may ask /readyz, and each probe
-        # spends the bot's rate limit): the outage shows within that time.
+        # A probe's answer is reused for forge_probe_ttl_s (anyone may ask /readyz, and each
+        # probe spends the bot's rate limit): the outage shows within that time.
         deadline = time.monotonic() + LIMIT_S
         # Each forge's answer ages on its own, so one may fail before the other.
         both = {"forge_github", "forge_gitea"}

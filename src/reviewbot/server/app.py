@@ -40,7 +40,7 @@ def create_app(service: Service) -> web.Application:
         },
         owns_service=not service.started,
         body_budget=BodyBudget(settings.unverified_body_budget_bytes),
-        probes=ForgeProbes(service.clock),
+        probes=ForgeProbes(service.clock, ttl_s=service.settings.forge_probe_ttl_s),
     )
     state.metrics.watch_budget(state.body_budget)
 
