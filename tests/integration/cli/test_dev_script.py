@@ -84,7 +84,11 @@ def test_test_needs_only_the_test_extra_and_lint_the_dev_extra(tmp_path: Path) -
     assert tested.returncode == 0, tested.stderr
     lines = log(tmp_path)
     assert installs(lines) == [f"{REPO_ROOT}[test]"]
-    assert lines[-1].endswith("-m pytest -n auto -q")
+    # Two test processes per core: the tests mostly wait on servers and subprocesses.
+    assert lines[-1].endswith(f"-m pytest -n {2 * os.cpu_count()} -q")
+    chosen = run_dev("test", "-q", cwd=tmp_path, env={**env, "REVIEWBOT_TEST_WORKERS": "3"})
+    assert chosen.returncode == 0, chosen.stderr
+    assert log(tmp_path)[-1].endswith("-m pytest -n 3 -q")
 
     linted = run_dev("lint", cwd=tmp_path, env=env)
     assert linted.returncode == 0, linted.stderr
