@@ -33,6 +33,7 @@ from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.health import Check, ForgeProbes, readiness
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
+from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.lanes import Lanes
@@ -187,6 +188,9 @@ class Service:
     retention: Retention | None = None
     # The rate limits of this process's write paths, per caller and route class.
     quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
+    # Parts of this process that registered for commits no PR owns (in memory only): the
+    # gate runner routes their events, the reconcile sweep polls their checks.
+    listeners: CommitListeners = field(default_factory=CommitListeners)
 
     @property
     def routes(self) -> Routes:
@@ -415,6 +419,7 @@ class Service:
             on_eligible=self._eligible_hook(),
             job_claim=jobs.claim if jobs is not None else None,
             telemetry=self.telemetry,
+            listeners=self.listeners,
         )
         self.pool = WorkerPool(
             db,
