@@ -307,6 +307,7 @@ class Service:
                 if self.merge is not None and self.merge.automerge is not None
                 else None,
                 prune=self.retention.run,
+                listeners=self.listeners,
             )
             self.reconciler.start()
         self.started = True
