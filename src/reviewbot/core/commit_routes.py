@@ -43,7 +43,13 @@ class Registration:
             raise ValueError("a registration names exactly one of a SHA and a branch pattern")
         object.__setattr__(self, "repo", repo_key(self.repo))
         if self.sha is not None:
-            object.__setattr__(self, "sha", check_full_sha(self.sha).lower())
+            try:
+                object.__setattr__(self, "sha", check_full_sha(self.sha).lower())
+            except ValueError:
+                shown = self.sha[:80]
+                raise ValueError(
+                    f"sha must be a full commit SHA (40 or 64 hex digits), not {shown!r}"
+                ) from None
         if self.branch is not None:
             pattern = branch_name(self.branch)
             if not pattern:

@@ -143,6 +143,29 @@ async def test_a_registered_pr_head_is_gated_and_routed(world: World) -> None:
     assert [r.user for r in world.sim.pull("github", REPO, pull.number).reviews] == ["reviewbot"]
 
 
+async def test_a_forge_failure_reading_the_prs_still_routes_the_event(world: World) -> None:
+    sha = queue_commit(world, "github")
+    heard: list[CommitNotice] = []
+    world.service.listeners.register(
+        "merge-queue", heard.append, forge="github", repo=REPO, sha=sha
+    )
+    world.sim.faults.add(
+        forge="github",
+        method="GET",
+        path=f"/repos/{REPO}/commits/{sha}/pulls",
+        status=502,
+        times=10,
+    )
+    world.sim.set_status("github", REPO, sha, "ci/test", "success")
+    delivery = await world.sim.deliver_status("github", REPO)
+    rows = await rows_of(world, delivery.id)
+    assert [(r.decision, r.reason_code) for r in rows] == [
+        ("error", "forge_error"),
+        ("skip", "routed_to_listener"),
+    ]
+    assert [n.result for n in heard] == [CommitResult("ci/test", "success")]
+
+
 async def test_a_removed_registration_leaves_the_commit_to_the_old_skip(world: World) -> None:
     sha = queue_commit(world, "github")
     heard: list[CommitNotice] = []
