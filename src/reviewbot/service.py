@@ -34,6 +34,7 @@ from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.observe import Telemetry, logs
 from reviewbot.runtime.health import Check, ForgeProbes, readiness
 from reviewbot.runtime.ingestion.gate_runner import EligibleHook, EligiblePull, GateRunner
+from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.lanes import Lanes
@@ -193,6 +194,9 @@ class Service:
     retention: Retention | None = None
     # The rate limits of this process's write paths, per caller and route class.
     quota: TokenBuckets = field(default_factory=lambda: TokenBuckets({}))
+    # Parts of this process that registered for commits no PR owns (in memory only): the
+    # gate runner routes their events, the reconcile sweep polls their checks.
+    listeners: CommitListeners = field(default_factory=CommitListeners)
     # The parts built so far, in order (names of :data:`BUILDERS`).
     built: list[str] = field(default_factory=list, init=False)
     _base: _ReviewBase | None = field(default=None, init=False)
@@ -338,6 +342,7 @@ class Service:
             lanes=self.lanes,
             consider_merge=automerge.consider if automerge is not None else None,
             prune=self.retention.run,
+            listeners=self.listeners,
         )
         self.reconciler.start()
 
@@ -459,6 +464,7 @@ class Service:
             on_eligible=self._eligible_hook(),
             job_claim=jobs.claim if jobs is not None else None,
             telemetry=self.telemetry,
+            listeners=self.listeners,
         )
         self.pool = WorkerPool(
             db,

@@ -255,3 +255,30 @@ def test_damaged_status_gives_a_trigger_or_a_trigger_error(reference_dir: Path) 
             gitea_trigger({"X-Gitea-Event-Type": "status"}, twin, delivery_id="x")
         except TriggerError as exc:
             assert exc.detail
+
+
+def test_a_push_names_its_commit_and_branch_and_is_never_gated(reference_dir: Path) -> None:
+    # Gitea's PushPayload: ref, before, after, commits, repository, pusher, sender.
+    payload = {
+        "ref": "refs/heads/reviewbot/queue/main/3",
+        "before": "0" * 40,
+        "after": SHA.upper(),
+        "commits": [],
+        "repository": _status_payload(reference_dir)["repository"],
+    }
+    trigger = gitea_trigger({"X-Gitea-Event-Type": "push"}, payload, delivery_id="p")
+    assert trigger.kind == "push"
+    assert (trigger.commit_sha, trigger.branches) == (SHA, ("reviewbot/queue/main/3",))
+    assert trigger.reason is not None
+    assert trigger.reason.code == ReasonCode.NOT_PULL_REQUEST_EVENT
+    deleted = gitea_trigger(
+        {"X-Gitea-Event-Type": "push"}, {**payload, "after": "0" * 40}, delivery_id="d"
+    )
+    assert deleted.kind == "ignored"
+
+
+def test_a_gitea_status_names_no_branch(reference_dir: Path) -> None:
+    trigger = gitea_trigger(
+        {"X-Gitea-Event-Type": "status"}, _status_payload(reference_dir), delivery_id="s"
+    )
+    assert (trigger.kind, trigger.commit_sha, trigger.branches) == ("commit", SHA, ())

@@ -299,3 +299,79 @@ def test_a_repository_name_no_forge_allows_is_unreadable(
     payload["repository"]["name"] = ""
     with pytest.raises(TriggerError, match="repository"):
         github_trigger(_headers("pull_request"), payload, delivery_id="x")
+
+
+AFTER = "1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c"
+
+
+def _push(reference_dir: Path, **fields: Any) -> dict[str, Any]:
+    # GitHub's push payload: ref, before, after, repository, pusher, sender.
+    base = _load(reference_dir, "status/status.json")
+    payload: dict[str, Any] = {
+        "ref": "refs/heads/reviewbot/queue/main/3",
+        "before": "0" * 40,
+        "after": AFTER,
+        "created": True,
+        "deleted": False,
+        "forced": False,
+        "repository": base["repository"],
+        "sender": base["sender"],
+    }
+    payload.update(fields)
+    return payload
+
+
+def test_a_push_names_its_commit_and_branch_and_is_never_gated(reference_dir: Path) -> None:
+    trigger = github_trigger(_headers("push"), _push(reference_dir), delivery_id="p")
+    assert trigger.kind == "push"
+    assert trigger.commit_sha == AFTER
+    assert trigger.branches == ("reviewbot/queue/main/3",)
+    assert trigger.number is None and trigger.pull_numbers == ()
+    assert (trigger.owner, trigger.name) == ("codertocat", "hello-world")
+    # The skip it ends as when no listener registered for it: what a push always was.
+    assert trigger.reason is not None
+    assert trigger.reason.code == ReasonCode.NOT_PULL_REQUEST_EVENT
+    again = github_trigger(_headers("push"), _push(reference_dir), delivery_id="q")
+    assert again.semantic_key() == trigger.semantic_key()
+    moved = github_trigger(_headers("push"), _push(reference_dir, before=AFTER), delivery_id="r")
+    assert moved.semantic_key() != trigger.semantic_key()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"deleted": True, "after": "0" * 40},
+        {"ref": "refs/tags/v1.0"},
+        {"after": "not-a-sha"},
+        {"ref": None},
+        {"repository": None},
+    ],
+)
+def test_a_push_deleting_a_branch_a_tag_or_unreadable_is_not_a_pull_request_event(
+    reference_dir: Path, fields: dict[str, Any]
+) -> None:
+    trigger = github_trigger(_headers("push"), _push(reference_dir, **fields), delivery_id="p")
+    assert trigger.kind == "ignored"
+    assert trigger.reason is not None
+    assert trigger.reason.code == ReasonCode.NOT_PULL_REQUEST_EVENT
+
+
+def test_a_status_names_the_branches_at_its_commit_only(reference_dir: Path) -> None:
+    payload = _load(reference_dir, "status/status.json")
+    assert github_trigger(_headers("status"), payload, delivery_id="s").branches == ()
+    payload["branches"][1]["commit"]["sha"] = payload["sha"].upper()
+    payload["target_url"] = "https://ci.example/1"
+    trigger = github_trigger(_headers("status"), payload, delivery_id="s")
+    assert trigger.branches == ("changes",)
+    assert trigger.extra["target_url"] == "https://ci.example/1"
+
+
+def test_a_check_names_its_suite_branch(reference_dir: Path) -> None:
+    run = github_trigger(
+        _headers("check_run"), _load(reference_dir, "check_run/completed.json"), delivery_id="c"
+    )
+    assert run.branches == ("changes",)
+    assert run.extra["target_url"] == "https://octocoders.io"
+    suite = _load(reference_dir, "check_suite/completed.json")
+    trigger = github_trigger(_headers("check_suite"), suite, delivery_id="s")
+    assert trigger.branches == (suite["check_suite"]["head_branch"],)

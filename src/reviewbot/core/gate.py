@@ -177,8 +177,9 @@ def _decision(
 
 
 def decision_without_gate(trigger: Trigger) -> Decision:
-    """The ``skip`` of an ``ignored`` or ``recorded`` trigger, with the trigger's reason."""
-    if trigger.kind not in ("ignored", "recorded"):
+    """The ``skip`` of an ``ignored`` or ``recorded`` trigger, or of a ``push`` no listener
+    registered for, with the trigger's reason."""
+    if trigger.kind not in ("ignored", "recorded", "push"):
         raise ValueError(f"a {trigger.kind} trigger goes through the gate")
     code = ReasonCode.RECORDED if trigger.kind == "recorded" else ReasonCode.ACTION_IGNORED
     reason = trigger.reason or Reason(code, f"{trigger.event} needs no action")
@@ -222,4 +223,15 @@ def no_open_pulls_decision(trigger: Trigger) -> Decision:
     """A ``skip`` for a commit event whose SHA is the head of no open PR."""
     sha = (trigger.commit_sha or trigger.head_sha or "")[:12]
     reason = Reason(ReasonCode.NO_OPEN_PULL_REQUESTS, f"no open PR has head {sha}")
+    return _decision(Outcome.SKIP, [reason], trigger=trigger)
+
+
+def routed_decision(trigger: Trigger, listeners: Sequence[str]) -> Decision:
+    """A ``skip`` for a commit event handed to registered listeners instead of the gate."""
+    sha = (trigger.commit_sha or trigger.head_sha or "")[:12]
+    names = ", ".join(listeners)
+    reason = Reason(
+        ReasonCode.ROUTED_TO_LISTENER,
+        f"{trigger.event} on {sha} routed to listener{'s' if len(listeners) > 1 else ''} {names}",
+    )
     return _decision(Outcome.SKIP, [reason], trigger=trigger)

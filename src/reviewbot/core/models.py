@@ -329,8 +329,10 @@ class Trigger:
     """A normalized delivery from any entry path.
 
     ``kind`` says what it names: ``pull`` (a PR, maybe with a head SHA), ``commit`` (a SHA
-    whose open PRs are affected), or ``ignored`` / ``recorded`` (nothing to gate; the
-    reason says why).
+    whose open PRs are affected), ``push`` (a branch moved to ``commit_sha``: only a
+    registered listener hears of it, PRs hear of their pushes as their own events; the
+    reason is the skip when none listens), or ``ignored`` / ``recorded`` (nothing to gate;
+    the reason says why).
     """
 
     source: str  # github, gitea, crew, api, file, sweep
@@ -349,6 +351,9 @@ class Trigger:
     extra: dict[str, str] = field(default_factory=dict)
     # For ``commit`` triggers: PR numbers the event itself lists (GitHub check events).
     pull_numbers: tuple[int, ...] = ()
+    # For ``commit`` and ``push`` triggers: branches whose head the commit is, as the event
+    # names them (a push's ref, a check suite's head branch, a GitHub status's branches).
+    branches: tuple[str, ...] = ()
     # The repository as the delivery spelled it and the forge's numeric id, when the
     # delivery carried them (webhooks); owner and name themselves are canonical.
     repo_spelling: str | None = None

@@ -28,6 +28,7 @@ class ReasonCode(StrEnum):
     DELIVERY_UNRESOLVED = "delivery_unresolved"
     PR_NOT_FOUND = "pr_not_found"
     NO_OPEN_PULL_REQUESTS = "no_open_pull_requests"
+    ROUTED_TO_LISTENER = "routed_to_listener"  # a commit event a registered listener heard
     FORGE_ERROR = "forge_error"
     # why the forge could not be asked (each says what to fix in docs/reason-codes.md)
     APP_NOT_INSTALLED = "app_not_installed"

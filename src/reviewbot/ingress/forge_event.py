@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reviewbot.core.commit_routes import BRANCH_PREFIX, branch_name
 from reviewbot.core.models import Reason, Trigger
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.commands import REVIEW_COMMAND, has_review_command
 from reviewbot.ingress.errors import TriggerError
-from reviewbot.ingress.payload import EventReader, shown
+from reviewbot.ingress.payload import EventReader, is_sha, shown
 
 
 class ForgeEventParser:
@@ -131,7 +132,58 @@ class ForgeEventParser:
             "context": context,
             "state": state,
         }
-        return self.commit("sha", extra)
+        target_url = self.r.get("target_url")
+        if isinstance(target_url, str) and target_url:
+            extra["target_url"] = target_url
+        sha = self.r.sha("sha")
+        # GitHub lists branches holding the commit, up to 10; only those at their head
+        # name the commit (Gitea lists none).
+        listed = self.r.get("branches")
+        heads = tuple(
+            b["name"]
+            for b in (listed if isinstance(listed, list) else [])
+            if isinstance(b, Mapping)
+            and isinstance(b.get("name"), str)
+            and b["name"]
+            and str(EventReader(b, self.event).get("commit.sha") or "").lower() == sha
+        )
+        return self.commit("sha", extra, branches=heads)
+
+    def push(self) -> Trigger:
+        """A push (both forges send ``ref`` and ``after``): for registered listeners only.
+
+        A PR hears of a push to its head branch as its own event (``synchronize``,
+        ``pull_request_sync``), so a push is never gated. A push that deletes its branch, a
+        tag or one whose fields cannot be read stays ``not_pull_request_event``, as a Gitea
+        *Test Delivery* (push-shaped) always has.
+        """
+        reason = Reason(
+            ReasonCode.NOT_PULL_REQUEST_EVENT,
+            f"{self.forge} event {self.event} is not a pull-request event",
+        )
+        ref, after = self.r.get("ref"), self.r.get("after")
+        if (
+            not isinstance(ref, str)
+            or not ref.startswith(BRANCH_PREFIX)
+            or not isinstance(after, str)
+            or not is_sha(after)
+            or set(after) == {"0"}  # the branch was deleted
+            or self.r.get("deleted") is True
+        ):
+            return self.not_pull_request_event()
+        try:
+            owner, name = self.r.repository()
+        except TriggerError:
+            return self.not_pull_request_event()
+        return self.base(
+            kind="push",
+            owner=owner,
+            name=name,
+            commit_sha=after.lower(),
+            branches=(branch_name(ref),),
+            reason=reason,
+            extra={"semantic": f"push={ref}:{self.r.get('before') or ''}"},
+        )
 
     def comment(self, *, on_pull: bool) -> Trigger:
         """A new PR comment with a review command line; the worker checks write access."""

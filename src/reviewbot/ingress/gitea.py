@@ -122,6 +122,8 @@ class _GiteaEvent(ForgeEventParser):
             return self.comment(on_pull=_is_pull_comment(self.r.payload))
         if event == "status":
             return self.status()
+        if event == "push":
+            return self.push()
         if event in QUIET_PR_EVENT_TYPES:
             return self.action_ignored(f"Gitea event {event} is not acted on")
         return self.not_pull_request_event()

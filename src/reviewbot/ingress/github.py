@@ -50,6 +50,8 @@ class _GitHubEvent(ForgeEventParser):
             return self._check(event)
         if event == "status":
             return self.status()
+        if event == "push":
+            return self.push()
         if event == "issue_comment":
             return self.comment(on_pull=self.r.get("issue.pull_request") is not None)
         if event == "ping":
@@ -108,4 +110,14 @@ class _GitHubEvent(ForgeEventParser):
         check_name = self.r.get(f"{event}.name") or self.r.get(f"{event}.app.name")
         if isinstance(check_name, str):
             extra["check"] = check_name
-        return self.commit(f"{event}.head_sha", extra, pull_numbers=tuple(numbers))
+        details = self.r.get(f"{event}.details_url") or self.r.get(f"{event}.html_url")
+        if isinstance(details, str) and details:
+            extra["target_url"] = details
+        suite = "check_suite" if event == "check_suite" else "check_run.check_suite"
+        branch = self.r.get(f"{suite}.head_branch")
+        return self.commit(
+            f"{event}.head_sha",
+            extra,
+            pull_numbers=tuple(numbers),
+            branches=(branch,) if isinstance(branch, str) and branch else (),
+        )

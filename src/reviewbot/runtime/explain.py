@@ -35,6 +35,7 @@ PLAIN_WORDS: dict[str, str] = {
     "delivery_unresolved": "the delivery could not be read",
     "pr_not_found": "the forge does not know that pull request (or hides it)",
     "no_open_pull_requests": "no open pull request has that commit as its head",
+    "routed_to_listener": "a part of the bot registered for that commit; the event went to it",
     "forge_error": "the forge answered with an error",
     "app_not_installed": "the GitHub App is not installed on the repository",
     "forge_auth_failed": "the forge refused the bot's credentials",

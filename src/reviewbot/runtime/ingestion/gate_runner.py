@@ -6,7 +6,9 @@ failure an ``error`` naming the status and message. A delivery with a new id but
 semantic key as one already handled becomes ``duplicate_delivery`` and causes no action.
 
 Eligible decisions are handed to the ``on_eligible`` hook after they are committed: the
-review pipeline plugs in there.
+review pipeline plugs in there. A status, check or push event on a commit a part of this
+process registered for (:mod:`listeners`) is recorded as ``routed_to_listener`` and handed
+to that part's listener after the commit, the same way.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from typing import Any, TypeVar
 from reviewbot.config import Settings
 from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import Clock
+from reviewbot.core.commit_routes import Registration, listener_names
 from reviewbot.core.gate import (
     decision_without_gate,
     duplicate_decision,
     error_decision,
     gate,
     no_open_pulls_decision,
+    routed_decision,
     unresolved_decision,
 )
 from reviewbot.core.models import Decision, PullRequestSnapshot, Reason, RepoRef, Trigger
@@ -38,6 +42,13 @@ from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.dispatch import parse_delivery
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.observe import Telemetry
+from reviewbot.runtime.ingestion.listeners import (
+    WEBHOOK,
+    CommitListeners,
+    CommitNotice,
+    commit_event,
+    trigger_result,
+)
 from reviewbot.store import decisions, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord, Recorded
@@ -65,13 +76,25 @@ EligibleHook = Callable[[EligiblePull], Awaitable[None]]
 
 
 @dataclass(frozen=True)
+class Routed:
+    """A commit event for registered listeners, handed to them once it is recorded."""
+
+    notice: CommitNotice
+    registrations: tuple[Registration, ...]
+
+
+@dataclass(frozen=True)
 class Pending:
-    """A delivery's decisions, decided but not yet recorded."""
+    """A delivery's decisions, decided but not yet recorded.
+
+    The rows of ``gated`` come first, one per PR read, in order; a routed event's row
+    follows them."""
 
     delivery: StoredDelivery
     rows: tuple[DecisionRecord, ...]
     semantic_key: str | None
     gated: tuple[tuple[Trigger, PullRequestSnapshot], ...] = ()
+    routed: Routed | None = None
 
     def to_record(self, job_claim: JobClaim | None = None) -> decisions.ToRecord:
         errors = [r for r in self.rows if r.decision == Outcome.ERROR.value]
@@ -105,9 +128,12 @@ class GateRunner:
         on_eligible: EligibleHook | None = None,
         job_claim: Callable[[], JobClaim] | None = None,
         telemetry: Telemetry | None = None,
+        listeners: CommitListeners | None = None,
     ) -> None:
         """``job_claim``: eligible decisions get a durable review job claimed this way;
-        ``telemetry`` hears of every recorded decision."""
+        ``telemetry`` hears of every recorded decision; ``listeners``: the parts of this
+        process that registered for commits (see :mod:`listeners`)."""
+        self.listeners = listeners or CommitListeners()
         self.db = db
         self.telemetry = telemetry or Telemetry()
         self.job_claim = job_claim
@@ -176,6 +202,8 @@ class GateRunner:
                 )
             elif result.duplicate_of is None:
                 await self._notify(item.delivery, result, item.gated, claim)
+                if item.routed is not None:
+                    await self._route(item.routed)
         return recorded
 
     async def evaluate(self, delivery: StoredDelivery) -> Pending:
@@ -199,6 +227,9 @@ class GateRunner:
         trigger = await self._store(self._identify, trigger)
         if trigger.kind in ("ignored", "recorded"):
             return self._pending(delivery, trigger, [decision_without_gate(trigger)], None)
+        routed = self._routed(delivery, trigger)
+        if trigger.kind == "push":  # never gated: a PR hears of its pushes on its own
+            return await self._push(delivery, trigger, routed)
 
         forge = self.forges.get(trigger.forge or "")
         if forge is None:
@@ -215,20 +246,23 @@ class GateRunner:
                 decision = duplicate_decision(trigger, first)
                 return self._pending(delivery, trigger, [decision], None)
 
+        # A failed read of the PRs still routes the event: the listener's wait does not
+        # depend on the PRs at that commit.
+        with_routed = [routed_decision(trigger, routed.names)] if routed is not None else []
         try:
             pulls = await self._live_pulls(forge, trigger)
             bot = await self._bot_login(forge)
             permission = await self._commenter_permission(forge, trigger)
         except TriggerError as exc:
             decision = unresolved_decision(exc.detail, trigger=trigger)
-            return self._pending(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision, *with_routed], None, routed=routed)
         except ForgeError as exc:  # the code says what to fix (pr_not_found, forge_auth_failed...)
             decision = error_decision(reason_for(exc), str(exc), trigger=trigger)
-            return self._pending(delivery, trigger, [decision], None)
+            return self._pending(delivery, trigger, [decision, *with_routed], None, routed=routed)
 
         if not pulls:
-            decision = no_open_pulls_decision(trigger)
-            return self._pending(delivery, trigger, [decision], key)
+            skipped = with_routed or [no_open_pulls_decision(trigger)]
+            return self._pending(delivery, trigger, skipped, key, routed=routed)
 
         if key is None and trigger.kind == "pull":
             key = replace(trigger, head_sha=pulls[0].head_sha).semantic_key()
@@ -245,7 +279,47 @@ class GateRunner:
                 self._gate(per_pr, pull, rules, bot_login=bot, commenter_permission=permission)
             )
             gated.append((per_pr, pull))
-        return self._pending(delivery, trigger, found, key, gated)
+        return self._pending(delivery, trigger, [*found, *with_routed], key, gated, routed)
+
+    def _routed(self, delivery: StoredDelivery, trigger: Trigger) -> _Routing | None:
+        """The listeners a commit or push event goes to, if any registered for it."""
+        event = commit_event(trigger)
+        if event is None:
+            return None
+        found = self.listeners.match(event)
+        if not found:
+            return None
+        notice = CommitNotice(
+            event,
+            trigger.event,
+            WEBHOOK,
+            result=trigger_result(trigger),
+            url=trigger.extra.get("target_url") or None,
+            delivery_id=delivery.delivery_id,
+        )
+        return _Routing(Routed(notice, found), listener_names(found))
+
+    async def _push(
+        self, delivery: StoredDelivery, trigger: Trigger, routed: _Routing | None
+    ) -> Pending:
+        if routed is None:  # as before pushes were routed: not a pull-request event
+            return self._pending(delivery, trigger, [decision_without_gate(trigger)], None)
+        key = trigger.semantic_key()
+        first = await self._store(decisions.semantic_owner, self.db, key)
+        if first is not None and first != delivery.delivery_id:
+            return self._pending(delivery, trigger, [duplicate_decision(trigger, first)], None)
+        decision = routed_decision(trigger, routed.names)
+        return self._pending(delivery, trigger, [decision], key, routed=routed)
+
+    async def _route(self, routed: Routed) -> None:
+        """Hand a recorded event to its listeners; one that fails is logged by the registry
+        and never fails the delivery (its decision is already committed)."""
+        try:
+            await self.listeners.deliver(routed.notice, routed.registrations)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("routing delivery %s to its listeners failed", routed.notice.delivery_id)
 
     def _identify(self, trigger: Trigger) -> Trigger:
         """The trigger under its repository's current key (a renamed repository's old name
@@ -308,8 +382,10 @@ class GateRunner:
     ) -> None:
         if self.on_eligible is None or not gated:
             return  # only gated decisions (one per PR read) can be eligible
-        jobs = recorded.jobs or (None,) * len(recorded.records)
-        for row, job, (trigger, pull) in zip(recorded.records, jobs, gated, strict=True):
+        # The gated rows come first; a routed event's row may follow them.
+        rows = recorded.records[: len(gated)]
+        jobs = (recorded.jobs or (None,) * len(recorded.records))[: len(gated)]
+        for row, job, (trigger, pull) in zip(rows, jobs, gated, strict=True):
             if row.decision != Outcome.ELIGIBLE.value:
                 continue
             try:
@@ -329,9 +405,16 @@ class GateRunner:
         found: list[Decision],
         semantic_key: str | None,
         gated: list[tuple[Trigger, PullRequestSnapshot]] | None = None,
+        routed: _Routing | None = None,
     ) -> Pending:
         rows = tuple(self._row(delivery, trigger, d) for d in found)
-        return Pending(delivery, rows, semantic_key, tuple(gated or ()))
+        return Pending(
+            delivery,
+            rows,
+            semantic_key,
+            tuple(gated or ()),
+            routed.routed if routed is not None else None,
+        )
 
     def _row(
         self, delivery: StoredDelivery, trigger: Trigger | None, decision: Decision
@@ -350,6 +433,12 @@ class GateRunner:
             action=trigger.action if trigger else None,
             semantic_key=trigger.semantic_key() if trigger else None,
         )
+
+
+@dataclass(frozen=True)
+class _Routing:
+    routed: Routed
+    names: tuple[str, ...]  # the listeners' names, each once, for the decision's detail
 
 
 ENV_HEADER_PREFIX = "env:"

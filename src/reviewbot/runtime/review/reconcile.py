@@ -11,7 +11,10 @@ repositories (the ``[repos]`` keys, plus every repository a signed webhook named
 - re-evaluates heads whose latest review decision is still ``waiting`` (or failed to be
   evaluated), which is also how a missing check past its grace period gets reported;
 - hands heads the bot approved to automerge (``consider_merge``), for a merge an earlier
-  attempt left behind (its branch's merge lane was busy, the forge failed).
+  attempt left behind (its branch's merge lane was busy, the forge failed);
+- polls the check results of the commits parts of this process registered for
+  (:mod:`reviewbot.runtime.ingestion.listeners`) and hands their listeners what no webhook
+  brought.
 
 Replicas on one store never sweep one repository at once: each repository is swept under
 its sweep lane (:mod:`reviewbot.runtime.lanes`); a replica that finds a repository's lane
@@ -35,6 +38,7 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError
 from reviewbot.progress import Progress, Write
 from reviewbot.runtime.background import cancel_and_wait, repeat
+from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.lanes import Lane, Lanes, lane_name
 from reviewbot.runtime.review.pipeline import REEVALUATE, ReviewPipeline, ReviewRequest
 from reviewbot.store import decisions, repositories
@@ -61,6 +65,8 @@ class SweepReport:
     # Repositories another replica was sweeping: "forge:repo: swept by HOLDER".
     skipped: list[str] = field(default_factory=list)
     merge_considered: list[str] = field(default_factory=list)  # approved heads, to automerge
+    # Check results of registered commits handed to their listeners: "LISTENER: CTX=STATE at SHA".
+    listened: list[str] = field(default_factory=list)
 
 
 def sweep_delivery(
@@ -96,10 +102,14 @@ class Reconciler:
         lanes: Lanes | None = None,
         consider_merge: ConsiderMerge | None = None,
         prune: Callable[[], Awaitable[object]] | None = None,
+        listeners: CommitListeners | None = None,
     ) -> None:
         """``verify_merges``: re-reads merges left unverified (the merger's). ``lanes``:
         each repository is swept under its lane (None: a lone process, no lanes).
-        ``prune``: deletes what the retention settings no longer keep, after each sweep."""
+        ``prune``: deletes what the retention settings no longer keep, after each sweep.
+        ``listeners``: this process's commit listeners, whose registered SHAs are polled
+        (in memory: no other replica knows them, so no lane is needed)."""
+        self.listeners = listeners
         self.prune = prune
         self.settings = settings
         self.lanes = lanes
@@ -147,6 +157,10 @@ class Reconciler:
                     f"{forge_name}:{repo}; so far {report.open_pulls} open pull requests, "
                     f"{len(report.queued)} queued, {len(report.reevaluated)} re-evaluated"
                 )
+        if self.listeners is not None:
+            polled = await self.listeners.poll(self.forges)
+            report.listened += polled.handed
+            report.errors += polled.errors
         if self.verify_merges is not None:
             try:
                 await self.verify_merges()
@@ -240,11 +254,12 @@ class Reconciler:
 
     async def _sweep_and_report(self) -> None:
         report = await self.sweep(progress=log.info)
-        if report.queued or report.reevaluated:
+        if report.queued or report.reevaluated or report.listened:
             log.info(
-                "reconcile sweep: %d queued, %d re-evaluated",
+                "reconcile sweep: %d queued, %d re-evaluated, %d results handed to listeners",
                 len(report.queued),
                 len(report.reevaluated),
+                len(report.listened),
             )
 
 
