@@ -102,7 +102,7 @@ class ForgeUnavailable(ForgeError):
 _CREDENTIAL_OPERATIONS = frozenset({"bot_login", "probe", "app_installation", "app_token"})
 
 
-_BRANCH_OPERATIONS = frozenset({"required_checks", "merge_permission", "access"})
+_BRANCH_OPERATIONS = frozenset({"required_checks", "merge_permission", "branch", "access"})
 
 
 def reason_for(exc: ForgeError) -> ReasonCode:

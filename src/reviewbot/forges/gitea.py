@@ -119,6 +119,7 @@ class GiteaForge(HttpAdapter):
         }
         self._open_http(client, policy, sleep, clock, on_wait, watch)
         self._bot_login = bot_login
+        self._branch_reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
     # -- Forge -----------------------------------------------------------------------
 
@@ -155,7 +156,7 @@ class GiteaForge(HttpAdapter):
         gap, never "not protected".
         """
         try:
-            data = await self._get_json("required_checks", _repo_path(repo, "branches", branch))
+            data = await self._branch(repo, branch)
         except PermissionDenied as exc:
             return RequiredChecks(
                 globs=True, unreadable=(RulesGap("branch", READ_CODE, exc.status),)
@@ -285,7 +286,7 @@ class GiteaForge(HttpAdapter):
         """``user_can_merge`` of the base branch as the bot's account sees it: write
         access, and a place on the branch's merge whitelist when it has one (Gitea's
         ``IsUserAllowedToMerge``)."""
-        data = await self._get_json("merge_permission", _repo_path(repo, "branches", pull.base_ref))
+        data = await self._branch(repo, pull.base_ref)
         with response_shape("merge_permission"):
             if as_dict(data, "merge_permission").get("user_can_merge") is False:
                 return (
@@ -365,6 +366,21 @@ class GiteaForge(HttpAdapter):
             if len(batch) < PAGE_LIMIT or (total.isdigit() and len(items) >= int(total)):
                 break
         return items
+
+    async def _branch(self, repo: str, branch: str) -> Any:
+        """``GET /repos/{o}/{r}/branches/{b}``, read once for everyone asking at the same
+        time: a merge's judgement wants the branch's rules and the bot's merge permission
+        at once, and both are in the one answer. Nothing is kept past the read in flight."""
+        key = (repo.lower(), branch)
+        pending = self._branch_reads.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                self._get_json("branch", _repo_path(repo, "branches", branch))
+            )
+            self._branch_reads[key] = pending
+            pending.add_done_callback(lambda _: self._branch_reads.pop(key, None))
+        # One caller giving up does not cancel the read the others wait for.
+        return await asyncio.shield(pending)
 
     async def _get_json(
         self, operation: str, path: str, params: Mapping[str, Any] | None = None
