@@ -15,8 +15,7 @@ import pytest
 
 from reviewbot.runtime.review.reconcile import Reconciler
 from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import REPO, World, bot_world, set_check
-from tests.integration.server.test_merge_api import Merger
+from tests.integration.merge_support import REPO, Merger, World, bot_world, set_check
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 MISCASED = "Acme/API"  # REPO ("acme/api") as an attacker spells it

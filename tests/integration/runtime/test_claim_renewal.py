@@ -32,7 +32,7 @@ from reviewbot.store.decisions import DecisionRecord, ToRecord
 from reviewbot.store.journal import DeliveryClaim, NewDelivery, StoredDelivery
 from reviewbot.store.review_jobs import JobClaim
 from reviewbot.store.reviews import NewDecision, ReviewStore
-from tests.integration.runtime.review.test_review_crash import wait_for
+from tests.integration.review_support import wait_for
 from tests.integration.server_support import WAIT_S, make_settings
 
 HEAD = "c" * 40

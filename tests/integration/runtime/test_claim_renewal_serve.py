@@ -27,21 +27,19 @@ from reviewbot.store import decisions, journal
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.process_support import ServeProcess, serve_process
-from tests.integration.runtime.review.test_review_crash import (
+from tests.integration.review_support import (
+    APPROVED,
+    REPO,
+    SECRET,
     START_S,
     bot_env,
     outbox_rows,
+    prepare_sim,
     stop_bot,
     wait_for,
 )
 from tests.integration.runtime.review.test_review_external import writable_by_reviewers
 from tests.integration.runtime.review.test_review_intent import bot_reviews, jobs
-from tests.integration.runtime.review.test_review_pipeline import (
-    APPROVED,
-    REPO,
-    SECRET,
-    prepare_sim,
-)
 from tests.integration.server.test_server_crash import write_config
 from tests.integration.server_support import GITHUB_SECRET, sim_world
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from reviewbot.runtime.reviewers.tools import MutateArgs
 from reviewbot.store import repositories
 from tests.integration.server_support import Running, make_settings, running_server
-from tests.integration.workflowdb.test_db_tool_boundary import tool
+from tests.integration.tools_support import tool
 
 RULES = {"gitea:acme/api": {}, "gitea:acme/codename-x": {}}
 

@@ -9,88 +9,21 @@ without a second merge.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from reviewbot.core.prstate import parse_pr_state
 from reviewbot.store.merges import MergeStore
-from tests.integration.merge_support import CHANGES, REPO, World, set_check
+from tests.integration.merge_support import (
+    CHANGES,
+    REPO,
+    Merger,
+    World,
+    green_approved_pr,
+    set_check,
+)
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
-
-
-def green_approved_pr(w: World, forge: str, *, reviewer: str = "bob") -> Any:
-    pr = w.sim.open_pr(forge, REPO, author="alice")
-    set_check(w, forge, pr.head_sha, "success")
-    w.sim.submit_review(forge, REPO, pr.number, reviewer=reviewer, state="APPROVED")
-    return pr
-
-
-class Merger:
-    """An outside merger session using only the HTTP API."""
-
-    def __init__(self, w: World, name: str = "agent") -> None:
-        self.w = w
-        self.name = name
-        self.token = w.token("lease,merge,read")
-        self.identity = ""
-
-    async def register(self) -> str:
-        status, body = await self.w.call(
-            "POST",
-            "/api/v1/workers",
-            self.token,
-            {"name": self.name, "client": "test", "session_id": "s", "role": "merger"},
-        )
-        assert status == 201, body
-        self.identity = body["worker_identity"]
-        return self.identity
-
-    async def acquire(self, forge: str, number: int, head: str) -> int:
-        status, body = await self.w.call(
-            "POST",
-            "/api/v1/leases/acquire",
-            self.token,
-            {
-                "forge": forge,
-                "repo": REPO,
-                "number": number,
-                "role": "merger",
-                "worker_identity": self.identity,
-                "head_sha": head,
-            },
-        )
-        assert status == 200, body
-        epoch: int = body["epoch"]
-        return epoch
-
-    async def merge(
-        self, forge: str, number: int, head: str, epoch: int, **extra: Any
-    ) -> tuple[int, dict[str, Any]]:
-        return await self.w.call(
-            "POST",
-            "/api/v1/merges",
-            self.token,
-            {
-                "forge": forge,
-                "repo": REPO,
-                "number": number,
-                "head_sha": head,
-                "worker_identity": self.identity,
-                "epoch": epoch,
-                **extra,
-            },
-        )
-
-    async def lease(self, forge: str, number: int) -> dict[str, Any]:
-        status, body = await self.w.call(
-            "GET", f"/api/v1/leases?forge={forge}&repo={REPO}&number={number}", self.token
-        )
-        assert status == 200
-        merger = [x for x in body["leases"] if x["target"]["role"] == "merger"]
-        assert len(merger) == 1
-        return merger[0]
 
 
 def merges(w: World) -> MergeStore:

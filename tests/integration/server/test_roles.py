@@ -20,8 +20,7 @@ import pytest
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from tests.integration.process_support import run_reviewbot, serve_process
-from tests.integration.runtime.review.test_review_crash import bot_env
-from tests.integration.runtime.review.test_review_pipeline import BOT, REPO, SECRET, prepare_sim
+from tests.integration.review_support import BOT, REPO, SECRET, bot_env, prepare_sim
 
 pytestmark = pytest.mark.slow
 

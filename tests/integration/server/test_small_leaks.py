@@ -18,7 +18,7 @@ from reviewbot.cli import main
 from reviewbot.workflowdb.protected import bot_schema
 from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.server_support import Running, make_settings, running_server
-from tests.integration.workflowdb.test_db_tool_boundary import add_migration, rw_session, tool
+from tests.integration.tools_support import add_migration, rw_session, tool
 
 BLOB = bytes(range(256))  # not UTF-8, and every byte value once
 

@@ -23,7 +23,7 @@ from reviewbot.workflowdb.migrations import apply_workflow_db_migration, migrati
 from reviewbot.workflowdb.paths import WorkflowPaths
 from reviewbot.workflowdb.protected import packaged_migrations
 from tests.integration.server_support import Running, make_settings, running_server
-from tests.integration.workflowdb.test_db_tool_boundary import hold_a_lease
+from tests.integration.tools_support import hold_a_lease
 from tests.support.clock import FakeClock
 
 HEAD = "a" * 40

@@ -22,9 +22,16 @@ from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.migrations import migration_log, table_exists
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import Running, make_settings, running_server
+from tests.integration.tools_support import (
+    add_migration,
+    call,
+    hold_a_lease,
+    paths_of,
+    rw_session,
+    session,
+    tool,
+)
 
-HEAD = "a" * 40
-TARGET = {"forge": "gitea", "repo": "acme/api", "number": 12, "role": "merger"}
 FORGED = "rbt_forged-token-of-my-choice"
 RUNAWAY = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c"
 TIMEOUT_S = 1.5  # the server's per-statement limit in these tests
@@ -45,67 +52,9 @@ async def server(workflow_paths: WorkflowPaths) -> AsyncIterator[Running]:
         yield running
 
 
-def paths_of(srv: Running) -> WorkflowPaths:
-    return WorkflowPaths.from_settings(srv.service.settings)
-
-
 def in_dialect(store_kind: str, sql: str) -> str:
     """``sql`` with SQLite's ``[name]`` quoting as PostgreSQL's ``"name"`` there."""
     return sql.replace("[", '"').replace("]", '"') if store_kind == "postgresql" else sql
-
-
-def add_migration(srv: Running, name: str, sql: str) -> None:
-    (paths_of(srv).migrations_dir / name).write_text(sql)
-
-
-_runs = iter(range(1_000_000))
-
-
-def session(srv: Running, access: DBAccess) -> str:
-    """A token of a new run session of the server, with the standard tools."""
-    sessions = srv.app[SESSIONS]
-    run = sessions.open_run(
-        f"run-{next(_runs)}", db_access=access, tools=run_tools(paths_of(srv), sessions)
-    )
-    return sessions.issue_token(run.id, ttl_s=600)
-
-
-def rw_session(srv: Running) -> str:
-    return session(srv, DBAccess.READ_WRITE)
-
-
-async def tool(
-    srv: Running, token: str, name: str, arguments: dict[str, Any]
-) -> tuple[int, dict[str, Any]]:
-    async with srv.http.post(
-        f"{srv.base}/api/v1/tools/{name}",
-        json={"arguments": arguments},
-        headers={"Authorization": f"Bearer {token}"},
-    ) as resp:
-        return resp.status, await resp.json()
-
-
-async def call(
-    srv: Running, method: str, path: str, token: str | None, body: Any = None
-) -> tuple[int, dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with srv.http.request(method, srv.base + path, json=body, headers=headers) as resp:
-        return resp.status, await resp.json()
-
-
-async def hold_a_lease(srv: Running) -> tuple[str, dict[str, Any]]:
-    token = srv.token("lease,read")
-    status, worker = await call(
-        srv, "POST", "/api/v1/workers", token,
-        {"name": "agent", "client": "script", "session_id": "s-1", "role": "merger"},
-    )  # fmt: skip
-    assert status == 201, worker
-    status, lease = await call(
-        srv, "POST", "/api/v1/leases/acquire", token,
-        {**TARGET, "worker_identity": worker["worker_identity"], "head_sha": HEAD},
-    )  # fmt: skip
-    assert status == 200, lease
-    return token, lease
 
 
 def token_rows(srv: Running) -> list[tuple[Any, ...]]:

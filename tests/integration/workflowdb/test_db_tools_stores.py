@@ -14,7 +14,7 @@ import pytest
 
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import Running, make_settings, running_server
-from tests.integration.workflowdb.test_db_tool_boundary import add_migration, rw_session, tool
+from tests.integration.tools_support import add_migration, rw_session, tool
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.merge_support import REPO, World, set_check
-from tests.integration.server.test_merge_api import Merger
+from tests.integration.merge_support import REPO, Merger, World, set_check
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 

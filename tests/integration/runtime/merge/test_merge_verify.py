@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from reviewbot.runtime.review.reconcile import Reconciler
-from tests.integration.merge_support import REPO, World
-from tests.integration.server.test_merge_api import Merger, green_approved_pr
+from tests.integration.merge_support import REPO, Merger, World, green_approved_pr
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 

@@ -12,88 +12,29 @@ After a restart the drainer resumes the pending row, and exactly one review exis
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
-from reviewbot.store.database import SQLiteDatabase
-from tests.integration.process_support import ServeProcess, clean_env, serve_process
-from tests.integration.runtime.review.test_review_pipeline import (
+from tests.integration.process_support import serve_process
+from tests.integration.review_support import (
     APPROVED,
     BOT,
     REPO,
-    SECRET,
+    START_S,
+    bot_env,
+    outbox_rows,
     prepare_sim,
+    serve_until_crash,
+    stop_bot,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow
-# A serve starts in seconds, but in tens of them on a loaded machine running two at once.
-START_S = 60.0
-
-
-def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> dict[str, str]:
-    config = tmp_path / "reviewbot.toml"
-    config.write_text(f'[repos."github:{REPO}"]\n[repos."gitea:{REPO}"]\n')
-    return clean_env(
-        {
-            "REVIEWBOT_CONFIG": str(config),
-            "REVIEWBOT_DATA_DIR": str(tmp_path / "data"),
-            "REVIEWBOT_GITHUB__API_URL": sim_server.github_api_url,
-            "REVIEWBOT_GITHUB__TOKEN": tokens["github"],
-            "REVIEWBOT_GITHUB__WEBHOOK_SECRET": SECRET,
-            "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
-            "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
-            "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
-            "REVIEWBOT_LEASES__LEASE_S": "2",
-            "REVIEWBOT_LEASES__RENEW_S": "1.5",
-            "REVIEWBOT_LEASES__RETRY_S": "1",
-            "REVIEWBOT_WORKERS": "2",
-        }
-    )
-
-
-async def serve_until_crash(
-    tmp_path: Path, sim: Simulator, env: dict[str, str], forge: str, number: int, crash_at: str
-) -> None:
-    """A serve that exits as if killed at ``crash_at`` (status 137) once the PR's webhook
-    has arrived."""
-    crashing = {**env, "REVIEWBOT_TEST_CRASH_AT": crash_at}
-    async with serve_process(cwd=tmp_path, env=crashing, start_s=START_S) as bot:
-        sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
-        await sim.deliver_pull_request(forge, REPO, number, action="opened")
-        assert await asyncio.wait_for(bot.proc.wait(), 30) == 137
-
-
-async def stop_bot(bot: ServeProcess) -> None:
-    """SIGTERM; one that takes over 15 s is killed as the block ends (nothing after it
-    depends on a graceful stop, and a loaded machine may stop slowly)."""
-    bot.proc.terminate()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(bot.proc.wait(), 15)
-
-
-def outbox_rows(tmp_path: Path) -> list[dict[str, Any]]:
-    db = SQLiteDatabase(tmp_path / "data" / "db" / "db.sqlite")
-    try:
-        with db.read() as tx:
-            return [dict(r) for r in tx.all("SELECT * FROM review_outbox ORDER BY id")]
-    finally:
-        db.close()
-
-
-async def wait_for(predicate: Any, what: str, limit_s: float = 40.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.tokens import create_token
 from tests.integration.mcp_support import mcp_http, ok
-from tests.integration.runtime.review.test_review_pipeline import (
+from tests.integration.review_support import (
     BOT,
     REPO,
     make_settings,

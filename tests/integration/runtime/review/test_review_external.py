@@ -20,7 +20,7 @@ import pytest
 
 from reviewbot.core.models import PullRef
 from reviewbot.runtime.explain import pull_facts
-from tests.integration.runtime.review.test_review_pipeline import (
+from tests.integration.review_support import (
     APPROVED,
     CHANGES,
     REPO,

@@ -19,20 +19,18 @@ from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
 from tests.integration.process_support import serve_process
-from tests.integration.runtime.review.test_review_crash import (
-    START_S,
-    bot_env,
-    outbox_rows,
-    serve_until_crash,
-    stop_bot,
-    wait_for,
-)
-from tests.integration.runtime.review.test_review_pipeline import (
+from tests.integration.review_support import (
     APPROVED,
     BOT,
     REPO,
     SECRET,
+    START_S,
+    bot_env,
+    outbox_rows,
     prepare_sim,
+    serve_until_crash,
+    stop_bot,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow

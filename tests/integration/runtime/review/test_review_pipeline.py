@@ -8,132 +8,20 @@ review pinned to the head SHA, exactly once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from reviewbot.config import Settings
-from reviewbot.server.app import create_app
-from reviewbot.service import Parts, Service, build_service
-from reviewbot.sim.server import SimServer
-from reviewbot.sim.simulator import Simulator
-from reviewbot.store.reviews import ReviewStore
-from tests.support.store_fixtures import seeded
-
-REPO = "acme/api"
-SECRET = "s3cret"
-BOT = "reviewbot"
-APPROVED = {"github": "APPROVED", "gitea": "APPROVED"}
-CHANGES = {"github": "CHANGES_REQUESTED", "gitea": "REQUEST_CHANGES"}
-COMMENTED = {"github": "COMMENTED", "gitea": "COMMENT"}
-
-
-@dataclass
-class Bot:
-    sim: Simulator
-    sim_server: SimServer
-    settings: Settings
-    app: web.Application
-    runner: web.AppRunner
-    service: Service
-    base_url: str
-
-    @property
-    def store(self) -> ReviewStore:
-        assert self.service.review is not None
-        return self.service.review.store
-
-    async def settle(self, limit_s: float = 20.0) -> None:
-        """Until every delivery is gated and every outbox row is finished."""
-        st = self.service
-        assert st.pool is not None
-        deadline = time.monotonic() + limit_s
-        while True:
-            await asyncio.wait_for(st.pool.wait_idle(), limit_s)
-            with self.store.db.read() as tx:
-                row = tx.one("SELECT COUNT(*) AS n FROM review_outbox WHERE status = 'pending'")
-            if row is not None and row["n"] == 0:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError("outbox rows still pending")
-            await asyncio.sleep(0.02)
-
-    def bot_reviews(self, forge: str, number: int) -> list[Any]:
-        return [r for r in self.sim.pull(forge, REPO, number).reviews if r.user == BOT]
-
-    def bot_comments(self, forge: str, number: int) -> list[Any]:
-        return [c for c in self.sim.pull(forge, REPO, number).comments if c.user == BOT]
-
-    def decisions(self, forge: str, number: int) -> list[str]:
-        """Review decisions, oldest first."""
-        return [d.decision for d in reversed(self.store.decisions(forge, REPO, number))]
-
-
-def make_settings(
-    data_dir: Path, sim_server: SimServer, tokens: dict[str, str], **kw: Any
-) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": seeded(data_dir),
-        "github": {
-            "api_url": sim_server.github_api_url,
-            "token": tokens["github"],
-            "webhook_secret": SECRET,
-        },
-        "gitea": {"url": sim_server.gitea_url, "token": tokens["gitea"], "webhook_secret": SECRET},
-        "repos": {f"github:{REPO}": {}, f"gitea:{REPO}": {}},
-        "leases": {"lease_s": 3.0, "renew_s": 2.0, "retry_s": 1.0},
-        "reconcile_interval_s": 3600.0,
-        "workers": 2,
-    }
-    values.update(kw)
-    return Settings(**values)
-
-
-def prepare_sim(sim: Simulator, required: tuple[str, ...] = ("ci/test",)) -> dict[str, str]:
-    tokens = {}
-    for forge in ("github", "gitea"):
-        tokens[forge] = sim.add_user(forge, BOT, bot=True)
-        sim.add_user(forge, "alice")
-        sim.create_repo(forge, REPO)
-        if required:
-            sim.require_checks(forge, REPO, "main", list(required))
-    return tokens
-
-
-@contextlib.asynccontextmanager
-async def running_bot(
-    tmp_path: Path, *, required: tuple[str, ...] = ("ci/test",), **kw: Any
-) -> AsyncIterator[Bot]:
-    sim = Simulator()
-    async with SimServer(sim) as sim_server:
-        tokens = prepare_sim(sim, required)
-        settings = make_settings(tmp_path / "data", sim_server, tokens, **kw)
-        service = build_service(
-            settings,
-            parts=Parts.SERVE & ~Parts.RECONCILE,
-            backoff_base_s=0.05,
-            shutdown_grace_s=2.0,
-        )
-        app = create_app(service)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        base = f"http://{host}:{port}"
-        for forge in ("github", "gitea"):
-            sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
-        try:
-            yield Bot(sim, sim_server, settings, app, runner, service, base)
-        finally:
-            await runner.cleanup()
-
+from tests.integration.review_support import (
+    APPROVED,
+    BOT,
+    CHANGES,
+    COMMENTED,
+    REPO,
+    running_bot,
+)
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 

@@ -601,13 +601,13 @@ print(json.dumps([{"path": "src/app.py", "line": 1, "message": "seen", "severity
 async def test_through_serve_a_reviewer_sees_no_server_secret_and_no_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.integration.runtime.review.test_review_external import open_green_pr
-    from tests.integration.runtime.review.test_review_pipeline import (
+    from tests.integration.review_support import (
         APPROVED,
         REPO,
         SECRET,
         running_bot,
     )
+    from tests.integration.runtime.review.test_review_external import open_green_pr
 
     monkeypatch.setenv("FORGE_DEPLOY_TOKEN", SERVER_SECRET)
     out = tmp_path / "out"
@@ -637,12 +637,12 @@ async def test_through_serve_a_reviewer_sees_no_server_secret_and_no_database(
 async def test_through_serve_no_sandbox_means_no_review_and_sandbox_unavailable(
     tmp_path: Path,
 ) -> None:
+    from tests.integration.review_support import REPO, running_bot
     from tests.integration.runtime.review.test_review_external import (
         open_green_pr,
         reviewer,
         runs_of,
     )
-    from tests.integration.runtime.review.test_review_pipeline import REPO, running_bot
 
     command, runs = reviewer(tmp_path, "never", "print('[]')\n")
     rules = {"reviewers": [command]}

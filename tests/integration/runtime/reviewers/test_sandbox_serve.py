@@ -31,13 +31,14 @@ from reviewbot.runtime.reviewers.sandbox import probe
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from tests.integration.process_support import clean_env, serve_process
-from tests.integration.runtime.review.test_review_crash import START_S, wait_for
-from tests.integration.runtime.review.test_review_pipeline import (
+from tests.integration.review_support import (
     APPROVED,
     BOT,
     REPO,
     SECRET,
+    START_S,
     prepare_sim,
+    wait_for,
 )
 from tests.integration.runtime.reviewers.test_sandbox import (
     GREEDY,
