@@ -495,3 +495,40 @@ def test_the_page_loads_only_its_own_stylesheet_and_nothing_else() -> None:
     urls = [v for k, v in tags.attrs if k in ("src", "href") and v and not v.startswith("/")]
     assert urls == []
     assert ("href", markup.STYLESHEET) in tags.attrs
+
+
+def test_a_new_head_without_a_verdict_is_not_shown_the_old_heads_verdict() -> None:
+    new = "b" * 40
+    moved = pull_row(
+        head_sha=new,
+        gate_at=NOW - 1,
+        verdict="request_changes",
+        verdict_reason="checks_failed",
+        verdict_head=HEAD,
+        verdict_at=NOW - 5,
+        failed=("ci/test",),
+    )
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[moved]))), "pulls")
+    assert f"{new[:12]} eligible the pull request can be reviewed" in shown
+    assert "No review verdict at this head yet." in shown and "request changes" not in shown
+
+
+def test_a_merged_pull_keeps_the_verdict_it_merged_on_after_it_is_closed() -> None:
+    closed = pull_row(
+        gate="skip",
+        gate_reasons=("pr_closed",),
+        gate_at=NOW - 1,
+        verdict="approve",
+        verdict_reason="checks_passed",
+        verdict_head=HEAD,
+        verdict_at=NOW - 5,
+        merged=True,
+        merged_head=HEAD,
+        merge_commit="c" * 40,
+        merge_method="squash",
+    )
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[closed]))), "pulls")
+    assert (
+        f"{HEAD[:12]} approve merged merged {HEAD[:12]} as {'c' * 12} (squash)"
+        " every required check passed checks_passed" in shown
+    )

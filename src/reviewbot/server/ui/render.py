@@ -120,37 +120,37 @@ def merged_text(head: str | None, commit: str | None, method: str | None) -> str
     return text + (f" ({e(method)})" if method else "")
 
 
-def verdict_cells(p: PullRow) -> tuple[str, str]:
-    """A PR's verdict now and why: its newest review verdict, or a newer gate skip that
-    keeps it from being reviewed (a draft, a skip label...)."""
-    blocked = p.gate != "eligible" and not set(p.gate_reasons) <= NOT_ABOUT_THE_PULL
-    if p.verdict is None or (blocked and p.gate_at > (p.verdict_at or 0.0)):
-        word = p.gate
+def verdict_cells(p: PullRow) -> tuple[str, str, str]:
+    """A PR's head, verdict now and why: its newest review verdict, or a newer gate
+    decision that keeps it from being reviewed (a draft, a skip label...) or that let a
+    new head through which has no verdict yet."""
+    newer_gate = p.gate_at > (p.verdict_at or 0.0)
+    # A merged PR's "closed" adds nothing: the merge line says it, beside the verdict.
+    ignored = NOT_ABOUT_THE_PULL | ({"pr_closed"} if p.merged else set())
+    blocked = p.gate != "eligible" and not set(p.gate_reasons) <= ignored
+    new_head = p.gate == "eligible" and p.head_sha not in (None, p.verdict_head)
+    if p.verdict is None or (newer_gate and (blocked or new_head)):
+        head, word = p.head_sha, p.gate
         details = p.gate_details or ("",) * len(p.gate_reasons)
         why = reasons(zip(p.gate_reasons, details, strict=True), word)
-        if p.gate == "eligible" and p.verdict is None:
-            why += '<p class="detail">No review verdict yet.</p>'
+        if p.gate == "eligible":
+            why += '<p class="detail">No review verdict at this head yet.</p>'
     else:
-        word = p.verdict
-        why = verdict_why(p.verdict, p.verdict_reason or "", p.verdict_detail, p.failed,
-                          p.missing, p.pending)  # fmt: skip
+        head, word = p.verdict_head, p.verdict
+        why = verdict_why(
+            p.verdict, p.verdict_reason or "", p.verdict_detail, p.failed, p.missing, p.pending
+        )
     shown = badge(word)
     if p.merged:
         shown += " " + badge("merged")
-        why = f'<p class="merged">{merged_text(p.merged_head, p.merge_commit, p.merge_method)}' + (
-            f"</p>{why}"
-        )
-    return shown, why
+        what = merged_text(p.merged_head, p.merge_commit, p.merge_method)
+        why = f'<p class="merged">{what}</p>{why}'
+    return f"<code>{e(short(head))}</code>", shown, why
 
 
 def pulls_section(snapshot: StatusSnapshot, title: str = "Pull requests") -> str:
     rows = [
-        (
-            pr_link(snapshot, p.forge, p.repo, p.number),
-            f"<code>{e(short(p.verdict_head or p.head_sha))}</code>",
-            *verdict_cells(p),
-        )
-        for p in snapshot.pulls
+        (pr_link(snapshot, p.forge, p.repo, p.number), *verdict_cells(p)) for p in snapshot.pulls
     ]
     shown = table(("pull request", "head", "verdict", "why"), rows, "No pull request yet.")
     return (
