@@ -149,7 +149,7 @@ async def test_a_person_signs_in_and_follows_a_merged_pr_to_its_explanation_on_a
                     await link.click()
                     await page.wait_for_url(f"{server.base}/pr/gitea/acme/api/{pr.number}")
                     # What `explain` knows, as sections: the merge, verdicts, decisions, leases.
-                    merged = await page.locator("main > p.state").inner_text()
+                    merged = await page.locator("#merges p.state").inner_text()
                     assert f"merged {pr.head_sha[:12]} as" in merged
                     assert "approve" in await page.locator("#reviews").inner_text()
                     assert "eligible" in await page.locator("#gate").inner_text()

@@ -261,7 +261,8 @@ def leases_section(snapshot: StatusSnapshot, now: float) -> str:
     return f'<section id="leases"><h2>Live leases</h2>{shown}</section>'
 
 
-def merges_section(snapshot: StatusSnapshot, now: float) -> str:
+def merges_section(snapshot: StatusSnapshot, now: float, lead: str = "") -> str:
+    """Merge attempts, newest first; ``lead``: the PR page's sentence on its merge."""
     rows = [
         (
             time_tag(m.started_at, now),
@@ -275,6 +276,8 @@ def merges_section(snapshot: StatusSnapshot, now: float) -> str:
     ]
     heads = ("when", "pull request", "outcome", "method", "by", "what")
     shown = table(heads, rows, "No merge yet.")
+    if lead:
+        return f'<section id="merges"><h2>Merge</h2><p class="state ok">{lead}</p>{shown}</section>'
     return f'<section id="merges"><h2>Recent merges</h2>{shown}</section>'
 
 
@@ -410,20 +413,22 @@ def render_pull(view: PullView) -> str:
         display=snap.display,
     )
     facts = view.facts
+    merge = None if facts is None else facts.merge
+    lead = ""
+    if merge is not None:
+        what = merged_text(merge["head_sha"], merge["merge_commit_sha"], merge["method"])
+        lead = f"{what} by {e(merge['holder'])} under lease epoch {e(merge['epoch'])}."
+    merges = merges_section(scoped, view.now, lead=lead)
+    # A merged PR's merge comes first; an unmerged one's attempts after why it waits.
     parts = [f"<h1>{e(label)}</h1>", pulls_section(scoped, "Verdict now")]
+    parts += [merges] if lead else []
     if facts is not None:
-        merge = facts.merge
-        if merge is not None:
-            parts.append(
-                '<p class="state ok">'
-                + merged_text(merge["head_sha"], merge["merge_commit_sha"], merge["method"])
-                + f" by {e(merge['holder'])} under lease epoch {e(merge['epoch'])}.</p>"
-            )
         parts += [
             reviews_section(facts.reviews, view.now),
             gate_section(facts.decisions, view.now),
         ]
-    parts += [merges_section(scoped, view.now), leases_section(scoped, view.now)]
+    parts += [] if lead else [merges]
+    parts.append(leases_section(scoped, view.now))
     if facts is not None:
         parts += [lease_history_section(view.lease_history, view.now), findings_section(facts)]
     parts += [
