@@ -293,6 +293,10 @@ class Settings(BaseSettings):
     database_url: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # Where `serve --sim` runs its forge simulator: by default a free loopback port; a
+    # container sets a fixed one on every interface so that its port can be published.
+    sim_host: str = "127.0.0.1"
+    sim_port: int = Field(0, ge=0, le=65535)
     github: GitHubSettings = Field(default_factory=GitHubSettings)
     gitea: GiteaSettings = Field(default_factory=GiteaSettings)
     # Raw on purpose: any value other than read / read-write means "no access".

@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from reviewbot.cli import build_parser
 from reviewbot.config import ENV_PREFIX, Settings
-from tests.integration.process_support import run_reviewbot, serve_process
+from tests.integration.process_support import clean_env, run_reviewbot, serve_process
+from tests.integration.server_support import WAIT_S
 
 from .test_docs_configuration import SETTING_VARS
 
@@ -126,7 +133,9 @@ def test_compose_service_agrees_with_the_image_and_settings(name: str) -> None:
     assert svc["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
     env = svc["environment"]
     port = int(env["REVIEWBOT_PORT"])
-    assert svc["ports"] == [f"{port}:{port}"]
+    # Published on this machine's loopback only; a proxy in front serves others.
+    assert svc["ports"][0] == f"127.0.0.1:{port}:{port}"
+    assert all(str(p).startswith("127.0.0.1:") for p in svc["ports"])
     assert port == DEFAULT_PORT and env["REVIEWBOT_HOST"] == "0.0.0.0"
     mounts = [v for v in svc["volumes"] if isinstance(v, str)]
     named = {m.split(":")[0]: m.split(":")[1] for m in mounts if not m.startswith(".")}
@@ -171,6 +180,229 @@ async def test_default_compose_service_starts_and_the_image_health_check_passes(
             check=False,
         )
         assert done.returncode == 0, done.stderr
+
+
+# --- the try-it steps, as printed -------------------------------------------------------------
+
+COMPOSE_ARG = "-f deploy/compose.yaml"
+EXEC = f"docker compose {COMPOSE_ARG} exec reviewbot reviewbot "
+UP = f"docker compose {COMPOSE_ARG} up -d --build --wait"
+# Where the steps are printed: the compose file's header, and a fenced block of each doc.
+STEP_DOCS = [ROOT / "README.md", ROOT / "docs" / "operations.md"]
+
+
+def compose_steps() -> list[str]:
+    """The commands of the compose file's "Try it" comment, in order."""
+    text = (DEPLOY / "compose.yaml").read_text()
+    block = text.split("# Try it:", 1)[1].split("\n#\n", 1)[0]
+    lines = [line.removeprefix("#").strip() for line in block.splitlines()]
+    return [line for line in lines if line.startswith(("docker compose", "curl "))]
+
+
+def doc_steps(path: Path) -> list[str]:
+    """The commands of the ``sh`` block that starts with the compose ``up`` of ``path``."""
+    blocks = re.findall(r"```sh\n(.*?)```", path.read_text(), flags=re.S)
+    (block,) = [b for b in blocks if b.startswith(UP)]
+    return [line for line in block.splitlines() if line and not line.startswith("#")]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_compose_needs_a_version_that_reads_its_env_file_form_and_says_so() -> None:
+    # `env_file` entries with `path:`/`required:` came with Docker Compose 2.24.0.
+    forms = [f for svc in compose()["services"].values() for f in svc.get("env_file", [])]
+    assert forms and all(isinstance(f, dict) and "required" in f for f in forms)
+    assert "Docker Compose 2.24 or newer" in (DEPLOY / "compose.yaml").read_text()
+    assert "Docker Compose 2.24 or newer" in (ROOT / "docs" / "operations.md").read_text()
+
+
+def test_the_docs_print_the_compose_files_try_it_steps() -> None:
+    steps = compose_steps()
+    assert steps[0] == UP and len(steps) > 5
+    for path in STEP_DOCS:
+        assert doc_steps(path) == steps, path.name
+
+
+async def test_the_printed_try_it_steps_reach_an_approval_and_a_merge(tmp_path: Path) -> None:
+    """The default service as compose starts it, and each printed step run as printed: the
+    ``curl`` lines as they are, ``docker compose exec reviewbot reviewbot ...`` as reviewbot
+    with the container's environment. Only the container's paths and ports are moved to this
+    machine (a free loopback port for each published one)."""
+    svc = compose()["services"]["reviewbot"]
+    env = {k: str(v) for k, v in svc["environment"].items()}
+    published = {}
+    for mapping in svc["ports"]:
+        address, host_port, container_port = str(mapping).split(":")
+        published[f"{address}:{host_port}"] = int(container_port)
+    # The steps talk to the simulator where compose publishes its port.
+    sim_at = next(a for a, port in published.items() if port == int(env["REVIEWBOT_SIM_PORT"]))
+    bot_at = next(a for a, port in published.items() if port == int(env["REVIEWBOT_PORT"]))
+    assert env["REVIEWBOT_SIM_HOST"] == "0.0.0.0"  # in the container, so the port reaches it
+    sim_port = free_port()
+    env |= {
+        "REVIEWBOT_DATA_DIR": str(tmp_path / "data"),
+        "REVIEWBOT_HOST": "127.0.0.1",
+        "REVIEWBOT_SIM_HOST": "127.0.0.1",
+        "REVIEWBOT_SIM_PORT": str(sim_port),
+    }
+    steps = compose_steps()
+    assert steps[0] == UP
+    async with serve_process(*svc["command"][1:], cwd=tmp_path, env=env) as server:
+        moved = {sim_at: f"127.0.0.1:{sim_port}", bot_at: server.base.split("//", 1)[1]}
+
+        def run(step: str) -> str:
+            for published_at, here in moved.items():
+                step = step.replace(f"http://{published_at}", f"http://{here}")
+            if step.startswith(EXEC):
+                done = run_reviewbot(*shlex.split(step.removeprefix(EXEC)), cwd=tmp_path, env=env)
+            else:
+                argv = shlex.split(step)
+                assert argv[0] == "curl", step
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            assert done.returncode == 0, (step, done.stdout, done.stderr)
+            return done.stdout
+
+        async def until(step: str, wanted: Callable[[str], bool]) -> str:
+            """Run ``step`` again until its output is what the comment before it says (the
+            bot works on each webhook in the background)."""
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while not wanted(out := await asyncio.to_thread(run, step)):
+                assert loop.time() < deadline, (step, out)
+                await asyncio.sleep(0.2)
+            return out
+
+        explains = [s for s in steps if s.startswith(f"{EXEC}explain ")]
+        for step in steps[1:]:
+            if step == explains[0]:  # 2. waiting for the required checks
+                await until(step, lambda out: "WAITING" in out and "checks_pending" in out)
+            elif step.startswith("curl -s http") and "/_sim/pulls/" in step:  # 4. merged
+                pull = json.loads(await until(step, lambda out: json.loads(out)["merged"]))
+                assert pull["reviews"] and pull["merged"] is True
+            elif step == explains[-1] and step is not explains[0]:
+                out = run(step)
+                assert "was merged at" in out and "APPROVE" in out
+            elif step.startswith(f"{EXEC}token link "):
+                link = run(step).split()[0]
+            else:
+                run(step)
+        # 5. the link signs a browser in to the status page, which shows the merge.
+        assert link.startswith(server.base + "/login?link=")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(link) as form:
+                csrf = re.search(r'name="csrf" value="([^"]+)"', await form.text())
+                assert form.status == 200 and csrf
+                cookie = form.cookies["reviewbot_csrf"].value
+            async with http.post(
+                server.base + "/login",
+                data={"csrf": csrf.group(1), "link": link.split("link=", 1)[1]},
+                headers={"Cookie": f"reviewbot_csrf={cookie}"},
+                allow_redirects=False,
+            ) as signed:
+                assert signed.status == 303
+                session = signed.cookies["reviewbot_session"].value
+            async with http.get(
+                server.base + "/", headers={"Cookie": f"reviewbot_session={session}"}
+            ) as page:
+                text = await page.text()
+        assert page.status == 200 and "gitea:acme/demo#1" in text
+        assert '<span class="badge merged">' in text
+
+
+def test_the_printed_key_step_lets_the_image_user_read_a_0600_key(tmp_path: Path) -> None:
+    """A GitHub App key saved with mode 0600 by someone else is unreadable by the image's
+    user (uid 10001) through a bind mount, which keeps owner and mode; the compose file's
+    step makes it readable to that user alone."""
+    if os.geteuid() != 0:
+        pytest.skip("running as uid 10001 needs root")
+    uid = 10001
+    assert re.search(rf"--uid\s+{uid}\b", " ".join(dockerfile()["RUN"]))
+    (step,) = [
+        line.removeprefix("#").strip()
+        for line in (DEPLOY / "compose.yaml").read_text().splitlines()
+        if "chown" in line and "github-app.pem" in line
+    ]
+    folder = Path(tempfile.mkdtemp(prefix="reviewbot-key-"))
+    try:
+        folder.chmod(0o755)  # pytest's own folders are closed to other users
+        key = folder / "github-app.pem"
+        key.write_bytes(_pem())
+        key.chmod(0o600)
+        config = _example_with(folder, app_id="123456", private_key_path=f'"{key}"')
+        config.chmod(0o644)
+        (folder / "data").mkdir()
+        os.chown(folder / "data", uid, uid)  # as the image's /data volume
+
+        python, paths = _python_for(uid)
+
+        def start_as_image_user() -> str:
+            env = clean_env({"REVIEWBOT_CONFIG": str(config), "REVIEWBOT_PORT": "0", **paths})
+            env["REVIEWBOT_DATA_DIR"] = str(folder / "data")
+            done = subprocess.run(
+                [python, "-m", "reviewbot", "serve"],
+                cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=False,
+                user=uid, group=uid, extra_groups=[],
+            )  # fmt: skip
+            assert done.returncode == 2, done.stderr
+            return done.stderr.splitlines()[-1]
+
+        # As saved, the host user's: the start stops at the key, with one line.
+        assert start_as_image_user() == (
+            f"reviewbot: github.private_key_path: cannot read {key}: Permission denied (point "
+            "REVIEWBOT_GITHUB__PRIVATE_KEY_PATH at the App's private key file, or mount it there)"
+        )
+        # The printed step, on this copy of the key (as root already: without sudo).
+        here = step.replace("sudo ", "").replace("deploy/github-app.pem", shlex.quote(str(key)))
+        subprocess.run(["sh", "-c", here], check=True, timeout=30)
+        assert (key.stat().st_uid, key.stat().st_mode & 0o777) == (uid, 0o400)
+        # The key is read now: the start goes on to the next missing setting.
+        assert start_as_image_user().startswith("reviewbot: gitea.token: not configured")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _python_for(uid: int) -> tuple[str, dict[str, str]]:
+    """An interpreter with which ``uid`` imports reviewbot, and the variables it needs:
+    this one, or the system's Python of the same version reading this environment's
+    packages (this one may live where that user cannot go). Skips when there is none."""
+    check = "import reviewbot, sys; print(sys.version_info[:2])"
+    wanted = str(tuple(sys.version_info[:2]))
+    folders = [
+        str(ROOT / "src"),
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+    ]
+    for python, extra in (
+        (sys.executable, {}),
+        ("/usr/bin/python3", {"PYTHONPATH": os.pathsep.join(dict.fromkeys(folders))}),
+    ):
+        try:
+            done = subprocess.run(
+                [python, "-c", check], env=clean_env(extra), cwd="/", capture_output=True,
+                text=True, timeout=60, check=False, user=uid, group=uid, extra_groups=[],
+            )  # fmt: skip
+        except OSError:
+            continue
+        if done.returncode == 0 and done.stdout.strip() == wanted:
+            return python, extra
+    pytest.skip(f"no Python {wanted} that uid {uid} can run and that imports reviewbot")
+
+
+def _pem() -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
 
 
 # --- the real-forge path ----------------------------------------------------------------------

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
 
-from reviewbot.core.models import Reason
+from reviewbot.core.findings import Finding, Severity
+from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
+from reviewbot.core.leases import LeaseTarget, Role
+from reviewbot.core.models import PullRef, Reason
+from reviewbot.runtime.explain import PullFacts
 from reviewbot.server.ui import markup, render
 from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.reviews import ReviewDecision
 from reviewbot.store.status import (
+    Activity,
     LeaseRow,
     MergeRow,
     PullRow,
@@ -24,8 +31,65 @@ XSS = "<script>alert('x')</script>\"'&"
 HEAD = "a" * 40
 
 
+def review(
+    decision: str, code: str, *, failed: tuple[str, ...] = (), at: float = NOW
+) -> ReviewDecision:
+    return ReviewDecision(
+        id=1,
+        forge="gitea",
+        repo="acme/api",
+        number=7,
+        head_sha=HEAD,
+        decision=decision,
+        reason_code=code,
+        detail=f"{', '.join(failed)} failed" if failed else "",
+        blockers=(),
+        pending=(),
+        missing=("ci/lint",) if failed else (),
+        failed=failed,
+        delivery_id="del-review",
+        source="gitea",
+        worker=None,
+        epoch=None,
+        outbox_id=None,
+        decided_at=at,
+    )
+
+
+def lease_entry(event: LeaseEvent, reason: str = "", holder: str = "worker-1") -> HistoryEntry:
+    target = LeaseTarget("gitea", "acme/api", 7, Role.MERGER)
+    return HistoryEntry(target, event, holder, 4, HEAD, NOW - 3, reason=reason, actor="reviewbot")
+
+
+def with_activity(snap: StatusSnapshot) -> StatusSnapshot:
+    """``snap`` with its timeline: its decisions and merges, a review and a lease event."""
+    rows = [
+        *(Activity("gate", d.decided_at, d.forge, d.repo, d.number, d) for d in snap.decisions),
+        *(Activity("merge", m.started_at, m.forge, m.repo, m.number, m) for m in snap.merges),
+        Activity("review", NOW - 8, "gitea", "acme/api", 7, review("approve", "checks_passed")),
+        Activity(
+            "lease", NOW - 3, "gitea", "acme/api", 7, lease_entry(LeaseEvent.RELEASED, "merged")
+        ),
+    ]
+    rows.sort(key=lambda a: a.at, reverse=True)
+    return StatusSnapshot(
+        queue=snap.queue,
+        decisions=snap.decisions,
+        pulls=snap.pulls,
+        leases=snap.leases,
+        merges=snap.merges,
+        runs=snap.runs,
+        display=snap.display,
+        activity=rows,
+    )
+
+
 def snapshot(text: str = "plain", *, queue_id: str | None = "d-1") -> StatusSnapshot:
     """One row of every kind, each text field carrying ``text``."""
+    return with_activity(_rows(text, queue_id))
+
+
+def _rows(text: str, queue_id: str | None) -> StatusSnapshot:
     repo = "acme/api"
     return StatusSnapshot(
         queue=QueueState(
@@ -222,6 +286,8 @@ def test_text_from_the_forge_or_a_caller_is_never_markup(page: str) -> None:
         "time",
         "pre",
         "label",
+        "details",
+        "summary",
     }
 
 
@@ -252,6 +318,171 @@ def test_the_pull_page_shows_only_that_pulls_rows_and_the_explanation() -> None:
     assert "reviewbot explain gitea:Acme/plain#7" in text
 
 
+def pull_row(**changes: object) -> PullRow:
+    row = PullRow(
+        "gitea",
+        "acme/api",
+        "acme/api",
+        7,
+        HEAD,
+        "eligible",
+        ("eligible",),
+        NOW - 20,
+        None,
+        None,
+        None,
+        False,
+        gate_details=("",),
+    )
+    return replace(row, **changes)  # type: ignore[arg-type]
+
+
+def cells(text: str, section: str) -> str:
+    """The visible text of one section, tags dropped and spaces collapsed."""
+    part = text.split(f'<section id="{section}">', 1)[1].split("</section>", 1)[0]
+    return " ".join(re.sub(r"<[^>]+>", " ", part).split())
+
+
+def test_a_rejected_pull_shows_its_verdict_the_reason_and_the_failing_check() -> None:
+    rejected = pull_row(
+        verdict="request_changes",
+        verdict_reason="checks_failed",
+        verdict_detail="failed: ci/test",
+        verdict_head=HEAD,
+        verdict_at=NOW - 5,
+        failed=("ci/test",),
+        missing=("ci/lint",),
+    )
+    snap = replace(_rows("plain", "d-1"), pulls=[rejected])
+    shown = cells(render.render_status(view(snap)), "pulls")
+    assert "request changes" in shown and "a required check failed checks_failed" in shown
+    assert "failed: ci/test" in shown and "missing: ci/lint" in shown
+    assert shown.count("ci/test") == 1  # the detail only listed it: said once
+    assert "eligible" not in shown  # the gate let it through; the verdict is what counts
+
+
+def test_a_newer_gate_skip_that_blocks_the_pull_is_its_verdict_and_noise_is_not() -> None:
+    reviewed = {"verdict": "approve", "verdict_reason": "checks_passed", "verdict_at": NOW - 30}
+    draft = pull_row(gate="skip", gate_reasons=("pr_draft",), gate_details=("",), **reviewed)
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[draft]))), "pulls")
+    assert "skip the pull request is a draft pr_draft" in shown and "approve" not in shown
+    noise = pull_row(gate="skip", gate_reasons=("action_ignored",), gate_details=("",), **reviewed)
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[noise]))), "pulls")
+    assert "approve every required check passed checks_passed" in shown
+
+
+def test_rows_never_repeat_the_outcome_as_their_reason() -> None:
+    gate = DecisionRecord(
+        "d-9",
+        "gitea",
+        "eligible",
+        (Reason("eligible", ""),),
+        NOW - 2,
+        "gitea",
+        "acme/api",
+        7,
+        HEAD,
+        "status",
+        None,
+    )
+    snap = replace(_rows("p", None), pulls=[pull_row()], decisions=[gate])
+    text = render.render_status(view(with_activity(snap)))
+    for section in ("pulls", "decisions"):
+        assert "eligible eligible" not in cells(text, section), section
+    assert "eligible the pull request can be reviewed" in cells(text, "pulls")
+    decisions = cells(text, "decisions")
+    assert "gate eligible at aaaaaaaaaaaa the pull request can be reviewed on status" in decisions
+
+
+def test_every_stage_says_its_outcome_and_why_and_a_merge_names_what_merged() -> None:
+    merged = MergeRow(
+        "gitea",
+        "acme/api",
+        7,
+        HEAD,
+        "merged",
+        (),
+        "merged",
+        "squash",
+        "bot-1",
+        3,
+        NOW - 1,
+        merge_commit="c" * 40,
+    )
+    snap = replace(
+        _rows("p", None),
+        merges=[merged],
+        pulls=[
+            pull_row(merged=True, merged_head=HEAD, merge_commit="c" * 40, merge_method="squash")
+        ],
+    )
+    text = render.render_status(view(with_activity(snap)))
+    decisions = cells(text, "decisions")
+    assert (
+        f"merge merged at {HEAD[:12]} merged {HEAD[:12]} as {'c' * 12} (squash) by bot-1"
+        " (lease epoch 3)" in decisions
+    )
+    assert "why: merged" not in decisions
+    assert "review approve at aaaaaaaaaaaa every required check passed checks_passed" in decisions
+    assert (
+        "lease released at aaaaaaaaaaaa merger lease, epoch 4, held by worker-1: the pull"
+        " request was merged under it merged" in decisions
+    )
+    assert f"merged {HEAD[:12]} as {'c' * 12} (squash)" in cells(text, "pulls")
+    assert f"merged {HEAD[:12]} as {'c' * 12}" in cells(text, "merges")
+
+
+def test_the_pull_page_shows_reviews_gate_decisions_merge_and_lease_history_as_sections() -> None:
+    snap = snapshot()
+    facts = PullFacts(
+        pr=PullRef("gitea", "acme", "api", 7),
+        shown="gitea:acme/api#7",
+        decisions=snap.decisions[:1],
+        reviews=[review("request_changes", "checks_failed", failed=("ci/test",))],
+        merge={
+            "head_sha": HEAD,
+            "merge_commit_sha": "c" * 40,
+            "method": "merge",
+            "holder": "bot-1",
+            "epoch": 2,
+        },
+        findings=(Finding("src/app.py", 3, "unused <name>", Severity.ERROR),),
+    )
+    history = [
+        lease_entry(LeaseEvent.GRANTED),
+        lease_entry(LeaseEvent.EXPIRED, "heartbeat-lapsed"),
+        lease_entry(LeaseEvent.TAKEOVER, holder="worker-2"),
+    ]
+    text = render.render_pull(
+        render.PullView(
+            markup.Reader("r", None),
+            "gitea",
+            "acme/api",
+            7,
+            "as text",
+            snap,
+            NOW,
+            "c",
+            facts=facts,
+            lease_history=history,
+        )
+    )
+    reviews = cells(text, "reviews")
+    assert "request changes at aaaaaaaaaaaa a required check failed checks_failed" in reviews
+    assert "failed: ci/test" in reviews and "del-review" in reviews
+    gate = cells(text, "gate")
+    assert "skip at aaaaaaaaaaaa the pull request carries a label" in gate
+    assert "label plain" in gate and "on pull_request/opened" in gate
+    trail = cells(text, "lease-history")
+    assert "its holder stopped renewing it and its term ran out heartbeat-lapsed" in trail
+    assert trail.index("granted") < trail.index("expired") < trail.index("takeover")
+    assert f"merged {HEAD[:12]} as {'c' * 12} (merge) by bot-1 under lease epoch 2." in " ".join(
+        re.sub(r"<[^>]+>", " ", text).split()
+    )
+    assert "unused &lt;name&gt;" in cells(text, "findings")
+    assert "<pre>as text</pre>" in text
+
+
 def test_times_read_as_ages_with_the_moment_in_the_title() -> None:
     text = render.render_status(view(snapshot()))
     moment = re.search(r'<time datetime="([^"]+)" title="[^"]+">([^<]+)</time>', text)
@@ -264,3 +495,40 @@ def test_the_page_loads_only_its_own_stylesheet_and_nothing_else() -> None:
     urls = [v for k, v in tags.attrs if k in ("src", "href") and v and not v.startswith("/")]
     assert urls == []
     assert ("href", markup.STYLESHEET) in tags.attrs
+
+
+def test_a_new_head_without_a_verdict_is_not_shown_the_old_heads_verdict() -> None:
+    new = "b" * 40
+    moved = pull_row(
+        head_sha=new,
+        gate_at=NOW - 1,
+        verdict="request_changes",
+        verdict_reason="checks_failed",
+        verdict_head=HEAD,
+        verdict_at=NOW - 5,
+        failed=("ci/test",),
+    )
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[moved]))), "pulls")
+    assert f"{new[:12]} eligible the pull request can be reviewed" in shown
+    assert "No review verdict at this head yet." in shown and "request changes" not in shown
+
+
+def test_a_merged_pull_keeps_the_verdict_it_merged_on_after_it_is_closed() -> None:
+    closed = pull_row(
+        gate="skip",
+        gate_reasons=("pr_closed",),
+        gate_at=NOW - 1,
+        verdict="approve",
+        verdict_reason="checks_passed",
+        verdict_head=HEAD,
+        verdict_at=NOW - 5,
+        merged=True,
+        merged_head=HEAD,
+        merge_commit="c" * 40,
+        merge_method="squash",
+    )
+    shown = cells(render.render_status(view(replace(_rows("p", None), pulls=[closed]))), "pulls")
+    assert (
+        f"{HEAD[:12]} approve merged merged {HEAD[:12]} as {'c' * 12} (squash)"
+        " every required check passed checks_passed" in shown
+    )

@@ -266,7 +266,11 @@ class SimSession:
         # Fresh SHAs each run: the store may hold an earlier run's decisions for acme/demo#1,
         # and a head it already approved would never be reviewed again.
         sim = Simulator(sha_seed=secrets.token_hex(8))
-        server = await SimServer(sim, host="127.0.0.1", port=0).start()
+        where = (settings.sim_host, settings.sim_port)
+        try:
+            server = await SimServer(sim, host=where[0], port=where[1]).start()
+        except OSError as exc:
+            raise ConfigError(_listen_problem(*where, exc, how="REVIEWBOT_SIM_PORT")) from None
         secret = secrets.token_hex(16)
         tokens = {}
         for forge in ("github", "gitea"):

@@ -128,3 +128,11 @@ def for_pull(
         (*params, limit),
     )
     return [_entry(r) for r in rows]
+
+
+def recent(tx: Tx, where: str, params: list[Any], limit: int) -> list[HistoryEntry]:
+    """The newest ``limit`` rows matching ``where`` (an SQL condition), newest first."""
+    rows = tx.all(
+        f"SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit]
+    )
+    return [_entry(r) for r in rows]

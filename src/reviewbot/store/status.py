@@ -12,12 +12,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewbot.core.lease_history import HistoryEntry
+from reviewbot.store import lease_history
 from reviewbot.store.database import Database, Tx
 from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.reviews import ReviewDecision
 
 # Rows per list: a page a person reads, not an export.
 LIMIT = 50
 PULL_WINDOW = 40  # the pull list is built from the newest LIMIT * PULL_WINDOW decisions
+# Review rows that note how a verdict was handled, not what it is: never a PR's verdict.
+NOT_VERDICTS = ("posted", "missing_reported", "reopened", "superseded", "lease_held")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,15 @@ class PullRow:
     verdict_reason: str | None
     verdict_head: str | None
     merged: bool
+    gate_details: tuple[str, ...] = ()  # each gate reason's detail, beside gate_reasons
+    verdict_detail: str = ""
+    verdict_at: float | None = None
+    failed: tuple[str, ...] = ()  # the verdict's required checks by state
+    missing: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
+    merged_head: str | None = None  # the recorded merge: at which head, as which commit
+    merge_commit: str | None = None
+    merge_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class MergeRow:
     holder: str
     epoch: int
     started_at: float
+    merge_commit: str | None = None  # the forge's merge commit, for the attempt that merged
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,23 @@ class RunRow:
     ran_at: float
 
 
+# What one stage recorded: a gate decision, a review verdict (or posting), a merge attempt
+# or a lease event.
+StageRecord = DecisionRecord | ReviewDecision | MergeRow | HistoryEntry
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One row of the page's timeline of every stage, newest first."""
+
+    stage: str  # gate, review, merge, lease
+    at: float
+    forge: str | None
+    repo: str | None
+    number: int | None
+    record: StageRecord
+
+
 @dataclass(frozen=True)
 class StatusSnapshot:
     queue: QueueState
@@ -114,6 +146,7 @@ class StatusSnapshot:
     merges: list[MergeRow] = field(default_factory=list)
     runs: list[RunRow] = field(default_factory=list)
     display: dict[tuple[str, str], str] = field(default_factory=dict)
+    activity: list[Activity] = field(default_factory=list)
 
     def name(self, forge: str, repo: str) -> str:
         return self.display.get((forge, repo), repo)
@@ -130,15 +163,46 @@ def snapshot(db: Database, scope: Scope, now: float, limit: int = LIMIT) -> Stat
             f"SELECT * FROM pr_gate_decisions WHERE {cond} ORDER BY id DESC LIMIT ?",
             [*params, limit],
         )
+        gates = [DecisionRecord.from_row(r) for r in decision_rows]
+        merges = _merges(tx, scope, limit)
         return StatusSnapshot(
             queue=_queue(tx, scope),
-            decisions=[DecisionRecord.from_row(r) for r in decision_rows],
+            decisions=gates,
             pulls=_pulls(tx, scope, limit, display),
             leases=_leases(tx, scope, now, limit),
-            merges=_merges(tx, scope, limit),
+            merges=merges,
             runs=_runs(tx, scope, limit),
             display=display,
+            activity=_activity(tx, scope, limit, gates, merges),
         )
+
+
+def _activity(
+    tx: Tx, scope: Scope, limit: int, gates: list[DecisionRecord], merges: list[MergeRow]
+) -> list[Activity]:
+    """The newest ``limit`` records of every stage, merged by time."""
+    cond, params = scope.where()
+    reviews = [
+        ReviewDecision.from_row(r)
+        for r in tx.all(
+            f"SELECT * FROM review_decisions WHERE {cond} ORDER BY id DESC LIMIT ?",
+            [*params, limit],
+        )
+    ]
+    leases = lease_history.recent(tx, cond, params, limit)
+    rows = [
+        *(Activity("gate", d.decided_at, d.forge, d.repo, d.number, d) for d in gates),
+        *(Activity("review", r.decided_at, r.forge, r.repo, r.number, r) for r in reviews),
+        *(Activity("merge", m.started_at, m.forge, m.repo, m.number, m) for m in merges),
+        *(Activity("lease", e.at, *_pull_of(e), e) for e in leases),
+    ]
+    # Stable: records of one moment keep their stage order (a gate before its review).
+    rows.sort(key=lambda a: a.at, reverse=True)
+    return rows[:limit]
+
+
+def _pull_of(entry: HistoryEntry) -> tuple[str, str, int]:
+    return entry.target.forge, entry.target.repo, entry.target.number
 
 
 def _queue(tx: Tx, scope: Scope) -> QueueState:
@@ -183,14 +247,17 @@ def _pulls(tx: Tx, scope: Scope, limit: int, display: dict[tuple[str, str], str]
         gate = DecisionRecord.from_row(row)
         assert gate.forge is not None and gate.repo is not None and gate.number is not None
         key = (gate.forge, gate.repo, gate.number)
-        verdict = tx.one(
-            "SELECT decision, reason_code, head_sha FROM review_decisions "
-            "WHERE forge = ? AND repo = ? AND number = ? "
-            "AND decision NOT IN ('posted', 'missing_reported') ORDER BY id DESC LIMIT 1",
-            key,
+        marks = ", ".join("?" for _ in NOT_VERDICTS)
+        newest_verdict = tx.one(
+            "SELECT * FROM review_decisions WHERE forge = ? AND repo = ? AND number = ? "
+            f"AND decision NOT IN ({marks}) ORDER BY id DESC LIMIT 1",
+            [*key, *NOT_VERDICTS],
         )
+        verdict = None if newest_verdict is None else ReviewDecision.from_row(newest_verdict)
         merged = tx.one(
-            "SELECT 1 FROM merged_pulls WHERE forge = ? AND repo = ? AND number = ?", key
+            "SELECT head_sha, merge_commit_sha, method FROM merged_pulls "
+            "WHERE forge = ? AND repo = ? AND number = ?",
+            key,
         )
         out.append(
             PullRow(
@@ -202,10 +269,19 @@ def _pulls(tx: Tx, scope: Scope, limit: int, display: dict[tuple[str, str], str]
                 gate=gate.decision,
                 gate_reasons=tuple(r.code for r in gate.reasons),
                 gate_at=gate.decided_at,
-                verdict=None if verdict is None else str(verdict["decision"]),
-                verdict_reason=None if verdict is None else str(verdict["reason_code"]),
-                verdict_head=None if verdict is None else str(verdict["head_sha"]),
+                verdict=None if verdict is None else verdict.decision,
+                verdict_reason=None if verdict is None else verdict.reason_code,
+                verdict_head=None if verdict is None else verdict.head_sha,
                 merged=merged is not None,
+                gate_details=tuple(r.detail for r in gate.reasons),
+                verdict_detail="" if verdict is None else verdict.detail,
+                verdict_at=None if verdict is None else verdict.decided_at,
+                failed=() if verdict is None else verdict.failed,
+                missing=() if verdict is None else verdict.missing,
+                pending=() if verdict is None else verdict.pending,
+                merged_head=None if merged is None else str(merged["head_sha"]),
+                merge_commit=None if merged is None else merged["merge_commit_sha"],
+                merge_method=None if merged is None else str(merged["method"]),
             )
         )
     return out
@@ -234,9 +310,14 @@ def _leases(tx: Tx, scope: Scope, now: float, limit: int) -> list[LeaseRow]:
 
 
 def _merges(tx: Tx, scope: Scope, limit: int) -> list[MergeRow]:
-    cond, params = scope.where()
+    cond, params = scope.where("a.")
+    # The merge commit is the merged PR's, named on the attempt that merged at its head.
     rows = tx.all(
-        f"SELECT * FROM merge_attempts WHERE {cond} ORDER BY id DESC LIMIT ?", [*params, limit]
+        "SELECT a.*, m.merge_commit_sha FROM merge_attempts AS a LEFT JOIN merged_pulls AS m"
+        " ON a.status = 'merged' AND m.forge = a.forge AND m.repo = a.repo"
+        " AND m.number = a.number AND m.head_sha = a.head_sha"
+        f" WHERE {cond} ORDER BY a.id DESC LIMIT ?",
+        [*params, limit],
     )
     return [
         MergeRow(
@@ -251,6 +332,7 @@ def _merges(tx: Tx, scope: Scope, limit: int) -> list[MergeRow]:
             r["holder"],
             int(r["epoch"]),
             float(r["started_at"]),
+            r["merge_commit_sha"],
         )
         for r in rows
     ]

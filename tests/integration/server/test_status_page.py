@@ -7,6 +7,7 @@ the real SQLite store the server reads.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -23,13 +24,15 @@ from aiohttp.test_utils import TestServer
 from reviewbot.config import Settings
 from reviewbot.server.app import create_app
 from reviewbot.service import Parts, build_service
+from reviewbot.sim import SimServer, Simulator
 from reviewbot.store import ui_sessions
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.tokens import create_token, hash_token, revoke_token
-from tests.integration.process_support import run_reviewbot
+from tests.integration.process_support import run_reviewbot, serve_process
 from tests.integration.server_support import (
     GITEA_SECRET,
     GITHUB_SECRET,
+    WAIT_S,
     make_settings,
     sim_world,
 )
@@ -447,3 +450,86 @@ async def test_a_sign_in_body_without_a_length_is_cut_off_at_its_limit(browser: 
 
     answer = await browser.request("POST", "/login", data=endless())
     assert answer.status == 413 and "reviewbot_session" not in answer.cookies
+
+
+async def _page(http: aiohttp.ClientSession, url: str, token: str) -> str:
+    async with http.get(url, headers={"Authorization": f"Bearer {token}"}) as resp:
+        assert resp.status == 200, await resp.text()
+        return await resp.text()
+
+
+def _section(text: str, section: str) -> str:
+    """A section's visible text: tags dropped, spaces collapsed."""
+    part = text.split(f'<section id="{section}">', 1)[1].split("</section>", 1)[0]
+    return " ".join(re.sub(r"<[^>]+>", " ", part).split())
+
+
+async def test_a_real_server_shows_why_it_rejected_a_pull_and_what_it_merged(
+    tmp_path: Path,
+) -> None:
+    """``reviewbot serve`` against the simulator: one PR's ci/test fails, another's passes."""
+    sim = Simulator()
+    async with SimServer(sim, host="127.0.0.1", port=0) as sim_server:
+        bot = sim.add_user("gitea", "reviewbot", bot=True)
+        sim.add_user("gitea", "alice")
+        sim.create_repo("gitea", "acme/api", default_branch="main")
+        sim.set_permission("gitea", "acme/api", "alice", "write")
+        (tmp_path / "reviewbot.toml").write_text(
+            '[defaults]\nrequired_checks = ["ci/test"]\nbase_branches = ["main"]\n'
+            f'automerge = true\n\n[gitea]\nurl = "{sim_server.gitea_url}"\n'
+            'bot_login = "reviewbot"\n'
+        )
+        env = {"REVIEWBOT_GITEA__TOKEN": bot, "REVIEWBOT_GITEA__WEBHOOK_SECRET": "s3cret"}
+        created = run_reviewbot(
+            "token", "create", "--name", "page", "--scopes", "read", "--json",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stderr
+        token = json.loads(created.stdout)["token"]
+        async with serve_process(cwd=tmp_path, env=env) as server, aiohttp.ClientSession() as http:
+            sim.set_webhook("gitea", url=server.base + "/webhooks/gitea", secret="s3cret")
+            outcomes = {}
+            for state in ("failure", "success"):
+                pr = sim.open_pr("gitea", "acme/api", author="alice", title=f"ci {state}")
+                assert (
+                    await sim.deliver_pull_request("gitea", "acme/api", pr.number)
+                ).status == 202
+                status = sim.set_status("gitea", "acme/api", pr.head_sha, "ci/test", state)
+                assert (await sim.deliver_status("gitea", "acme/api", status.id)).status == 202
+                outcomes[state] = pr
+            rejected, merged = outcomes["failure"], outcomes["success"]
+            pull = sim.pull("gitea", "acme/api", merged.number)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT_S
+            while True:
+                text = await _page(http, server.base + "/", token)
+                seen = _section(text, "pulls") + _section(text, "decisions")
+                if pull.merged and "failed: ci/test" in seen and "merge merged" in seen:
+                    break
+                assert loop.time() < deadline, text
+                await asyncio.sleep(0.1)
+
+            pulls = _section(text, "pulls")
+            row = pulls.split(f"gitea:acme/api#{rejected.number}", 1)[1]
+            assert row.startswith(
+                f" {rejected.head_sha[:12]} request changes a required check failed checks_failed"
+            ), row
+            assert "failed: ci/test" in row
+            head, commit = merged.head_sha[:12], (pull.merge_commit_sha or "")[:12]
+            assert f"merged {head} as {commit}" in pulls
+            decisions = _section(text, "decisions")
+            # Every stage is there, with its outcome and reason in words, never twice.
+            assert f"review request changes at {rejected.head_sha[:12]}" in decisions
+            assert "a required check failed checks_failed" in decisions
+            assert f"merge merged at {head} merged {head} as {commit}" in decisions
+            assert "lease granted" in decisions and "lease released" in decisions
+            assert "the bot recorded its review verdict reviewed" in decisions
+            assert "eligible eligible" not in decisions and "why: merged" not in text
+
+            page = await _page(http, f"{server.base}/pr/gitea/acme/api/{rejected.number}", token)
+            reviews = _section(page, "reviews")
+            assert "request changes" in reviews and "failed: ci/test" in reviews
+            assert "eligible at" in _section(page, "gate")
+            trail = _section(page, "lease-history")
+            assert "reviewer lease, epoch" in trail and "reviewed" in trail
+            assert "Lease history for gitea:acme/api#" in page  # the text form, as explain

@@ -99,16 +99,53 @@ def pr_link(snapshot: StatusSnapshot, forge: str, repo: str, number: int) -> str
 
 
 def badge(word: str | None) -> str:
+    """An outcome as a coloured word; the class keeps the code, the text reads as words."""
     if not word:
         return '<span class="badge">none</span>'
-    return f'<span class="badge {e(word)}">{e(word)}</span>'
+    return f'<span class="badge {e(word)}">{e(word.replace("_", " "))}</span>'
 
 
-def reasons(codes: Iterable[tuple[str, str]]) -> str:
+def plain(code: str) -> str:
+    """What a reason code means, in the words ``reviewbot explain`` uses."""
+    return PLAIN_WORDS.get(code, code.replace("_", " "))
+
+
+def reasons(codes: Iterable[tuple[str, str]], outcome: str = "") -> str:
+    """Each reason in plain words, then its code (unless it only repeats ``outcome``, as
+    ``eligible`` does) and its detail."""
     items = "".join(
-        f"<li><code>{e(code)}</code> {e(PLAIN_WORDS.get(code, ''))}"
+        f"<li>{e(plain(code))}"
+        + (f" <code>{e(code)}</code>" if code != outcome else "")
         + (f'<br><span class="detail">{e(detail)}</span>' if detail else "")
         + "</li>"
         for code, detail in codes
     )
     return f'<ul class="reasons">{items}</ul>'
+
+
+CHECK_STATES = ("failed", "missing", "pending")
+
+
+def checks(failed: Sequence[str], missing: Sequence[str], pending: Sequence[str]) -> str:
+    """The required checks that stand in the way, by state (empty when none does)."""
+    parts = [
+        f'<span class="check {state}">{state}: '
+        + ", ".join(f"<code>{e(name)}</code>" for name in names)
+        + "</span>"
+        for state, names in zip(CHECK_STATES, (failed, missing, pending), strict=True)
+        if names
+    ]
+    return f'<p class="checks">{"; ".join(parts)}</p>' if parts else ""
+
+
+def says_only_checks(
+    detail: str, failed: Sequence[str], missing: Sequence[str], pending: Sequence[str]
+) -> bool:
+    """Whether ``detail`` only lists checks :func:`checks` shows (as the review's
+    ``failed: ci/test`` does), so showing both would say it twice."""
+    listed = {
+        f"{state}: {', '.join(names)}"
+        for state, names in zip(CHECK_STATES, (failed, missing, pending), strict=True)
+        if names
+    }
+    return bool(detail) and set(detail.split("; ")) <= listed

@@ -16,15 +16,18 @@ from urllib.parse import parse_qs
 from aiohttp import web
 
 from reviewbot.core.errors import Refused, ReviewbotError
+from reviewbot.core.lease_history import HistoryEntry
 from reviewbot.core.models import PullRef, RepoRef
 from reviewbot.runtime.explain import pull_facts
+from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
 from reviewbot.server.ui import access, render
 from reviewbot.server.ui.markup import STYLESHEET, Reader
-from reviewbot.store import ui_sessions
+from reviewbot.store import lease_history, ui_sessions
+from reviewbot.store.database import Database
 from reviewbot.store.status import Scope, snapshot
 from reviewbot.store.tokens import TokenInfo, lookup_token
 
@@ -148,19 +151,35 @@ async def pull_page(request: web.Request) -> web.Response:
     pr = PullRef(pr.forge, owner, name, pr.number)
     now = service.clock()
     facts = await db.run(pull_facts, db, service.clock, pr, EXPLAIN_LIMIT)
+    if service.leases is not None:  # its reading adds the lapses no call recorded yet
+        history = await db.run(read_lease_history, service.leases, pr, limit=EXPLAIN_LIMIT)
+        entries: tuple[HistoryEntry, ...] = history.entries
+    else:  # a server without the lease API: the recorded trail
+        entries = tuple(await db.run(_recorded_history, db, pr))
     snap = await db.run(snapshot, db, Scope(pr.forge, key), now)
     csrf = access.csrf_value(request)
+    text = facts.text()
+    if entries:  # as `reviewbot explain` prints it
+        text += f"\nLease history for {facts.shown}, oldest first:\n"
+        text += "\n".join("  " + entry.line() for entry in entries)
     view = render.PullView(
         reader=Reader(info.name, info.repo),
         forge=pr.forge,
         repo=key,
         number=pr.number,
-        explanation=facts.text(),
+        explanation=text,
         snapshot=snap,
         now=now,
         csrf=csrf,
+        facts=facts,
+        lease_history=entries,
     )
     return page(request, render.render_pull(view), csrf=csrf)
+
+
+def _recorded_history(db: Database, pr: PullRef) -> list[HistoryEntry]:
+    with db.read() as tx:
+        return lease_history.for_pull(tx, pr.forge, pr.full_name, pr.number, limit=EXPLAIN_LIMIT)
 
 
 async def login_form(request: web.Request) -> web.Response:
