@@ -15,6 +15,7 @@ from aiohttp import web
 from reviewbot.sim.control import SIM_KEY, add_control_routes
 from reviewbot.sim.faults import FaultRule
 from reviewbot.sim.gitea_api import GiteaApi
+from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
 from reviewbot.sim.http import Route
 from reviewbot.sim.records import RequestRecord
@@ -92,6 +93,7 @@ def build_app(sim: Simulator) -> web.Application:
             app.router.add_route(route.method, resource_path, _placeholder)
     app[_ROUTES_KEY] = routes
     add_control_routes(app)
+    add_git_routes(app, SIM_KEY)
     return app
 
 
