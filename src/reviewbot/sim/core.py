@@ -455,6 +455,64 @@ class SimCore:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def resolve(self, repo: SimRepo, ref: str) -> str | None:
+        """The commit a branch name, a tag or a commit SHA names (``None``: nothing)."""
+        if ref in repo.branches:
+            return repo.branches[ref]
+        if ref in repo.commits:
+            return ref
+        git = self.git_of(repo)
+        if git is None:
+            return None
+        sha = git.ref(ref) if not ref.startswith("-") else None
+        return self.record_git_commit(repo, sha).sha if sha else None
+
+    def _ancestors(self, repo: SimRepo, sha: str) -> list[str]:
+        """``sha`` and every commit before it that the model knows, nearest first."""
+        seen: list[str] = []
+        todo = [sha]
+        while todo:
+            current = todo.pop(0)
+            if current in seen:
+                continue
+            seen.append(current)
+            commit = repo.commits.get(current)
+            if commit is not None:
+                todo.extend(commit.parents)
+        return seen
+
+    def is_ancestor(self, repo: SimRepo, ancestor: str, descendant: str) -> bool:
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, ancestor) and self.is_real(repo, descendant):
+            return git.is_ancestor(ancestor, descendant)
+        return ancestor in self._ancestors(repo, descendant)
+
+    def merge_base(self, repo: SimRepo, a: str, b: str) -> str | None:
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
+            found = git.merge_base(a, b)
+            return self.record_git_commit(repo, found).sha if found else None
+        mine = self._ancestors(repo, b)
+        return next((c for c in self._ancestors(repo, a) if c in mine), None)
+
+    def commits_between(self, repo: SimRepo, exclude: str, include: str) -> list[str]:
+        """Commits reachable from ``include`` and not from ``exclude``, oldest first."""
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, exclude) and self.is_real(repo, include):
+            shas = git.commits_between(exclude, include)
+            for sha in shas:
+                self.record_git_commit(repo, sha)
+            return shas
+        excluded = set(self._ancestors(repo, exclude))
+        return [c for c in reversed(self._ancestors(repo, include)) if c not in excluded]
+
+    def changed_paths(self, repo: SimRepo, a: str, b: str) -> list[tuple[str, str]]:
+        """``(status letter, path)`` of each file that differs (none for virtual commits)."""
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
+            return git.file_statuses(a, b)
+        return []
+
     def pull_mergeable(self, repo: SimRepo, pull: SimPull) -> bool:
         """Whether the head merges into the base without conflict: git's answer
         (``merge-tree --write-tree``) unless a scenario set it, or when a side is virtual."""

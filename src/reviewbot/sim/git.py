@@ -210,7 +210,7 @@ class GitRepo:
         with tempfile.TemporaryDirectory(prefix="sim-index-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             done = self.run(
-                "read-tree", "-m", "--aggressive", base, onto, commit, env=env, check=False
+                "read-tree", "-m", "-i", "--aggressive", base, onto, commit, env=env, check=False
             )
             if done.returncode != 0:
                 return None
