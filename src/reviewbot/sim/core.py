@@ -8,7 +8,7 @@ import itertools
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,7 @@ class SimCore:
         self._ids = itertools.count(1001)
         self._shas = itertools.count(1)
         self.version = "1.25.4"  # Gitea version answered by /version
+        self.clock_offset = 0.0  # time skipped ahead of a clock that is not a manual one
         self.git_root: Path | None = None
         self._git: dict[int, GitRepo] = {}
         self.ref_moves: list[RefMove] = []  # every branch move, oldest first
@@ -93,7 +94,7 @@ class SimCore:
 
     # ------------------------------------------------------------------ helpers
     def now(self) -> float:
-        return float(self.clock())
+        return float(self.clock()) + self.clock_offset
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -411,9 +412,10 @@ class SimCore:
         *,
         forced: bool = False,
     ) -> None:
-        """Record a branch move of a git-backed repository and send its ``push`` webhook
-        (as both forges do for any branch update, pushes and merges alike)."""
-        if self.git_of(repo) is None or before == after:
+        """Tell the listeners (CI) of a branch move; in a git-backed repository also record
+        it and send its ``push`` webhook (as both forges do for any branch update, pushes
+        and merges alike)."""
+        if before == after:
             return
         move = RefMove(
             forge=repo.forge,
@@ -424,14 +426,16 @@ class SimCore:
             pusher=pusher,
             forced=forced,
         )
-        self.ref_moves.append(move)
         for listener in list(self.push_listeners):
             listener(move)
+        if self.git_of(repo) is None:
+            return  # without git, branch moves stay silent as they always were
+        self.ref_moves.append(move)
         if repo.forge in self.webhooks:
             self._unsent.append(move)
             self.spawn(self.send_pushes())
 
-    def spawn(self, work: Any) -> None:
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run a coroutine in the background when there is a running loop (the scenario API
         is synchronous; its webhooks are not)."""
         try:

@@ -26,6 +26,7 @@ from reviewbot.sim.simulator import Simulator
 GITHUB_PREFIX = "/github"
 GITEA_PREFIX = "/gitea/api/v1"
 MAX_BODY = 5 * 1024 * 1024
+TICK = 0.05  # seconds of real time between looks at the CI builds due
 
 RELEASE_KEY = web.AppKey("release", asyncio.Event)
 _ROUTES_KEY = web.AppKey("routes", dict)
@@ -205,6 +206,7 @@ class SimServer:
         self.port = port
         self._runner: web.AppRunner | None = None
         self._app: web.Application | None = None
+        self._ticker: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -232,9 +234,21 @@ class SimServer:
         if self.port == 0:
             self.port = _bound_port(self._runner)
         self.sim.base_url = self.base_url
+        self._ticker = asyncio.create_task(self._tick())
         return self
 
+    async def _tick(self) -> None:
+        """Finish CI builds as the simulator's clock reaches them (a manual clock's too)."""
+        while True:
+            await asyncio.sleep(TICK)
+            self.sim.run_due()
+
     async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
         if self._app is not None:
             self._app[RELEASE_KEY].set()
         if self._runner is not None:

@@ -8,8 +8,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from reviewbot.sim.apps import GitHubApps
+from reviewbot.sim.ci import CiConfig, CiResult, CiRunner
+from reviewbot.sim.clock import ManualClock
 from reviewbot.sim.deliveries import WebhookScenario
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.rules import GITEA_REVIEW_STATES, GITHUB_REVIEW_STATES, ForgeRules
@@ -31,6 +34,35 @@ DEFAULT_CHECKS_APP_ID = 15368
 
 class Simulator(ForgeRules, GitHubApps, WebhookScenario):
     """Both forges' state plus the scenario API tests and demos drive."""
+
+    _ci: CiRunner | None = None
+
+    # ------------------------------------------------------------------ CI and time
+    @property
+    def ci(self) -> CiRunner:
+        """The CI service (``sim/ci.py``); it runs once :meth:`configure_ci` set rules."""
+        if self._ci is None:
+            self._ci = CiRunner(self)
+        return self._ci
+
+    def configure_ci(self, forge: str, repo: str, **rules: Any) -> CiConfig:
+        """CI on pushes to ``repo``: see :meth:`CiRunner.configure` for the rules."""
+        return self.ci.configure(forge, repo, **rules)
+
+    def advance(self, seconds: float) -> list[CiResult]:
+        """Move the simulator's time on (a manual clock, or an offset over another one: a
+        benchmark compresses hours) and finish the CI builds that are then due."""
+        if seconds < 0:
+            raise ScenarioError("time only moves forward")
+        if isinstance(self.clock, ManualClock):
+            self.clock.advance(seconds)
+        else:
+            self.clock_offset += seconds
+        return self.run_due()
+
+    def run_due(self) -> list[CiResult]:
+        """Finish the CI builds whose time has come on the simulator's clock."""
+        return self._ci.tick() if self._ci is not None else []
 
     # ------------------------------------------------------------------ pull requests
     def open_pr(
@@ -122,10 +154,12 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
             if pull.head_sha != new:  # the branch is shared with another open pull request
                 self._follow_head(state, pull.head_ref, new)
             return new
+        before = state.branches.get(pull.head_ref)
         pull.head_sha = new
         pull.commits.append(new)
         pull.updated_at = self.now()
         state.branches[pull.head_ref] = new
+        self.note_ref_move(state, f"refs/heads/{pull.head_ref}", before, new, pull.author)
         return new
 
     def update_pr(
