@@ -87,6 +87,7 @@ class SimCore:
         self._unsent: list[RefMove] = []  # moves whose push webhook is not sent yet
         self._tasks: set[asyncio.Task[None]] = set()
         self.push_listeners: list[Callable[[RefMove], None]] = []
+        self.push_locks: dict[int, asyncio.Lock] = {}  # repository id -> its receive-pack
         if git:
             root = Path(tempfile.mkdtemp(prefix="reviewbot-sim-git-"))
             self.git_root = root
@@ -320,6 +321,7 @@ class SimCore:
             created_at=info.when,
             tree_sha=info.tree,
             real=True,
+            email=info.email,
         )
         repo.commits[info.sha] = commit
         return commit

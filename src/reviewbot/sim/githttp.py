@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 CHUNK = 64 * 1024
 REALMS = {"github": "GitHub", "gitea": "Gitea"}
-_LOCKS: dict[int, asyncio.Lock] = {}
 
 
 def basic_credentials(header: str) -> tuple[str, str] | None:
@@ -107,7 +107,8 @@ async def serve_git(request: web.Request, sim: Simulator, forge: str) -> web.Str
     if status:
         return _refuse(forge, status, who)
     if tail == "git-receive-pack":
-        lock = _LOCKS.setdefault(repo.id, asyncio.Lock())
+        # One receive-pack at a time per repository, so a push's ref changes are its own.
+        lock = sim.push_locks.setdefault(repo.id, asyncio.Lock())
         async with lock:
             before = git.refs()
             response = await _run_backend(request, sim, repo, tail, who)
@@ -165,7 +166,7 @@ async def _run_backend(
         env=env,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     assert process.stdin is not None and process.stdout is not None
     feeding = asyncio.create_task(_feed(request, process.stdin))
@@ -197,8 +198,16 @@ async def _run_backend(
             await response.write(chunk)
         await response.write_eof()
         return response
+    except BaseException:
+        # The client went away (or the answer broke): stop the backend rather than leave
+        # it blocked on a pipe nobody reads.
+        if process.returncode is None:
+            process.kill()
+        feeding.cancel()
+        raise
     finally:
-        await feeding
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeding
         await process.wait()
 
 

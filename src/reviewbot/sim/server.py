@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -22,6 +23,8 @@ from reviewbot.sim.http import Route
 from reviewbot.sim.records import RequestRecord
 from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from reviewbot.sim.simulator import Simulator
+
+log = logging.getLogger(__name__)
 
 GITHUB_PREFIX = "/github"
 GITEA_PREFIX = "/gitea/api/v1"
@@ -241,7 +244,10 @@ class SimServer:
         """Finish CI builds as the simulator's clock reaches them (a manual clock's too)."""
         while True:
             await asyncio.sleep(TICK)
-            self.sim.run_due()
+            try:
+                self.sim.run_due()
+            except Exception:  # a broken build rule must not stop the others, or the server
+                log.exception("simulated CI failed to finish a build")
 
     async def stop(self) -> None:
         if self._ticker is not None:

@@ -26,6 +26,7 @@ class SimCommit:
     created_at: float
     tree_sha: str
     real: bool = False  # an object in the repository's git store (not a named, virtual SHA)
+    email: str = ""  # the author's, as git recorded it
 
 
 @dataclass

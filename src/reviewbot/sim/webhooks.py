@@ -618,8 +618,13 @@ def _push_commits(sim: SimCore, repo: SimRepo, move: RefMove) -> list[dict[str, 
         commit = sim.record_git_commit(repo, sha)
         parent = commit.parents[0] if commit.parents else None
         changes = git.file_statuses(parent, sha) if parent else []
-        user = sim.user(repo.forge, commit.author)
-        person = {"name": user.full_name, "email": user.email, "username": user.login}
+        # A commit by someone the forge does not know has a name and an email only.
+        user = sim.users[repo.forge].get(commit.author)
+        person = (
+            {"name": user.full_name, "email": user.email, "username": user.login}
+            if user is not None
+            else {"name": commit.author, "email": commit.email, "username": ""}
+        )
         rows.append(
             {
                 "id": sha,

@@ -3,6 +3,7 @@ push webhooks, pull requests on pushed branches, merges and mergeability compute
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import aiohttp
@@ -262,3 +263,28 @@ async def test_named_fake_head_shas_stay_virtual_commits(gsim: Simulator) -> Non
     new = gsim.push("github", REPO, pull.number, sha="b" * 40)
     assert new == "b" * 40 and pull.head_sha == new and pull.commits == ["a" * 40, "b" * 40]
     assert gsim.api_merge_github(state, pull.number, "alice", sha=None, method="merge").merged
+
+
+async def test_large_pushes_and_gzipped_fetch_negotiations_stream_through(
+    gsim: Simulator, gserver: SimServer, tmp_path: Path
+) -> None:
+    """A push over git's postBuffer goes chunked; a fetch with many local commits sends a
+    gzip-compressed negotiation: both must reach http-backend whole."""
+    gsim.create_repo("github", REPO)
+    token = gsim.add_user("github", "alice")
+    work = await clone(await _clone_url(gserver, "github", token), tmp_path / "w", token)
+    big = os.urandom(3 * 1024 * 1024).hex()  # incompressible: the pack stays over 1 MiB
+    sha = await work.commit({"big.txt": big}, "Big")
+    pushed = await work.run("-c", "http.postBuffer=65536", "push", "origin", "HEAD:refs/heads/big")
+    assert pushed.code == 0
+    assert gsim.repo("github", REPO).branches["big"] == sha
+
+    await work.run("checkout", "-q", "-B", "local", "origin/main")
+    for i in range(60):  # many haves: a negotiation body well over 1 KiB, sent gzipped
+        await work.commit({f"local/{i}.txt": f"{i}\n"}, f"Local {i}")
+    other = await clone(await _clone_url(gserver, "github", token), tmp_path / "o", token)
+    fresh = await other.commit({"fresh.txt": "fresh\n"}, "Fresh")
+    await other.push("fresh")
+    fetched = await work.run("-c", "protocol.version=2", "fetch", "origin", "fresh")
+    assert fetched.code == 0
+    assert (await work.run("rev-parse", "FETCH_HEAD")).out.strip() == fresh
