@@ -8,8 +8,8 @@ action                 fields (``?`` optional)
 =====================  ====================================================================
 ``users``              forge, login, token?, bot? -> ``{token}``
 ``repos``              forge, repo (OWNER/NAME), default_branch?, private?
-``pulls``              forge, repo, author, base?, head_ref?, title?, body?, draft?, labels?,
-                       head_sha? -> the pull request
+``pulls``              forge, repo, author, base?, head_ref? (a pushed branch: the PR is
+                       opened on it), title?, body?, draft?, labels?, head_sha? -> the PR
 ``push``               forge, repo, number, sha? -> ``{sha}`` (the new head)
 ``statuses``           forge, repo, sha (or number: the PR's head), context, state,
                        target_url?, description? -> ``{id, sha}``

@@ -16,7 +16,7 @@ from reviewbot.sim.checks import protection_for
 from reviewbot.sim.clock import Clock, system_clock
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.faults import Faults
-from reviewbot.sim.git import ZERO_SHA, GitRepo, Person
+from reviewbot.sim.git import ZERO_SHA, FileChange, GitRepo, Person
 from reviewbot.sim.records import Delivery, RequestRecord
 from reviewbot.sim.state import (
     FORGES,
@@ -53,15 +53,18 @@ class SimCore:
         clock: Clock | None = None,
         base_url: str = "http://127.0.0.1",
         sha_seed: str = "",
-        git: bool = False,
+        git: bool = True,
     ) -> None:
-        """``sha_seed`` makes this simulator's commit SHAs its own (default: the same SHAs
-        every run, which tests rely on); a simulator whose PRs may meet a store that
-        outlived an earlier simulator (``serve --sim``) passes a fresh one.
+        """``git`` (the default) backs every repository with a bare git repository in a
+        folder of the simulator's own (removed by :meth:`close`, or when the simulator is
+        collected), served over smart HTTP at its ``clone_url``: commits, merges and
+        mergeability are git's own, and a commit's SHA follows from its content and the
+        clock. ``git=False`` keeps commits as named SHAs only.
 
-        ``git``: back every repository with a bare git repository in a folder of its own
-        (removed by :meth:`close`), served over smart HTTP at its ``clone_url``; commits,
-        merges and mergeability are then git's own. Without it commits are named SHAs only."""
+        ``sha_seed`` makes this simulator's named SHAs (virtual commits, and every commit
+        without git) its own (default: the same SHAs every run); a simulator whose PRs may
+        meet a store that outlived an earlier simulator (``serve --sim``) passes a fresh
+        one."""
         self.clock: Clock = clock or system_clock
         self.sha_seed = sha_seed
         self.base_url = base_url.rstrip("/")
@@ -372,6 +375,7 @@ class SimCore:
         *,
         forced: bool = False,
         follow: bool = True,
+        announce: bool = True,
     ) -> None:
         """Create, move (``sha``) or delete (``None``) a branch: in the model, in git, in
         the pull requests whose head it is, and announced as a push."""
@@ -383,26 +387,31 @@ class SimCore:
         self._move_git_ref(repo, f"refs/heads/{branch}", sha)
         if sha is not None and follow and self.git_of(repo) is not None:
             self._follow_head(repo, branch, sha)
-        self.note_ref_move(repo, f"refs/heads/{branch}", before, sha, pusher, forced=forced)
+        self.note_ref_move(
+            repo, f"refs/heads/{branch}", before, sha, pusher, forced=forced, announce=announce
+        )
 
     def _follow_head(self, repo: SimRepo, branch: str, sha: str) -> None:
-        """An open pull request's head follows its branch (GitHub's and Gitea's
-        ``refs/pull/N/head`` too)."""
+        """Open pull requests' heads follow their branch."""
         for pull in repo.pulls.values():
-            if pull.head_ref != branch or not pull.open or pull.head_sha == sha:
-                continue
-            pull.head_sha = sha
-            git = self.git_of(repo)
-            if git is not None and self.is_real(repo, sha) and self.is_real(repo, pull.base_sha):
-                base = repo.branches.get(pull.base, pull.base_sha)
-                new = git.commits_between(base, sha) if self.is_real(repo, base) else [sha]
-                for c in new:
-                    self.record_git_commit(repo, c)
-                pull.commits = new or [sha]
-            elif sha not in pull.commits:
-                pull.commits.append(sha)
-            pull.updated_at = self.now()
-            self._move_git_ref(repo, f"refs/pull/{pull.number}/head", sha)
+            if pull.head_ref == branch and pull.open and pull.head_sha != sha:
+                self.follow_pull(repo, pull, sha)
+
+    def follow_pull(self, repo: SimRepo, pull: SimPull, sha: str) -> None:
+        """Make ``sha`` the pull request's head (GitHub's and Gitea's ``refs/pull/N/head``
+        too); its commits are those the head adds to the base."""
+        pull.head_sha = sha
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, sha) and self.is_real(repo, pull.base_sha):
+            base = repo.branches.get(pull.base, pull.base_sha)
+            new = git.commits_between(base, sha) if self.is_real(repo, base) else [sha]
+            for c in new:
+                self.record_git_commit(repo, c)
+            pull.commits = new or [sha]
+        elif sha not in pull.commits:
+            pull.commits.append(sha)
+        pull.updated_at = self.now()
+        self._move_git_ref(repo, f"refs/pull/{pull.number}/head", sha)
 
     def note_ref_move(
         self,
@@ -413,10 +422,12 @@ class SimCore:
         pusher: str,
         *,
         forced: bool = False,
+        announce: bool = True,
     ) -> None:
         """Tell the listeners (CI) of a branch move; in a git-backed repository also record
-        it and send its ``push`` webhook (as both forges do for any branch update, pushes
-        and merges alike)."""
+        it and, with ``announce``, send its ``push`` webhook (as both forges do for any
+        branch update, pushes and merges alike). Scenario calls do not announce: as ever,
+        a scenario sends only the deliveries it asks for."""
         if before == after:
             return
         move = RefMove(
@@ -433,7 +444,7 @@ class SimCore:
         if self.git_of(repo) is None:
             return  # without git, branch moves stay silent as they always were
         self.ref_moves.append(move)
-        if repo.forge in self.webhooks:
+        if announce and repo.forge in self.webhooks:
             self._unsent.append(move)
             self.spawn(self.send_pushes())
 
@@ -517,6 +528,13 @@ class SimCore:
         git = self.git_of(repo)
         if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
             return git.file_statuses(a, b)
+        return []
+
+    def file_changes(self, repo: SimRepo, a: str, b: str) -> list[FileChange]:
+        """Each file that differs, with its blob and line counts (none for virtual commits)."""
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
+            return git.file_changes(a, b)
         return []
 
     def pull_mergeable(self, repo: SimRepo, pull: SimPull) -> bool:

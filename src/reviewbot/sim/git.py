@@ -45,6 +45,15 @@ class CommitInfo:
     message: str
 
 
+@dataclass(frozen=True)
+class FileChange:
+    status: str  # git's letter: A, M, D, T
+    path: str
+    blob: str
+    additions: int
+    deletions: int
+
+
 def base_env() -> dict[str, str]:
     """An environment that ignores the machine's and user's git configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -183,6 +192,23 @@ class GitRepo:
         text = self.out("diff", "--name-status", "--no-renames", a, b)
         rows = (line.split("\t", 1) for line in text.splitlines() if line)
         return [(status, path) for status, path in rows]
+
+    def file_changes(self, a: str, b: str) -> list[FileChange]:
+        """Each file that differs between two commits: status, blob, lines added/removed."""
+        raw = self.out("diff", "--raw", "--no-renames", "--no-abbrev", a, b)
+        counts: dict[str, tuple[int, int]] = {}
+        for line in self.out("diff", "--numstat", "--no-renames", a, b).splitlines():
+            plus, minus, name = line.split("\t", 2)
+            # A binary file counts no lines ("-").
+            counts[name] = (int(plus) if plus != "-" else 0, int(minus) if minus != "-" else 0)
+        changes: list[FileChange] = []
+        for line in raw.splitlines():
+            meta, path = line.split("\t", 1)
+            _, _, old_blob, new_blob, status = meta.split(" ")
+            blob = old_blob if status == "D" else new_blob
+            added, removed = counts.get(path, (0, 0))
+            changes.append(FileChange(status[0], path, blob, added, removed))
+        return changes
 
     def read_file(self, commit: str, path: str) -> str | None:
         done = self.run("cat-file", "blob", f"{commit}:{path}", check=False)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.sim.errors import ApiError
-from reviewbot.sim.git import ZERO_SHA
 from reviewbot.sim.http import Call, Reply, Route
 from reviewbot.sim.state import SimRepo
 
@@ -182,17 +181,19 @@ class GitHubRefs:
         web = f"{json.web}/{repo.full_name}"
         files = [
             {
-                "sha": ZERO_SHA,
-                "filename": path,
-                "status": {"A": "added", "D": "removed"}.get(letter, "modified"),
-                "additions": 0,
-                "deletions": 0,
-                "changes": 0,
-                "blob_url": f"{web}/blob/{head}/{path}",
-                "raw_url": f"{web}/raw/{head}/{path}",
-                "contents_url": f"{json.api}/repos/{repo.full_name}/contents/{path}?ref={head}",
+                "sha": change.blob,
+                "filename": change.path,
+                "status": {"A": "added", "D": "removed"}.get(change.status, "modified"),
+                "additions": change.additions,
+                "deletions": change.deletions,
+                "changes": change.additions + change.deletions,
+                "blob_url": f"{web}/blob/{head}/{change.path}",
+                "raw_url": f"{web}/raw/{head}/{change.path}",
+                "contents_url": (
+                    f"{json.api}/repos/{repo.full_name}/contents/{change.path}?ref={head}"
+                ),
             }
-            for letter, path in self.sim.changed_paths(repo, merge_base, head)
+            for change in self.sim.file_changes(repo, merge_base, head)
         ]
         base_url = f"{json.api}/repos/{repo.full_name}/compare/{call.params['basehead']}"
         return Reply(

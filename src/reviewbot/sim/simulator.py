@@ -22,7 +22,6 @@ from reviewbot.sim.state import (
     SimComment,
     SimProtection,
     SimPull,
-    SimRepo,
     SimReview,
     SimRuleset,
     SimStatus,
@@ -121,13 +120,9 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         state.next_number += 1
         state.pulls[pull.number] = pull
         if existing != sha:
-            self.set_branch(state, head_ref, sha, author, follow=not taken)
+            self.set_branch(state, head_ref, sha, author, follow=not taken, announce=False)
         self._move_git_ref(state, f"refs/pull/{number}/head", sha)
-        self.pull_opened(state, pull)
         return pull
-
-    def pull_opened(self, repo: SimRepo, pull: SimPull) -> None:
-        """A hook for what reacts to a new pull request (the CI runner)."""
 
     def push(
         self,
@@ -150,16 +145,19 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
             files = {path: f"{text}{message}\n"}
         new = self._add_commit(state, sha, pull.author, message, pull.head_sha, files=files)
         if self.git_of(state) is not None:
-            self.set_branch(state, pull.head_ref, new, pull.author)
-            if pull.head_sha != new:  # the branch is shared with another open pull request
-                self._follow_head(state, pull.head_ref, new)
+            # The scenario pushes to this pull request: another one that happens to share
+            # the branch name (each defaults to "feature") keeps its head.
+            self.set_branch(state, pull.head_ref, new, pull.author, follow=False, announce=False)
+            self.follow_pull(state, pull, new)
             return new
         before = state.branches.get(pull.head_ref)
         pull.head_sha = new
         pull.commits.append(new)
         pull.updated_at = self.now()
         state.branches[pull.head_ref] = new
-        self.note_ref_move(state, f"refs/heads/{pull.head_ref}", before, new, pull.author)
+        self.note_ref_move(
+            state, f"refs/heads/{pull.head_ref}", before, new, pull.author, announce=False
+        )
         return new
 
     def update_pr(

@@ -288,3 +288,22 @@ async def test_large_pushes_and_gzipped_fetch_negotiations_stream_through(
     fetched = await work.run("-c", "protocol.version=2", "fetch", "origin", "fresh")
     assert fetched.code == 0
     assert (await work.run("rev-parse", "FETCH_HEAD")).out.strip() == fresh
+
+
+def test_scenario_pushes_move_only_their_pull_request(gsim: Simulator) -> None:
+    """Scenarios open pull requests on the default head name ("feature") freely: each keeps
+    its own commits, and a scenario push reaches only the pull request it names."""
+    gsim.create_repo("gitea", REPO)
+    first = gsim.open_pr("gitea", REPO, "alice")
+    second = gsim.open_pr("gitea", REPO, "bob")
+    assert first.head_sha != second.head_sha
+    before = second.head_sha
+    pushed = gsim.push("gitea", REPO, first.number)
+    assert first.head_sha == pushed and second.head_sha == before
+    assert len(first.commits) == 2 and second.commits == [before]
+    state = gsim.repo("gitea", REPO)
+    git = gsim.git_of(state)
+    assert git is not None
+    assert git.ref(f"refs/pull/{first.number}/head") == pushed
+    assert git.ref(f"refs/pull/{second.number}/head") == before
+    assert not any(m.ref.endswith("/main") for m in gsim.ref_moves)

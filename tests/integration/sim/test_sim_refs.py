@@ -111,6 +111,9 @@ async def test_github_compare_reports_ahead_behind_identical_diverged(
         ), basehead
         assert body["merge_base_commit"]["sha"] == root
         assert [f["filename"] for f in body["files"]] == files
+        for row in body["files"]:
+            assert (row["status"], row["additions"], row["deletions"]) == ("added", 1, 0)
+            assert len(row["sha"]) == 40 and row["sha"] != "0" * 40
         assert body["total_commits"] == ahead_by == len(body["commits"])
     status, _ = await call("GET", f"{api}/compare/main...nope", work.token)
     assert status == 404
