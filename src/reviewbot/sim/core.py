@@ -537,6 +537,18 @@ class SimCore:
             return git.file_changes(a, b)
         return []
 
+    def pull_changes(self, repo: SimRepo, pull: SimPull) -> list[FileChange] | None:
+        """What the pull request changes, from git: its head against the merge base with
+        the base branch (the base it was opened on, once merged); ``None`` for virtual
+        commits."""
+        base = pull.base_sha if pull.merged else repo.branches.get(pull.base, pull.base_sha)
+        if not (self.is_real(repo, base) and self.is_real(repo, pull.head_sha)):
+            return None
+        merge_base = self.merge_base(repo, base, pull.head_sha)
+        if merge_base is None:
+            return None
+        return self.file_changes(repo, merge_base, pull.head_sha)
+
     def pull_mergeable(self, repo: SimRepo, pull: SimPull) -> bool:
         """Whether the head merges into the base without conflict: git's answer
         (``merge-tree --write-tree``) unless a scenario set it, or when a side is virtual."""

@@ -17,6 +17,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -111,10 +112,11 @@ async def serve_git(request: web.Request, sim: Simulator, forge: str) -> web.Str
         lock = sim.push_locks.setdefault(repo.id, asyncio.Lock())
         async with lock:
             before = git.refs()
-            response = await _run_backend(request, sim, repo, tail, who)
-            after = git.refs()
-        _absorb_push(sim, repo, before, after, who)
-        return response
+
+            def absorb() -> None:
+                _absorb_push(sim, repo, before, git.refs(), who)
+
+            return await _run_backend(request, sim, repo, tail, who, absorb)
     return await _run_backend(request, sim, repo, tail, who)
 
 
@@ -137,8 +139,15 @@ def _absorb_push(
 
 
 async def _run_backend(
-    request: web.Request, sim: Simulator, repo: SimRepo, tail: str, user: str
+    request: web.Request,
+    sim: Simulator,
+    repo: SimRepo,
+    tail: str,
+    user: str,
+    finished: Callable[[], None] | None = None,
 ) -> web.StreamResponse:
+    """Answer with ``git http-backend``; ``finished`` runs once it has exited and before
+    the answer ends, so a pusher that sees its push done finds the simulator up to date."""
     assert sim.git_root is not None
     env = base_env()
     env.update(
@@ -196,6 +205,9 @@ async def _run_backend(
             await response.write(rest)
         while chunk := await process.stdout.read(CHUNK):
             await response.write(chunk)
+        await process.wait()
+        if finished is not None:
+            finished()
         await response.write_eof()
         return response
     except BaseException:

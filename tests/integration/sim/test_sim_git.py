@@ -307,3 +307,17 @@ def test_scenario_pushes_move_only_their_pull_request(gsim: Simulator) -> None:
     assert git.ref(f"refs/pull/{first.number}/head") == pushed
     assert git.ref(f"refs/pull/{second.number}/head") == before
     assert not any(m.ref.endswith("/main") for m in gsim.ref_moves)
+
+
+@pytest.mark.parametrize("forge", ["github", "gitea"])
+async def test_a_pull_requests_files_are_what_git_says_it_changes(
+    gsim: Simulator, gserver: SimServer, forge: str
+) -> None:
+    gsim.create_repo(forge, REPO)
+    token = gsim.add_user(forge, "alice")
+    pull = gsim.open_pr(forge, REPO, "alice", head_ref="change")
+    gsim.push(forge, REPO, pull.number, files={"src/a.py": "a = 1\nb = 2\n"})
+    status, files = await call("GET", f"{_api(gserver, forge)}/pulls/{pull.number}/files", token)
+    assert status == 200
+    rows = {f["filename"]: (f["status"], f["additions"], f["deletions"]) for f in files}
+    assert rows == {"changes/pr-1.txt": ("added", 1, 0), "src/a.py": ("added", 2, 0)}
