@@ -481,7 +481,11 @@ class SimCore:
         git = self.git_of(repo)
         if git is None:
             return None
-        sha = git.ref(ref) if not ref.startswith("-") else None
+        # Only names git would take as a ref or a full SHA (never an option, never a range).
+        plain = (
+            not ref.startswith("-") and ".." not in ref and not any(c in ref for c in " ~^:?*[\\")
+        )
+        sha = git.ref(ref) if plain else None
         return self.record_git_commit(repo, sha).sha if sha else None
 
     def _ancestors(self, repo: SimRepo, sha: str) -> list[str]:

@@ -172,6 +172,9 @@ class GiteaApi:
             return ref
         if ref in repo.branches:
             return repo.branches[ref]
+        found = self.sim.resolve(repo, ref)  # a pushed commit git holds, or a tag
+        if found is not None:
+            return found
         raise ApiError(404, f"ref {ref} not found")
 
     # ------------------------------------------------------------------ identity and repo

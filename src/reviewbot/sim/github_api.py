@@ -341,6 +341,9 @@ class GitHubApi:
             return ref
         if ref in repo.branches:
             return repo.branches[ref]
+        found = self.sim.resolve(repo, ref)  # a pushed commit git holds, or a tag
+        if found is not None:
+            return found
         raise ApiError(404, f"No commit found for SHA: {ref}")
 
     # ------------------------------------------------------------------ identity

@@ -321,3 +321,20 @@ async def test_a_pull_requests_files_are_what_git_says_it_changes(
     assert status == 200
     rows = {f["filename"]: (f["status"], f["additions"], f["deletions"]) for f in files}
     assert rows == {"changes/pr-1.txt": ("added", 1, 0), "src/a.py": ("added", 2, 0)}
+
+
+@pytest.mark.parametrize("forge", ["github", "gitea"])
+async def test_statuses_of_a_pushed_commit_that_is_no_tip_are_found(
+    gsim: Simulator, gserver: SimServer, tmp_path: Path, forge: str
+) -> None:
+    gsim.create_repo(forge, REPO)
+    token = gsim.add_user(forge, "alice")
+    work = await clone(await _clone_url(gserver, forge, token), tmp_path / "w", token, "alice")
+    inner = await work.commit({"a.txt": "a\n"}, "Inner")
+    await work.commit({"b.txt": "b\n"}, "Tip")
+    await work.push("topic")
+    gsim.set_status(forge, REPO, inner, "ci/test", "success")
+    status, body = await call("GET", f"{_api(gserver, forge)}/commits/{inner}/status", token)
+    assert status == 200 and body["state"] == "success"
+    status, _ = await call("GET", f"{_api(gserver, forge)}/commits/{'e' * 40}/status", token)
+    assert status == 404
