@@ -1,4 +1,4 @@
-"""A CI service for git-backed simulated repositories.
+"""A CI service for simulated repositories.
 
 It watches pushes (branch moves of any origin: ``git push``, ref APIs, merges, pull requests
 opened or updated) on configured branch patterns and, after a configured duration on the
