@@ -91,10 +91,8 @@ class SimCore:
         self._tasks: set[asyncio.Task[None]] = set()
         self.push_listeners: list[Callable[[RefMove], None]] = []
         self.push_locks: dict[int, asyncio.Lock] = {}  # repository id -> its receive-pack
-        if git:
-            root = Path(tempfile.mkdtemp(prefix="reviewbot-sim-git-"))
-            self.git_root = root
-            self._cleanup = weakref.finalize(self, shutil.rmtree, root, True)
+        self.git = git
+        self._cleanup: weakref.finalize[Any, Any] | None = None
 
     # ------------------------------------------------------------------ helpers
     def now(self) -> float:
@@ -117,8 +115,17 @@ class SimCore:
 
     def close(self) -> None:
         """Remove the git repositories' folder (a simulator without git has none)."""
-        if self.git_root is not None:
+        if self._cleanup is not None:
             self._cleanup()
+
+    def _git_folder(self) -> Path:
+        """The folder of the git repositories, made with the first one (a simulator that
+        never makes a repository leaves nothing behind)."""
+        if self.git_root is None:
+            root = Path(tempfile.mkdtemp(prefix="reviewbot-sim-git-"))
+            self.git_root = root
+            self._cleanup = weakref.finalize(self, shutil.rmtree, root, True)
+        return self.git_root
 
     def clear_requests(self) -> None:
         self.requests.clear()
@@ -203,8 +210,8 @@ class SimCore:
             created_at=now,
             private=private,
         )
-        if self.git_root is not None:
-            path = self.git_root / forge / f"{state.id}.git"
+        if self.git:
+            path = self._git_folder() / forge / f"{state.id}.git"
             self._git[state.id] = GitRepo.init(path, default_branch)
         root = self._commit(state, owner, "Initial commit", [], files={"README.md": f"# {name}\n"})
         state.branches[default_branch] = root.sha

@@ -338,3 +338,14 @@ async def test_statuses_of_a_pushed_commit_that_is_no_tip_are_found(
     assert status == 200 and body["state"] == "success"
     status, _ = await call("GET", f"{_api(gserver, forge)}/commits/{'e' * 40}/status", token)
     assert status == 404
+
+
+def test_the_git_folder_is_made_with_the_first_repository_and_removed_on_close() -> None:
+    sim = Simulator()
+    assert sim.git_root is None
+    sim.create_repo("github", REPO)
+    root = sim.git_root
+    assert root is not None and (root / "github").is_dir()
+    sim.close()
+    assert not root.exists()
+    assert Simulator(git=False).create_repo("gitea", REPO).commits  # named SHAs, no folder
