@@ -264,8 +264,9 @@ class SimSession:
         from reviewbot.sim import SimServer, Simulator
 
         # Fresh SHAs each run: the store may hold an earlier run's decisions for acme/demo#1,
-        # and a head it already approved would never be reviewed again.
-        sim = Simulator(sha_seed=secrets.token_hex(8))
+        # and a head it already approved would never be reviewed again. Named SHAs (no git)
+        # are fresh whatever the clock; git's would repeat within the same second.
+        sim = Simulator(sha_seed=secrets.token_hex(8), git=False)
         where = (settings.sim_host, settings.sim_port)
         try:
             server = await SimServer(sim, host=where[0], port=where[1]).start()

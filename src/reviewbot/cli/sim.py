@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewbot.cli import CommandError
+
+if TYPE_CHECKING:
+    from reviewbot.sim import Simulator
 
 EXAMPLE = """\
 Example:
@@ -56,14 +59,26 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(host: str, port: int) -> None:
     # Start-up cost: the simulator loads only for `reviewbot sim`.
-    from reviewbot.sim import SimServer, Simulator
+    from reviewbot.sim import Simulator
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    async with SimServer(Simulator(), host=host, port=port) as server:
+    # Served repositories are real git ones, cloned from their clone_url (docs/simulator.md).
+    sim = Simulator(git=True)
+    try:
+        await _answer(sim, host, port, stop)
+    finally:
+        sim.close()
+    print("reviewbot sim stopped", file=sys.stderr, flush=True)
+
+
+async def _answer(sim: Simulator, host: str, port: int, stop: asyncio.Event) -> None:
+    from reviewbot.sim import SimServer  # start-up cost, as above
+
+    async with SimServer(sim, host=host, port=port) as server:
         print(
             f"reviewbot sim listening on {server.base_url}\n"
             f"  GitHub API URL: {server.github_api_url}\n"
@@ -72,4 +87,3 @@ async def _serve(host: str, port: int) -> None:
             flush=True,
         )
         await stop.wait()
-    print("reviewbot sim stopped", file=sys.stderr, flush=True)

@@ -8,8 +8,8 @@ action                 fields (``?`` optional)
 =====================  ====================================================================
 ``users``              forge, login, token?, bot? -> ``{token}``
 ``repos``              forge, repo (OWNER/NAME), default_branch?, private?
-``pulls``              forge, repo, author, base?, head_ref?, title?, body?, draft?, labels?,
-                       head_sha? -> the pull request
+``pulls``              forge, repo, author, base?, head_ref? (a pushed branch: the PR is
+                       opened on it), title?, body?, draft?, labels?, head_sha? -> the PR
 ``push``               forge, repo, number, sha? -> ``{sha}`` (the new head)
 ``statuses``           forge, repo, sha (or number: the PR's head), context, state,
                        target_url?, description? -> ``{id, sha}``
@@ -26,6 +26,11 @@ action                 fields (``?`` optional)
                        timeout?, secondary_rate_limit?, apply_then_fail?
 ``deliver``            kind (pull_request, pull_request_review, status, check_run,
                        check_suite, issue_comment, raw), forge?, and the kind's fields
+``ci``                 forge, repo, context?, duration?, branches?, failure_rate?,
+                       flake_rate?, conflicts? (lists of paths), seed?, since?, check_run?,
+                       webhooks? (``sim/ci.py``)
+``ci-retry``           forge, repo, sha (or number) -> ``{sha, attempt, due}``
+``clock``              advance (seconds; a manual clock) -> ``{now, finished}``
 =====================  ====================================================================
 
 Reads: ``GET /_sim`` (health and repositories), ``GET /_sim/pulls/FORGE/OWNER/NAME/NUMBER``,
@@ -51,7 +56,7 @@ from reviewbot.sim.webhooks import Delivery
 Body = dict[str, Any]
 
 
-def pull_summary(pull: SimPull) -> Body:
+def pull_summary(pull: SimPull, mergeable: bool | None = None) -> Body:
     return {
         "forge": pull.forge,
         "repo": pull.repo,
@@ -64,7 +69,7 @@ def pull_summary(pull: SimPull) -> Body:
         "state": pull.state,
         "draft": pull.draft,
         "labels": list(pull.labels),
-        "mergeable": pull.mergeable,
+        "mergeable": pull.mergeable if mergeable is None else mergeable,
         "merged": pull.merged,
         "merge_commit_sha": pull.merge_commit_sha,
         "reviews": [
@@ -195,7 +200,7 @@ async def _pulls(sim: Simulator, b: Body) -> Any:
         labels=tuple(_opt(b, "labels", list, [])),
         head_sha=_opt(b, "head_sha", str),
     )
-    return pull_summary(pull)
+    return pull_summary(pull, sim.pull_mergeable(sim.repo(pull.forge, pull.repo), pull))
 
 
 async def _push(sim: Simulator, b: Body) -> Any:
@@ -344,6 +349,50 @@ async def _deliver(sim: Simulator, b: Body) -> Any:
     return delivery_summary(d)
 
 
+async def _ci(sim: Simulator, b: Body) -> Any:
+    conflicts = _opt(b, "conflicts", list, [])
+    if not all(isinstance(g, list) and all(isinstance(p, str) for p in g) for g in conflicts):
+        raise ScenarioError("conflicts: a list of lists of paths")
+    config = sim.configure_ci(
+        _need(b, "forge"),
+        _need(b, "repo"),
+        context=_opt(b, "context", str, "ci/test"),
+        duration=float(_opt(b, "duration", (int, float), 600.0)),
+        branches=[str(p) for p in _opt(b, "branches", list, ["*"])],
+        failure_rate=float(_opt(b, "failure_rate", (int, float), 0.0)),
+        flake_rate=float(_opt(b, "flake_rate", (int, float), 0.0)),
+        conflicts=conflicts,
+        seed=_opt(b, "seed", str, ""),
+        since=_opt(b, "since", str),
+        check_run=bool(b.get("check_run", True)),
+        webhooks=bool(b.get("webhooks", True)),
+    )
+    return {
+        "forge": config.forge,
+        "repo": config.repo,
+        "context": config.context,
+        "duration": config.duration,
+        "branches": config.branches,
+        "since": config.since,
+    }
+
+
+async def _ci_retry(sim: Simulator, b: Body) -> Any:
+    forge = _need(b, "forge")
+    job = sim.ci.retry(forge, _need(b, "repo"), _commit(sim, b, forge))
+    return {"sha": job.sha, "attempt": job.attempt, "due": job.due}
+
+
+async def _clock(sim: Simulator, b: Body) -> Any:
+    results = sim.advance(float(_need(b, "advance", (int, float))))
+    return {
+        "now": sim.now(),
+        "finished": [
+            {"sha": r.job.sha, "attempt": r.job.attempt, "state": r.state} for r in results
+        ],
+    }
+
+
 POST_ACTIONS: dict[str, Action] = {
     "users": _users,
     "repos": _repos,
@@ -362,6 +411,9 @@ POST_ACTIONS: dict[str, Action] = {
     "installations": _installations,
     "faults": _faults,
     "deliver": _deliver,
+    "ci": _ci,
+    "ci-retry": _ci_retry,
+    "clock": _clock,
 }
 
 
@@ -398,10 +450,12 @@ async def _post(request: web.Request) -> web.Response:
 async def _get_pull(request: web.Request) -> web.Response:
     m = request.match_info
     try:
-        pull = _sim(request).pull(m["forge"], f"{m['owner']}/{m['name']}", int(m["number"]))
+        sim = _sim(request)
+        pull = sim.pull(m["forge"], f"{m['owner']}/{m['name']}", int(m["number"]))
+        mergeable = sim.pull_mergeable(sim.repo(pull.forge, pull.repo), pull)
     except (ScenarioError, ValueError) as exc:
         return _error(404, "not_found", str(exc))
-    return web.json_response(pull_summary(pull))
+    return web.json_response(pull_summary(pull, mergeable))
 
 
 async def _get_requests(request: web.Request) -> web.Response:

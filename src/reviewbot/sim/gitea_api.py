@@ -172,6 +172,9 @@ class GiteaApi:
             return ref
         if ref in repo.branches:
             return repo.branches[ref]
+        found = self.sim.resolve(repo, ref)  # a pushed commit git holds, or a tag
+        if found is not None:
+            return found
         raise ApiError(404, f"ref {ref} not found")
 
     # ------------------------------------------------------------------ identity and repo
@@ -256,6 +259,24 @@ class GiteaApi:
     async def list_files(self, call: Call) -> Reply:
         repo = self._repo(call)
         pull = self._pull(call, repo)
+        changes = self.sim.pull_changes(repo, pull)
+        if changes is not None:
+            web, api, head = self.json.web, self.json.api, pull.head_sha
+            rows = [
+                {
+                    "filename": c.path,
+                    "status": {"A": "added", "D": "deleted"}.get(c.status, "changed"),
+                    "additions": c.additions,
+                    "deletions": c.deletions,
+                    "changes": c.additions + c.deletions,
+                    "html_url": f"{web}/{repo.full_name}/src/commit/{head}/{c.path}",
+                    "contents_url": f"{api}/repos/{repo.full_name}/contents/{c.path}?ref={head}",
+                    "raw_url": f"{web}/{repo.full_name}/raw/commit/{head}/{c.path}",
+                }
+                for c in changes
+            ]
+            return Reply(200, self._page(call, rows))
+        # Virtual commits have no files: one made-up file per commit.
         files = [
             {
                 "filename": f"change_{i}.txt",

@@ -11,6 +11,7 @@ from aiohttp import web
 from reviewbot.sim.checks import protection_for, rulesets_for
 from reviewbot.sim.clock import forge_time
 from reviewbot.sim.errors import ApiError
+from reviewbot.sim.git import FileChange
 from reviewbot.sim.github_auth import GitHubIdentity, bearer, identify
 from reviewbot.sim.github_json import GitHubJson
 from reviewbot.sim.http import Call, Reply, Route
@@ -340,6 +341,9 @@ class GitHubApi:
             return ref
         if ref in repo.branches:
             return repo.branches[ref]
+        found = self.sim.resolve(repo, ref)  # a pushed commit git holds, or a tag
+        if found is not None:
+            return found
         raise ApiError(404, f"No commit found for SHA: {ref}")
 
     # ------------------------------------------------------------------ identity
@@ -517,6 +521,10 @@ class GitHubApi:
     async def list_files(self, call: Call) -> Reply:
         repo = self._repo(call)
         pull = self._pull(call, repo)
+        changes = self.sim.pull_changes(repo, pull)
+        if changes is not None:
+            return Reply(200, self._page(call, [self._file(repo, pull, c) for c in changes]))
+        # Virtual commits have no files: one made-up file per commit.
         files = [
             {
                 "sha": sha,
@@ -533,6 +541,20 @@ class GitHubApi:
             for i, sha in enumerate(pull.commits, start=1)
         ]
         return Reply(200, self._page(call, files))
+
+    def _file(self, repo: SimRepo, pull: SimPull, change: FileChange) -> dict[str, Any]:
+        web, head, path = self.json.web, pull.head_sha, change.path
+        return {
+            "sha": change.blob,
+            "filename": path,
+            "status": {"A": "added", "D": "removed"}.get(change.status, "modified"),
+            "additions": change.additions,
+            "deletions": change.deletions,
+            "changes": change.additions + change.deletions,
+            "blob_url": f"{web}/{repo.full_name}/blob/{head}/{path}",
+            "raw_url": f"{web}/{repo.full_name}/raw/{head}/{path}",
+            "contents_url": f"{self.json.api}/repos/{repo.full_name}/contents/{path}?ref={head}",
+        }
 
     async def list_commits(self, call: Call) -> Reply:
         repo = self._repo(call)

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -15,14 +17,19 @@ from aiohttp import web
 from reviewbot.sim.control import SIM_KEY, add_control_routes
 from reviewbot.sim.faults import FaultRule
 from reviewbot.sim.gitea_api import GiteaApi
+from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
 from reviewbot.sim.http import Route
 from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from reviewbot.sim.simulator import Simulator
+
+log = logging.getLogger(__name__)
 
 GITHUB_PREFIX = "/github"
 GITEA_PREFIX = "/gitea/api/v1"
 MAX_BODY = 5 * 1024 * 1024
+TICK = 0.05  # seconds of real time between looks at the CI builds due
 
 RELEASE_KEY = web.AppKey("release", asyncio.Event)
 _ROUTES_KEY = web.AppKey("routes", dict)
@@ -84,14 +91,18 @@ def build_app(sim: Simulator) -> web.Application:
     app[RELEASE_KEY] = asyncio.Event()
     routes: dict[tuple[str, str], tuple[str, Route, Serve]] = {}
     github, gitea = GitHubApi(sim), GiteaApi(sim)
+    extra = {"github": GitHubRefs(github).routes(), "gitea": GiteaRefs(gitea).routes()}
     for forge, prefix, api in (("github", GITHUB_PREFIX, github), ("gitea", GITEA_PREFIX, gitea)):
         serve: Serve = api.serve
-        for route in api.routes():
+        for route in [*api.routes(), *extra[forge]]:
             resource_path = prefix + route.path
-            routes[(route.method, resource_path)] = (forge, route, serve)
+            # The middleware finds a route by its resource's canonical path (no regexes).
+            canonical = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", resource_path)
+            routes[(route.method, canonical)] = (forge, route, serve)
             app.router.add_route(route.method, resource_path, _placeholder)
     app[_ROUTES_KEY] = routes
     add_control_routes(app)
+    add_git_routes(app, SIM_KEY)
     return app
 
 
@@ -198,6 +209,7 @@ class SimServer:
         self.port = port
         self._runner: web.AppRunner | None = None
         self._app: web.Application | None = None
+        self._ticker: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -225,9 +237,24 @@ class SimServer:
         if self.port == 0:
             self.port = _bound_port(self._runner)
         self.sim.base_url = self.base_url
+        self._ticker = asyncio.create_task(self._tick())
         return self
 
+    async def _tick(self) -> None:
+        """Finish CI builds as the simulator's clock reaches them (a manual clock's too)."""
+        while True:
+            await asyncio.sleep(TICK)
+            try:
+                self.sim.run_due()
+            except Exception:  # a broken build rule must not stop the others, or the server
+                log.exception("simulated CI failed to finish a build")
+
     async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
         if self._app is not None:
             self._app[RELEASE_KEY].set()
         if self._runner is not None:

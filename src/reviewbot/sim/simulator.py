@@ -8,8 +8,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from reviewbot.sim.apps import GitHubApps
+from reviewbot.sim.ci import CiConfig, CiResult, CiRunner
+from reviewbot.sim.clock import ManualClock
 from reviewbot.sim.deliveries import WebhookScenario
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.rules import GITEA_REVIEW_STATES, GITHUB_REVIEW_STATES, ForgeRules
@@ -31,6 +34,35 @@ DEFAULT_CHECKS_APP_ID = 15368
 class Simulator(ForgeRules, GitHubApps, WebhookScenario):
     """Both forges' state plus the scenario API tests and demos drive."""
 
+    _ci: CiRunner | None = None
+
+    # ------------------------------------------------------------------ CI and time
+    @property
+    def ci(self) -> CiRunner:
+        """The CI service (``sim/ci.py``); it runs once :meth:`configure_ci` set rules."""
+        if self._ci is None:
+            self._ci = CiRunner(self)
+        return self._ci
+
+    def configure_ci(self, forge: str, repo: str, **rules: Any) -> CiConfig:
+        """CI on pushes to ``repo``: see :meth:`CiRunner.configure` for the rules."""
+        return self.ci.configure(forge, repo, **rules)
+
+    def advance(self, seconds: float) -> list[CiResult]:
+        """Move the simulator's time on (a manual clock, or an offset over another one: a
+        benchmark compresses hours) and finish the CI builds that are then due."""
+        if seconds < 0:
+            raise ScenarioError("time only moves forward")
+        if isinstance(self.clock, ManualClock):
+            self.clock.advance(seconds)
+        else:
+            self.clock_offset += seconds
+        return self.run_due()
+
+    def run_due(self) -> list[CiResult]:
+        """Finish the CI builds whose time has come on the simulator's clock."""
+        return self._ci.tick() if self._ci is not None else []
+
     # ------------------------------------------------------------------ pull requests
     def open_pr(
         self,
@@ -50,11 +82,25 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         if base not in state.branches:
             raise ScenarioError(f"no branch {base!r} in {forge}:{repo}")
         base_sha = state.branches[base]
-        sha = self._add_commit(state, head_sha, author, title, base_sha)
-        state.branches[head_ref] = sha
+        git = self.git_of(state)
+        number = state.next_number
+        existing = state.branches.get(head_ref)
+        taken = any(p.head_ref == head_ref and p.open for p in state.pulls.values())
+        if git is not None and head_sha is None and existing is not None and not taken:
+            # A pushed branch: the pull request is opened on it as it stands.
+            sha = existing
+            commits = git.commits_between(base_sha, sha) if self.is_real(state, sha) else []
+            for c in commits:
+                self.record_git_commit(state, c)
+            commits = commits or [sha]
+        else:
+            # A change of its own: one commit touching a file no other pull request touches.
+            files = {f"changes/pr-{number}.txt": f"{title}\n"}
+            sha = self._add_commit(state, head_sha, author, title, base_sha, files=files)
+            commits = [sha]
         now = self.now()
         pull = SimPull(
-            number=state.next_number,
+            number=number,
             id=self.next_id(),
             repo=repo,
             forge=forge,
@@ -69,23 +115,49 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
             updated_at=now,
             draft=draft,
             labels=list(labels),
-            commits=[sha],
+            commits=commits,
         )
         state.next_number += 1
         state.pulls[pull.number] = pull
+        if existing != sha:
+            self.set_branch(state, head_ref, sha, author, follow=not taken, announce=False)
+        self._move_git_ref(state, f"refs/pull/{number}/head", sha)
         return pull
 
     def push(
-        self, forge: str, repo: str, number: int, sha: str | None = None, message: str = "Update"
+        self,
+        forge: str,
+        repo: str,
+        number: int,
+        sha: str | None = None,
+        message: str = "Update",
+        files: dict[str, str] | None = None,
     ) -> str:
-        """A new head commit on the PR's branch; returns its SHA."""
+        """A new head commit on the PR's branch; returns its SHA. With git, a commit made
+        here writes ``files`` (default: a new line in the PR's own file)."""
         state = self.repo(forge, repo)
         pull = self.pull(forge, repo, number)
-        new = self._add_commit(state, sha, pull.author, message, pull.head_sha)
+        if files is None and sha is None and self.is_real(state, pull.head_sha):
+            git = self.git_of(state)
+            assert git is not None
+            path = f"changes/pr-{number}.txt"
+            text = git.read_file(pull.head_sha, path) or ""
+            files = {path: f"{text}{message}\n"}
+        new = self._add_commit(state, sha, pull.author, message, pull.head_sha, files=files)
+        if self.git_of(state) is not None:
+            # The scenario pushes to this pull request: another one that happens to share
+            # the branch name (each defaults to "feature") keeps its head.
+            self.set_branch(state, pull.head_ref, new, pull.author, follow=False, announce=False)
+            self.follow_pull(state, pull, new)
+            return new
+        before = state.branches.get(pull.head_ref)
         pull.head_sha = new
         pull.commits.append(new)
         pull.updated_at = self.now()
         state.branches[pull.head_ref] = new
+        self.note_ref_move(
+            state, f"refs/heads/{pull.head_ref}", before, new, pull.author, announce=False
+        )
         return new
 
     def update_pr(
@@ -121,7 +193,10 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         return pull
 
     def set_mergeable(self, forge: str, repo: str, number: int, mergeable: bool) -> None:
-        self.pull(forge, repo, number).mergeable = mergeable
+        """Override what git computes (a fault: the forge still computing, or wrong)."""
+        pull = self.pull(forge, repo, number)
+        pull.mergeable = mergeable
+        pull.mergeable_set = mergeable
 
     # ------------------------------------------------------------------ CI results
     def set_status(
