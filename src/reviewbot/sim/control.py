@@ -51,7 +51,7 @@ from reviewbot.sim.webhooks import Delivery
 Body = dict[str, Any]
 
 
-def pull_summary(pull: SimPull) -> Body:
+def pull_summary(pull: SimPull, mergeable: bool | None = None) -> Body:
     return {
         "forge": pull.forge,
         "repo": pull.repo,
@@ -64,7 +64,7 @@ def pull_summary(pull: SimPull) -> Body:
         "state": pull.state,
         "draft": pull.draft,
         "labels": list(pull.labels),
-        "mergeable": pull.mergeable,
+        "mergeable": pull.mergeable if mergeable is None else mergeable,
         "merged": pull.merged,
         "merge_commit_sha": pull.merge_commit_sha,
         "reviews": [
@@ -195,7 +195,7 @@ async def _pulls(sim: Simulator, b: Body) -> Any:
         labels=tuple(_opt(b, "labels", list, [])),
         head_sha=_opt(b, "head_sha", str),
     )
-    return pull_summary(pull)
+    return pull_summary(pull, sim.pull_mergeable(sim.repo(pull.forge, pull.repo), pull))
 
 
 async def _push(sim: Simulator, b: Body) -> Any:
@@ -398,10 +398,12 @@ async def _post(request: web.Request) -> web.Response:
 async def _get_pull(request: web.Request) -> web.Response:
     m = request.match_info
     try:
-        pull = _sim(request).pull(m["forge"], f"{m['owner']}/{m['name']}", int(m["number"]))
+        sim = _sim(request)
+        pull = sim.pull(m["forge"], f"{m['owner']}/{m['name']}", int(m["number"]))
+        mergeable = sim.pull_mergeable(sim.repo(pull.forge, pull.repo), pull)
     except (ScenarioError, ValueError) as exc:
         return _error(404, "not_found", str(exc))
-    return web.json_response(pull_summary(pull))
+    return web.json_response(pull_summary(pull, mergeable))
 
 
 async def _get_requests(request: web.Request) -> web.Response:

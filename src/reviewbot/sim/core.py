@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from reviewbot.sim.checks import protection_for
 from reviewbot.sim.clock import Clock, system_clock
 from reviewbot.sim.errors import ScenarioError
 from reviewbot.sim.faults import Faults
+from reviewbot.sim.git import ZERO_SHA, GitRepo, Person
 from reviewbot.sim.records import Delivery, RequestRecord
 from reviewbot.sim.state import (
     FORGES,
+    RefMove,
     SimApp,
     SimComment,
     SimCommit,
@@ -40,11 +49,19 @@ class SimCore:
     """In-memory state for both forges, the request log, fault rules and webhook targets."""
 
     def __init__(
-        self, clock: Clock | None = None, base_url: str = "http://127.0.0.1", sha_seed: str = ""
+        self,
+        clock: Clock | None = None,
+        base_url: str = "http://127.0.0.1",
+        sha_seed: str = "",
+        git: bool = False,
     ) -> None:
         """``sha_seed`` makes this simulator's commit SHAs its own (default: the same SHAs
         every run, which tests rely on); a simulator whose PRs may meet a store that
-        outlived an earlier simulator (``serve --sim``) passes a fresh one."""
+        outlived an earlier simulator (``serve --sim``) passes a fresh one.
+
+        ``git``: back every repository with a bare git repository in a folder of its own
+        (removed by :meth:`close`), served over smart HTTP at its ``clone_url``; commits,
+        merges and mergeability are then git's own. Without it commits are named SHAs only."""
         self.clock: Clock = clock or system_clock
         self.sha_seed = sha_seed
         self.base_url = base_url.rstrip("/")
@@ -63,6 +80,16 @@ class SimCore:
         self._ids = itertools.count(1001)
         self._shas = itertools.count(1)
         self.version = "1.25.4"  # Gitea version answered by /version
+        self.git_root: Path | None = None
+        self._git: dict[int, GitRepo] = {}
+        self.ref_moves: list[RefMove] = []  # every branch move, oldest first
+        self._unsent: list[RefMove] = []  # moves whose push webhook is not sent yet
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.push_listeners: list[Callable[[RefMove], None]] = []
+        if git:
+            root = Path(tempfile.mkdtemp(prefix="reviewbot-sim-git-"))
+            self.git_root = root
+            self._cleanup = weakref.finalize(self, shutil.rmtree, root, True)
 
     # ------------------------------------------------------------------ helpers
     def now(self) -> float:
@@ -82,6 +109,11 @@ class SimCore:
     @property
     def gitea_url(self) -> str:
         return f"{self.base_url}/gitea"
+
+    def close(self) -> None:
+        """Remove the git repositories' folder (a simulator without git has none)."""
+        if self.git_root is not None:
+            self._cleanup()
 
     def clear_requests(self) -> None:
         self.requests.clear()
@@ -166,8 +198,12 @@ class SimCore:
             created_at=now,
             private=private,
         )
-        root = self._commit(state, owner, "Initial commit", [])
+        if self.git_root is not None:
+            path = self.git_root / forge / f"{state.id}.git"
+            self._git[state.id] = GitRepo.init(path, default_branch)
+        root = self._commit(state, owner, "Initial commit", [], files={"README.md": f"# {name}\n"})
         state.branches[default_branch] = root.sha
+        self._move_git_ref(state, f"refs/heads/{default_branch}", root.sha)
         state.permissions[owner] = "admin"
         # Keyed case-insensitively: both forges find a repository in any casing and
         # answer with its own spelling.
@@ -219,7 +255,38 @@ class SimCore:
         whitelist = protection.merge_whitelist if protection is not None else None
         return whitelist is None or user in whitelist
 
-    def _commit(self, repo: SimRepo, author: str, message: str, parents: list[str]) -> SimCommit:
+    # ------------------------------------------------------------------ commits and refs
+    def git_of(self, repo: SimRepo) -> GitRepo | None:
+        return self._git.get(repo.id)
+
+    def is_real(self, repo: SimRepo, sha: str | None) -> bool:
+        """Whether ``sha`` is a commit in the repository's git store (not a virtual one)."""
+        commit = repo.commits.get(sha or "")
+        return commit is not None and commit.real
+
+    def person(self, forge: str, login: str) -> Person:
+        user = self.user(forge, login)
+        return Person(user.full_name or login, user.email or f"{login}@example.invalid", self.now())
+
+    def _commit(
+        self,
+        repo: SimRepo,
+        author: str,
+        message: str,
+        parents: list[str],
+        files: dict[str, str] | None = None,
+        tree: str | None = None,
+    ) -> SimCommit:
+        """A new commit: a real one (``files`` over the first parent's tree, or ``tree``)
+        when the repository has git and every parent is real, else a named SHA."""
+        git = self.git_of(repo)
+        if git is not None and all(self.is_real(repo, p) for p in parents):
+            if tree is None:
+                base = repo.commits[parents[0]].tree_sha if parents else None
+                tree = git.write_tree(files or {}, base)
+            who = self.person(repo.forge, author)
+            sha = git.commit_tree(tree, parents, message, who, who)
+            return self.record_git_commit(repo, sha)
         sha = self.new_sha(repo.forge, repo.full_name)
         commit = SimCommit(
             sha=sha,
@@ -232,11 +299,46 @@ class SimCore:
         repo.commits[sha] = commit
         return commit
 
+    def record_git_commit(self, repo: SimRepo, sha: str) -> SimCommit:
+        """Know a commit of the git store (pushed, or made here) as a :class:`SimCommit`."""
+        known = repo.commits.get(sha)
+        if known is not None and known.real:
+            return known
+        git = self.git_of(repo)
+        assert git is not None
+        info = git.commit_info(sha)
+        login = next(
+            (u.login for u in self.users[repo.forge].values() if u.email == info.email),
+            info.author,
+        )
+        commit = SimCommit(
+            sha=info.sha,
+            message=info.message.rstrip("\n"),
+            parents=info.parents,
+            author=login,
+            created_at=info.when,
+            tree_sha=info.tree,
+            real=True,
+        )
+        repo.commits[info.sha] = commit
+        return commit
+
     def _add_commit(
-        self, repo: SimRepo, sha: str | None, author: str, message: str, parent: str
+        self,
+        repo: SimRepo,
+        sha: str | None,
+        author: str,
+        message: str,
+        parent: str,
+        files: dict[str, str] | None = None,
     ) -> str:
+        """A commit on top of ``parent``: a new one, or the one named ``sha`` (a commit of
+        the git store when it is one, else a virtual commit known by that name only)."""
         if sha is None:
-            return self._commit(repo, author, message, [parent]).sha
+            return self._commit(repo, author, message, [parent], files=files).sha
+        git = self.git_of(repo)
+        if git is not None and sha not in repo.commits and git.has_commit(sha):
+            return self.record_git_commit(repo, sha).sha
         if sha not in repo.commits:
             repo.commits[sha] = SimCommit(
                 sha=sha,
@@ -247,6 +349,180 @@ class SimCore:
                 tree_sha=hashlib.sha1(f"tree:{sha}".encode()).hexdigest(),  # noqa: S324
             )
         return sha
+
+    def _move_git_ref(self, repo: SimRepo, ref: str, sha: str | None) -> None:
+        """Keep the git store's ref in step (a virtual commit leaves it where it was)."""
+        git = self.git_of(repo)
+        if git is None:
+            return
+        if sha is None:
+            git.delete_ref(ref)
+        elif self.is_real(repo, sha):
+            git.update_ref(ref, sha)
+
+    def set_branch(
+        self,
+        repo: SimRepo,
+        branch: str,
+        sha: str | None,
+        pusher: str,
+        *,
+        forced: bool = False,
+        follow: bool = True,
+    ) -> None:
+        """Create, move (``sha``) or delete (``None``) a branch: in the model, in git, in
+        the pull requests whose head it is, and announced as a push."""
+        before = repo.branches.get(branch)
+        if sha is None:
+            repo.branches.pop(branch, None)
+        else:
+            repo.branches[branch] = sha
+        self._move_git_ref(repo, f"refs/heads/{branch}", sha)
+        if sha is not None and follow and self.git_of(repo) is not None:
+            self._follow_head(repo, branch, sha)
+        self.note_ref_move(repo, f"refs/heads/{branch}", before, sha, pusher, forced=forced)
+
+    def _follow_head(self, repo: SimRepo, branch: str, sha: str) -> None:
+        """An open pull request's head follows its branch (GitHub's and Gitea's
+        ``refs/pull/N/head`` too)."""
+        for pull in repo.pulls.values():
+            if pull.head_ref != branch or not pull.open or pull.head_sha == sha:
+                continue
+            pull.head_sha = sha
+            git = self.git_of(repo)
+            if git is not None and self.is_real(repo, sha) and self.is_real(repo, pull.base_sha):
+                base = repo.branches.get(pull.base, pull.base_sha)
+                new = git.commits_between(base, sha) if self.is_real(repo, base) else [sha]
+                for c in new:
+                    self.record_git_commit(repo, c)
+                pull.commits = new or [sha]
+            elif sha not in pull.commits:
+                pull.commits.append(sha)
+            pull.updated_at = self.now()
+            self._move_git_ref(repo, f"refs/pull/{pull.number}/head", sha)
+
+    def note_ref_move(
+        self,
+        repo: SimRepo,
+        ref: str,
+        before: str | None,
+        after: str | None,
+        pusher: str,
+        *,
+        forced: bool = False,
+    ) -> None:
+        """Record a branch move of a git-backed repository and send its ``push`` webhook
+        (as both forges do for any branch update, pushes and merges alike)."""
+        if self.git_of(repo) is None or before == after:
+            return
+        move = RefMove(
+            forge=repo.forge,
+            repo=repo.full_name,
+            ref=ref,
+            before=before or ZERO_SHA,
+            after=after or ZERO_SHA,
+            pusher=pusher,
+            forced=forced,
+        )
+        self.ref_moves.append(move)
+        for listener in list(self.push_listeners):
+            listener(move)
+        if repo.forge in self.webhooks:
+            self._unsent.append(move)
+            self.spawn(self.send_pushes())
+
+    def spawn(self, work: Any) -> None:
+        """Run a coroutine in the background when there is a running loop (the scenario API
+        is synchronous; its webhooks are not)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            work.close()
+            return
+        task = loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def send_pushes(self) -> None:
+        from reviewbot.sim.webhooks import deliver_push  # the webhooks module builds on this one
+
+        while self._unsent:
+            move = self._unsent.pop(0)
+            await deliver_push(self, move)
+
+    async def settle(self) -> None:
+        """Wait until every background webhook delivery has been sent."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def resolve(self, repo: SimRepo, ref: str) -> str | None:
+        """The commit a branch name, a tag or a commit SHA names (``None``: nothing)."""
+        if ref in repo.branches:
+            return repo.branches[ref]
+        if ref in repo.commits:
+            return ref
+        git = self.git_of(repo)
+        if git is None:
+            return None
+        sha = git.ref(ref) if not ref.startswith("-") else None
+        return self.record_git_commit(repo, sha).sha if sha else None
+
+    def _ancestors(self, repo: SimRepo, sha: str) -> list[str]:
+        """``sha`` and every commit before it that the model knows, nearest first."""
+        seen: list[str] = []
+        todo = [sha]
+        while todo:
+            current = todo.pop(0)
+            if current in seen:
+                continue
+            seen.append(current)
+            commit = repo.commits.get(current)
+            if commit is not None:
+                todo.extend(commit.parents)
+        return seen
+
+    def is_ancestor(self, repo: SimRepo, ancestor: str, descendant: str) -> bool:
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, ancestor) and self.is_real(repo, descendant):
+            return git.is_ancestor(ancestor, descendant)
+        return ancestor in self._ancestors(repo, descendant)
+
+    def merge_base(self, repo: SimRepo, a: str, b: str) -> str | None:
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
+            found = git.merge_base(a, b)
+            return self.record_git_commit(repo, found).sha if found else None
+        mine = self._ancestors(repo, b)
+        return next((c for c in self._ancestors(repo, a) if c in mine), None)
+
+    def commits_between(self, repo: SimRepo, exclude: str, include: str) -> list[str]:
+        """Commits reachable from ``include`` and not from ``exclude``, oldest first."""
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, exclude) and self.is_real(repo, include):
+            shas = git.commits_between(exclude, include)
+            for sha in shas:
+                self.record_git_commit(repo, sha)
+            return shas
+        excluded = set(self._ancestors(repo, exclude))
+        return [c for c in reversed(self._ancestors(repo, include)) if c not in excluded]
+
+    def changed_paths(self, repo: SimRepo, a: str, b: str) -> list[tuple[str, str]]:
+        """``(status letter, path)`` of each file that differs (none for virtual commits)."""
+        git = self.git_of(repo)
+        if git is not None and self.is_real(repo, a) and self.is_real(repo, b):
+            return git.file_statuses(a, b)
+        return []
+
+    def pull_mergeable(self, repo: SimRepo, pull: SimPull) -> bool:
+        """Whether the head merges into the base without conflict: git's answer
+        (``merge-tree --write-tree``) unless a scenario set it, or when a side is virtual."""
+        if pull.mergeable_set is not None:
+            return pull.mergeable_set
+        git = self.git_of(repo)
+        base = repo.branches.get(pull.base, pull.base_sha)
+        if git is None or not (self.is_real(repo, base) and self.is_real(repo, pull.head_sha)):
+            return pull.mergeable
+        return git.merge_tree(base, pull.head_sha) is not None
 
     def pull(self, forge: str, repo: str, number: int) -> SimPull:
         pull = self.repo(forge, repo).pulls.get(number)

@@ -189,7 +189,7 @@ class GiteaJson:
             "html_url": html,
             "diff_url": f"{html}.diff",
             "patch_url": f"{html}.patch",
-            "mergeable": pull.mergeable and not pull.merged,
+            "mergeable": self.sim.pull_mergeable(repo, pull) and not pull.merged,
             "merged": pull.merged,
             "merged_at": forge_time(pull.merged_at) if pull.merged_at is not None else None,
             "merge_commit_sha": pull.merge_commit_sha,

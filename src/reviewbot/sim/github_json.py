@@ -239,7 +239,7 @@ class GitHubJson:
     def mergeable_state(self, repo: SimRepo, pull: SimPull) -> str:
         if pull.merged:
             return "unknown"
-        if not pull.mergeable:
+        if not self.sim.pull_mergeable(repo, pull):
             return "dirty"
         if pull.draft:
             return "draft"
@@ -300,11 +300,12 @@ class GitHubJson:
         }
         if simple:
             return body
+        mergeable = self.sim.pull_mergeable(repo, pull)
         body.update(
             {
                 "merged": pull.merged,
-                "mergeable": None if pull.merged else pull.mergeable,
-                "rebaseable": None if pull.merged else pull.mergeable,
+                "mergeable": None if pull.merged else mergeable,
+                "rebaseable": None if pull.merged else mergeable,
                 "mergeable_state": self.mergeable_state(repo, pull),
                 "merged_by": self.user(pull.merged_by) if pull.merged_by else None,
                 "comments": len(pull.comments),

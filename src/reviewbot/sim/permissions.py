@@ -166,6 +166,14 @@ GITHUB: dict[str, GitHubNeed] = {
     "issues/update-comment": _gh(
         ("issues", "write"), _PR_WRITE, page="issues/comments#update-an-issue-comment"
     ),
+    # Ref operations (sim/refs_api.py): Contents write moves refs and merges, read compares.
+    "git/create-ref": _gh(("contents", "write"), page="git/refs#create-a-reference", role="write"),
+    "git/update-ref": _gh(("contents", "write"), page="git/refs#update-a-reference", role="write"),
+    "git/delete-ref": _gh(("contents", "write"), page="git/refs#delete-a-reference", role="write"),
+    "repos/merge": _gh(
+        ("contents", "write"), page="branches/branches#merge-a-branch", role="write"
+    ),
+    "repos/compare-commits": _gh(("contents", "read"), page="commits/commits#compare-two-commits"),
 }
 
 
@@ -222,6 +230,13 @@ GITEA: dict[str, GiteaNeed] = {
     "issueGetComments": _gt("read", "/issues/{index}/comments: reqRepoReader on issues or pulls"),
     "issueCreateComment": _gt("read", "/issues/{index}/comments: reqToken(), mustNotBeArchived"),
     "issueEditComment": _gt("read", "/issues/comments/{id}: reqToken(), mustNotBeArchived"),
+    # Ref operations (sim/refs_api.py); the branch update is go-gitea/gitea#35951.
+    "repoCreateBranch": _gt("write", "/branches POST: reqToken(), reqRepoWriter(unit.TypeCode)"),
+    "repoDeleteBranch": _gt(
+        "write", "/branches/* DELETE: reqToken(), reqRepoWriter(unit.TypeCode)"
+    ),
+    "repoUpdateBranch": _gt("write", "/branches/* PUT: reqToken(), reqRepoWriter(unit.TypeCode)"),
+    "repoCompareDiff": _gt("read", "/compare/*: reqRepoReader(unit.TypeCode)"),
 }
 
 

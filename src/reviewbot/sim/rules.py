@@ -172,7 +172,7 @@ class ForgeRules(SimCore):
             raise ApiError(405, "Pull Request is not mergeable")
         if sha is not None and sha != pull.head_sha:
             raise ApiError(409, "Head branch was modified. Review and try the merge again.")
-        if not pull.mergeable or pull.draft:
+        if not self.pull_mergeable(repo, pull) or pull.draft:
             raise ApiError(405, "Pull Request is not mergeable")
         protection = github_rules(repo, pull.base)
         if protection is not None:
@@ -211,7 +211,7 @@ class ForgeRules(SimCore):
             return 201
         if pull.draft:
             raise ApiError(405, "The PR is a work in progress")
-        if not pull.mergeable:
+        if not self.pull_mergeable(repo, pull):
             raise ApiError(405, "Please try again later")
         if not checks_ok:
             raise ApiError(405, "Not all required status checks successful")
@@ -243,15 +243,22 @@ class ForgeRules(SimCore):
 
     def _do_merge(self, repo: SimRepo, pull: SimPull, user: str, method: str) -> None:
         base_head = repo.branches.get(pull.base, pull.base_sha)
-        if method == "fast-forward-only":
-            merge_sha = pull.head_sha
-        else:
-            parents = (
-                [base_head, pull.head_sha] if method in ("merge", "rebase-merge") else [base_head]
-            )
-            merge_sha = self._commit(repo, user, f"Merge pull request #{pull.number}", parents).sha
+        merge_sha = self._git_merge(repo, pull, user, method, base_head)
+        by_git = merge_sha is not None
+        if merge_sha is None:
+            if method == "fast-forward-only":
+                merge_sha = pull.head_sha
+            else:
+                parents = (
+                    [base_head, pull.head_sha]
+                    if method in ("merge", "rebase-merge")
+                    else [base_head]
+                )
+                message = f"Merge pull request #{pull.number}"
+                merge_sha = self._commit(repo, user, message, parents).sha
         now = self.now()
-        repo.branches[pull.base] = merge_sha
+        if not (by_git and method == "manually-merged"):  # the change is in the base already
+            self.set_branch(repo, pull.base, merge_sha, user)
         pull.merged = True
         pull.merged_at = now
         pull.merged_by = user
@@ -260,6 +267,46 @@ class ForgeRules(SimCore):
         pull.closed_at = now
         pull.updated_at = now
         pull.auto_merge_scheduled = None
+
+    def _git_merge(
+        self, repo: SimRepo, pull: SimPull, user: str, method: str, base: str
+    ) -> str | None:
+        """The commit a merge lands, made by git as the forge makes it (``None``: the
+        repository has no git, or a side is a virtual commit)."""
+        git = self.git_of(repo)
+        if git is None or not (self.is_real(repo, base) and self.is_real(repo, pull.head_sha)):
+            return None
+        head = pull.head_sha
+        if method == "manually-merged":
+            return head
+        if method == "fast-forward-only":
+            if not git.is_ancestor(base, head):
+                raise ApiError(405, "Pull Request is not mergeable")  # Gitea: not a fast-forward
+            return head
+        tree = git.merge_tree(base, head)
+        if tree is None:
+            raise ApiError(405, "Pull Request is not mergeable")
+        if method == "squash":
+            message = f"{pull.title} (#{pull.number})" if repo.forge == "github" else pull.title
+            return self._commit(repo, pull.author, message, [base], tree=tree).sha
+        if method in ("rebase", "rebase-merge"):
+            tip = base
+            for commit in git.commits_between(base, head):
+                picked = git.pick(commit, tip)
+                if picked is None:
+                    raise ApiError(405, "Pull Request is not mergeable")
+                original = self.record_git_commit(repo, commit)
+                tip = self._commit(repo, original.author, original.message, [tip], tree=picked).sha
+            if method == "rebase":
+                return tip
+            head = tip
+            tree = git.tree_of(tip)
+        if repo.forge == "github":
+            message = f"Merge pull request #{pull.number} from {repo.owner}/{pull.head_ref}"
+        else:
+            message = f"Merge pull request '{pull.title}' (#{pull.number}) from {pull.head_ref}"
+        message += f" into {pull.base}" if repo.forge == "gitea" else f"\n\n{pull.title}"
+        return self._commit(repo, user, message, [base, head], tree=tree).sha
 
     def _run_scheduled_merges(self, repo: SimRepo) -> None:
         """Gitea's auto-merge: merges at whatever the head is once checks pass."""

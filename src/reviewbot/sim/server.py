@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -15,9 +16,11 @@ from aiohttp import web
 from reviewbot.sim.control import SIM_KEY, add_control_routes
 from reviewbot.sim.faults import FaultRule
 from reviewbot.sim.gitea_api import GiteaApi
+from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
 from reviewbot.sim.http import Route
 from reviewbot.sim.records import RequestRecord
+from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from reviewbot.sim.simulator import Simulator
 
 GITHUB_PREFIX = "/github"
@@ -84,14 +87,18 @@ def build_app(sim: Simulator) -> web.Application:
     app[RELEASE_KEY] = asyncio.Event()
     routes: dict[tuple[str, str], tuple[str, Route, Serve]] = {}
     github, gitea = GitHubApi(sim), GiteaApi(sim)
+    extra = {"github": GitHubRefs(github).routes(), "gitea": GiteaRefs(gitea).routes()}
     for forge, prefix, api in (("github", GITHUB_PREFIX, github), ("gitea", GITEA_PREFIX, gitea)):
         serve: Serve = api.serve
-        for route in api.routes():
+        for route in [*api.routes(), *extra[forge]]:
             resource_path = prefix + route.path
-            routes[(route.method, resource_path)] = (forge, route, serve)
+            # The middleware finds a route by its resource's canonical path (no regexes).
+            canonical = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", resource_path)
+            routes[(route.method, canonical)] = (forge, route, serve)
             app.router.add_route(route.method, resource_path, _placeholder)
     app[_ROUTES_KEY] = routes
     add_control_routes(app)
+    add_git_routes(app, SIM_KEY)
     return app
 
 

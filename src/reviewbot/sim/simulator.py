@@ -19,6 +19,7 @@ from reviewbot.sim.state import (
     SimComment,
     SimProtection,
     SimPull,
+    SimRepo,
     SimReview,
     SimRuleset,
     SimStatus,
@@ -50,11 +51,25 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         if base not in state.branches:
             raise ScenarioError(f"no branch {base!r} in {forge}:{repo}")
         base_sha = state.branches[base]
-        sha = self._add_commit(state, head_sha, author, title, base_sha)
-        state.branches[head_ref] = sha
+        git = self.git_of(state)
+        number = state.next_number
+        existing = state.branches.get(head_ref)
+        taken = any(p.head_ref == head_ref and p.open for p in state.pulls.values())
+        if git is not None and head_sha is None and existing is not None and not taken:
+            # A pushed branch: the pull request is opened on it as it stands.
+            sha = existing
+            commits = git.commits_between(base_sha, sha) if self.is_real(state, sha) else []
+            for c in commits:
+                self.record_git_commit(state, c)
+            commits = commits or [sha]
+        else:
+            # A change of its own: one commit touching a file no other pull request touches.
+            files = {f"changes/pr-{number}.txt": f"{title}\n"}
+            sha = self._add_commit(state, head_sha, author, title, base_sha, files=files)
+            commits = [sha]
         now = self.now()
         pull = SimPull(
-            number=state.next_number,
+            number=number,
             id=self.next_id(),
             repo=repo,
             forge=forge,
@@ -69,19 +84,44 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
             updated_at=now,
             draft=draft,
             labels=list(labels),
-            commits=[sha],
+            commits=commits,
         )
         state.next_number += 1
         state.pulls[pull.number] = pull
+        if existing != sha:
+            self.set_branch(state, head_ref, sha, author, follow=not taken)
+        self._move_git_ref(state, f"refs/pull/{number}/head", sha)
+        self.pull_opened(state, pull)
         return pull
 
+    def pull_opened(self, repo: SimRepo, pull: SimPull) -> None:
+        """A hook for what reacts to a new pull request (the CI runner)."""
+
     def push(
-        self, forge: str, repo: str, number: int, sha: str | None = None, message: str = "Update"
+        self,
+        forge: str,
+        repo: str,
+        number: int,
+        sha: str | None = None,
+        message: str = "Update",
+        files: dict[str, str] | None = None,
     ) -> str:
-        """A new head commit on the PR's branch; returns its SHA."""
+        """A new head commit on the PR's branch; returns its SHA. With git, a commit made
+        here writes ``files`` (default: a new line in the PR's own file)."""
         state = self.repo(forge, repo)
         pull = self.pull(forge, repo, number)
-        new = self._add_commit(state, sha, pull.author, message, pull.head_sha)
+        if files is None and sha is None and self.is_real(state, pull.head_sha):
+            git = self.git_of(state)
+            assert git is not None
+            path = f"changes/pr-{number}.txt"
+            text = git.read_file(pull.head_sha, path) or ""
+            files = {path: f"{text}{message}\n"}
+        new = self._add_commit(state, sha, pull.author, message, pull.head_sha, files=files)
+        if self.git_of(state) is not None:
+            self.set_branch(state, pull.head_ref, new, pull.author)
+            if pull.head_sha != new:  # the branch is shared with another open pull request
+                self._follow_head(state, pull.head_ref, new)
+            return new
         pull.head_sha = new
         pull.commits.append(new)
         pull.updated_at = self.now()
@@ -121,7 +161,10 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
         return pull
 
     def set_mergeable(self, forge: str, repo: str, number: int, mergeable: bool) -> None:
-        self.pull(forge, repo, number).mergeable = mergeable
+        """Override what git computes (a fault: the forge still computing, or wrong)."""
+        pull = self.pull(forge, repo, number)
+        pull.mergeable = mergeable
+        pull.mergeable_set = mergeable
 
     # ------------------------------------------------------------------ CI results
     def set_status(

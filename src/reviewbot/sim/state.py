@@ -25,6 +25,7 @@ class SimCommit:
     author: str
     created_at: float
     tree_sha: str
+    real: bool = False  # an object in the repository's git store (not a named, virtual SHA)
 
 
 @dataclass
@@ -136,6 +137,7 @@ class SimPull:
     auto_merge_scheduled: str | None = (
         None  # Gitea merge style scheduled by merge_when_checks_succeed
     )
+    mergeable_set: bool | None = None  # a scenario's override of what git computes
 
     @property
     def open(self) -> bool:
@@ -235,3 +237,16 @@ class SimInstallationToken:
 class WebhookTarget:
     url: str
     secret: str | None
+
+
+@dataclass(frozen=True)
+class RefMove:
+    """A branch created, moved or deleted (``before``/``after``: 40 zeros for none)."""
+
+    forge: str
+    repo: str
+    ref: str
+    before: str
+    after: str
+    pusher: str
+    forced: bool = False

@@ -11,12 +11,14 @@ from typing import Any
 
 import aiohttp
 
+from reviewbot.sim.clock import forge_time
 from reviewbot.sim.core import SimCore
 from reviewbot.sim.errors import ScenarioError
+from reviewbot.sim.git import ZERO_SHA
 from reviewbot.sim.gitea_json import GiteaJson
 from reviewbot.sim.github_json import GitHubJson
 from reviewbot.sim.records import Delivery
-from reviewbot.sim.state import SimPull, SimRepo, SimReview
+from reviewbot.sim.state import RefMove, SimPull, SimRepo, SimReview
 
 __all__ = ["Delivery"]  # where callers have always found it; it lives in records
 
@@ -599,3 +601,89 @@ async def deliver_raw(
         event_type=event_type or event,
         headers_override=headers_override,
     )
+
+
+# ---------------------------------------------------------------------- push
+def _push_commits(sim: SimCore, repo: SimRepo, move: RefMove) -> list[dict[str, Any]]:
+    """The commits a push brought (oldest first; GitHub and Gitea list at most 20)."""
+    git = sim.git_of(repo)
+    if git is None or move.after == ZERO_SHA or not sim.is_real(repo, move.after):
+        return []
+    if move.before != ZERO_SHA and sim.is_real(repo, move.before):
+        shas = git.commits_between(move.before, move.after)
+    else:
+        shas = [move.after]
+    rows: list[dict[str, Any]] = []
+    for sha in shas[-20:]:
+        commit = sim.record_git_commit(repo, sha)
+        parent = commit.parents[0] if commit.parents else None
+        changes = git.file_statuses(parent, sha) if parent else []
+        user = sim.user(repo.forge, commit.author)
+        person = {"name": user.full_name, "email": user.email, "username": user.login}
+        rows.append(
+            {
+                "id": sha,
+                "tree_id": commit.tree_sha,
+                "distinct": True,
+                "message": commit.message,
+                "timestamp": forge_time(commit.created_at),
+                "url": f"{sim.base_url}/web/{repo.full_name}/commit/{sha}",
+                "author": person,
+                "committer": person,
+                "added": [p for s, p in changes if s == "A"],
+                "removed": [p for s, p in changes if s == "D"],
+                "modified": [p for s, p in changes if s not in ("A", "D")],
+            }
+        )
+    return rows
+
+
+def push_payload(sim: SimCore, move: RefMove) -> dict[str, Any]:
+    """The ``push`` event: GitHub's ("Webhook events and payloads": push) or Gitea's
+    (``modules/structs/hook.go`` ``PushPayload``)."""
+    repo = sim.repo(move.forge, move.repo)
+    commits = _push_commits(sim, repo, move)
+    head = commits[-1] if commits else None
+    pusher = sim.user(repo.forge, move.pusher)
+    if repo.forge == "github":
+        gh = GitHubPayloads(sim)
+        for row in commits:
+            row["url"] = f"{gh.json.web}/{repo.full_name}/commit/{row['id']}"
+        payload: dict[str, Any] = {
+            "ref": move.ref,
+            "before": move.before,
+            "after": move.after,
+            "created": move.before == ZERO_SHA,
+            "deleted": move.after == ZERO_SHA,
+            "forced": move.forced,
+            "base_ref": None,
+            "compare": f"{gh.json.web}/{repo.full_name}/compare/"
+            f"{move.before[:12]}...{move.after[:12]}",
+            "commits": commits,
+            "head_commit": head,
+            "pusher": {"name": pusher.login, "email": pusher.email},
+        }
+        payload.update(gh._envelope(repo, move.pusher))
+        return payload
+    gt = GiteaJson(sim)
+    for row in commits:
+        row.pop("tree_id")
+        row.pop("distinct")
+        row["url"] = f"{gt.web}/{repo.full_name}/commit/{row['id']}"
+        row["verification"] = None
+    return {
+        "ref": move.ref,
+        "before": move.before,
+        "after": move.after,
+        "compare_url": f"{gt.web}/{repo.full_name}/compare/{move.before}...{move.after}",
+        "commits": commits,
+        "total_commits": len(commits),
+        "head_commit": head,
+        "repository": gt.repository(repo),
+        "pusher": gt.user(move.pusher),
+        "sender": gt.user(move.pusher),
+    }
+
+
+async def deliver_push(sim: SimCore, move: RefMove) -> Delivery:
+    return await send(sim, move.forge, "push", push_payload(sim, move), event_type="push")

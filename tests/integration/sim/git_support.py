@@ -1,0 +1,108 @@
+"""Helpers for the simulator's git tests: real ``git`` subprocesses against a served
+simulator (asynchronous, since the simulator answers on the same event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from reviewbot.sim.git import base_env
+
+
+@dataclass
+class GitResult:
+    code: int
+    out: str
+    err: str
+
+
+async def git(
+    *args: str, cwd: Path, user: str = "", token: str = "", check: bool = True
+) -> GitResult:
+    """Run git; credentials go in an environment-provided header, never in argv."""
+    env = base_env()
+    env["GIT_ASKPASS"] = "/bin/false"  # never prompt: no credentials means none
+    env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "Dev"
+    env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "dev@example.invalid"
+    if token:
+        basic = base64.b64encode(f"{user or 'x-access-token'}:{token}".encode()).decode()
+        env.update(
+            GIT_CONFIG_COUNT="1",
+            GIT_CONFIG_KEY_0="http.extraHeader",
+            GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
+        )
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    result = GitResult(process.returncode or 0, out.decode(), err.decode())
+    if check and result.code != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.err}")
+    return result
+
+
+@dataclass
+class Clone:
+    """A working clone of a simulated repository."""
+
+    path: Path
+    user: str
+    token: str
+
+    async def run(self, *args: str, check: bool = True) -> GitResult:
+        return await git(*args, cwd=self.path, user=self.user, token=self.token, check=check)
+
+    async def commit(self, files: dict[str, str], message: str) -> str:
+        for name, text in files.items():
+            target = self.path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            await self.run("add", name)
+        await self.run("commit", "-q", "-m", message)
+        return (await self.run("rev-parse", "HEAD")).out.strip()
+
+    async def push(self, branch: str, check: bool = True) -> GitResult:
+        return await self.run("push", "-q", "origin", f"HEAD:refs/heads/{branch}", check=check)
+
+
+async def clone(url: str, into: Path, token: str, user: str = "") -> Clone:
+    await git("clone", "-q", url, str(into), cwd=into.parent, user=user, token=token)
+    return Clone(into, user, token)
+
+
+@dataclass
+class Hooks:
+    """A webhook receiver on loopback."""
+
+    url: str = ""
+    received: list[tuple[dict[str, str], dict[str, Any]]] = field(default_factory=list)
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [
+            body
+            for headers, body in self.received
+            if event in (headers.get("X-GitHub-Event"), headers.get("X-Gitea-Event"))
+        ]
+
+
+async def call(
+    method: str, url: str, token: str, body: Any = None, forge: str = "github"
+) -> tuple[int, Any]:
+    """One API request with a token; the status and the parsed JSON answer (or None)."""
+    headers = {"Authorization": f"token {token}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, headers=headers, json=body) as response,
+    ):
+        raw = await response.read()
+        return response.status, (await response.json(content_type=None) if raw else None)
