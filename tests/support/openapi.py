@@ -114,8 +114,6 @@ class Operation:
         return re.compile(f"^{pattern}$")
 
 
-
-
 class ForgeSpec:
     """One forge's description, able to validate a request and a response."""
 
