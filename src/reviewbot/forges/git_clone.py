@@ -12,7 +12,8 @@ fast-forward of the branch: that refusal is the compare-and-swap.
   ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_0``/``GIT_CONFIG_VALUE_0``: never in argv (visible to
   every local user in ``ps``), in the remote URL (stored in the clone's config) or in a log
   line. git's own messages are scrubbed of it before they reach an error.
-* git runs with no system or user configuration and never prompts.
+* git runs with no system or user configuration and never prompts. Merges need git 2.38 or
+  newer (``git merge-tree --write-tree``: a merge without a working tree).
 """
 
 from __future__ import annotations
