@@ -106,7 +106,6 @@ class GitClone:
         self._author = author
         self._git = git
         self._lock = asyncio.Lock()
-        self._fetched = False
 
     # -- what the forges use ----------------------------------------------------------
 
@@ -195,7 +194,6 @@ class GitClone:
             await self._run("init", "--quiet", "--bare", str(self.path), bare=False), "clone"
         )
         self._check(await self._run("config", "remote.origin.url", self.url), "clone")
-        self._fetched = False
 
     async def _fetch(self) -> None:
         await self._ensure()
@@ -203,7 +201,6 @@ class GitClone:
             "fetch", "--quiet", "--prune", "--no-tags", "origin", *FETCH_REFSPECS, remote=True
         )
         self._check(fetched, "fetch")
-        self._fetched = True
 
     async def _have_commit(self, sha: str) -> None:
         """The commit is in the clone: fetched once more when it is not, else ``NotFound``."""
