@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.config import Settings
 from reviewbot.forges.errors import (
     AuthenticationFailed,
     MergeConflict,
@@ -19,8 +20,10 @@ from reviewbot.forges.errors import (
     NotFound,
     Unsupported,
 )
+from reviewbot.forges.factory import make_forge
 from reviewbot.forges.git_clone import GitClone, clone_path, remote_url
 from reviewbot.forges.gitea import GiteaForge
+from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.support.git_http import GitServer, commit_file, git, serving
 
 TOKEN = "s3cret-t0ken-value"
@@ -289,3 +292,20 @@ def test_gitea_without_a_clone_folder_says_ref_ops_are_unsupported() -> None:
     forge = GiteaForge(url="https://gitea.example.test", token=TOKEN)
     with pytest.raises(Unsupported, match="git clone"):
         forge.ref_ops()
+
+
+async def test_the_configured_gitea_adapter_clones_under_the_data_folder(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        gitea={"url": "https://gitea.example.test", "token": TOKEN, "bot_login": "reviewbot"},
+    )
+    assert settings.git_dir == WorkflowPaths.from_settings(settings).git_dir
+    assert settings.git_dir == tmp_path / "data" / "git"
+    forge = make_forge(settings, "gitea")
+    try:
+        assert isinstance(forge, GiteaForge)
+        clone = await forge._clone(REPO)
+        assert clone.path == tmp_path / "data" / "git" / "gitea" / "acme" / "api.git"
+        assert clone.url == "https://gitea.example.test/acme/api.git"
+    finally:
+        await forge.aclose()
