@@ -47,6 +47,7 @@ from reviewbot.core.sandbox import (
 ENV_PREFIX = "REVIEWBOT_"
 CONFIG_ENV = "REVIEWBOT_CONFIG"
 DEFAULT_CONFIG_FILE = Path("reviewbot.toml")
+GIT_FOLDER = "git"  # under the data folder: the forges' git clones
 
 MergeMethod = Literal["merge", "squash", "rebase"]
 
@@ -419,6 +420,11 @@ class Settings(BaseSettings):
         if url is not None and url.split(":", 1)[0] in ("postgresql", "postgres"):
             return url
         return None
+
+    @property
+    def git_dir(self) -> Path:
+        """The bot's git clones (``<data_dir>/git``): made on use, safe to delete."""
+        return self.data_dir / GIT_FOLDER
 
     @property
     def database_path(self) -> Path:

@@ -45,6 +45,16 @@ KNOWN_UNDOCUMENTED = {
 }
 
 
+# Path parameters that may hold "/" although the description does not mark them (GitHub marks
+# its own with ``x-multi-segment``): Gitea routes these as the rest of the path
+# (``m.Put("/*", ...)`` under ``/branches``, ``m.Get("/compare/*", ...)`` in
+# routers/api/v1/api.go), so ``reviewbot/queue/main/1`` is one branch name.
+REST_OF_PATH = {
+    ("gitea", "/repos/{owner}/{repo}/branches/{branch}"): "branch",
+    ("gitea", "/repos/{owner}/{repo}/compare/{basehead}"): "basehead",
+}
+
+
 def _format_checker() -> jsonschema.FormatChecker:
     checker = jsonschema.FormatChecker(formats=())
 
@@ -91,10 +101,16 @@ class Operation:
     operation_id: str
     raw: dict[str, Any]
     pointer: str  # JSON pointer of the operation object in the document
+    multi_segment: frozenset[str] = frozenset()  # path parameters that may hold "/"
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
-        pattern = re.sub(r"\\\{([a-zA-Z_]+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path))
+        def group(found: re.Match[str]) -> str:
+            name = found.group(1)
+            # GitHub marks parameters that span segments (``heads/a/b``, ``main...x/y``).
+            return f"(?P<{name}>.+)" if name in self.multi_segment else f"(?P<{name}>[^/]+)"
+
+        pattern = re.sub(r"\\\{([a-zA-Z_]+)\\\}", group, re.escape(self.path))
         return re.compile(f"^{pattern}$")
 
 
@@ -115,8 +131,15 @@ class ForgeSpec:
                 if method == "parameters":
                     continue
                 pointer = f"/paths/{_escape(path)}/{method}"
+                multi = frozenset(
+                    str(p["name"])
+                    for p in (self._resolve(dict(q)) for q in op.get("parameters", []))
+                    if p.get("x-multi-segment")
+                )
+                rest = REST_OF_PATH.get((forge, path))
+                multi = multi | {rest} if rest else multi
                 self.operations.append(
-                    Operation(method.upper(), path, op["operationId"], op, pointer)
+                    Operation(method.upper(), path, op["operationId"], op, pointer, multi)
                 )
         # Literal paths before templated ones, so /pulls/{n}/merge never matches /pulls/{n}.
         self.operations.sort(key=lambda o: o.path.count("{"))

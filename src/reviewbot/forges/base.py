@@ -16,6 +16,7 @@ from reviewbot.core.models import (
     Review,
     ReviewEvent,
 )
+from reviewbot.forges.refs import RefOps
 
 
 class Forge(Protocol):
@@ -84,5 +85,11 @@ class Forge(Protocol):
     async def create_comment(self, repo: str, number: int, body: str) -> Comment: ...
 
     async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment: ...
+
+    def ref_ops(self) -> RefOps:
+        """The adapter's ref operations (branches, comparisons, merge commits, fast-forwards),
+        an optional capability: raises :class:`~reviewbot.forges.errors.Unsupported` naming
+        what is missing when the adapter cannot do them. Ask before relying on them."""
+        ...
 
     async def aclose(self) -> None: ...

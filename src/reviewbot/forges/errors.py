@@ -88,6 +88,24 @@ class PendingReview(ForgeError):
     """Gitea stored the review as PENDING (unsubmitted): the event was not understood."""
 
 
+class Unsupported(ForgeError):
+    """The adapter cannot do this at all (a capability it lacks, named in the message): the
+    caller chooses another way, it never retries."""
+
+
+class NotFastForward(ForgeError):
+    """A branch was not moved: its current commit is not an ancestor of the new commit (the
+    forge's compare-and-swap refused, or the branch moved since it was read)."""
+
+
+class RefExists(ForgeError):
+    """A branch to be created already exists."""
+
+
+class MergeConflict(ForgeError):
+    """Two commits cannot be merged without a person resolving conflicts."""
+
+
 class ForgeUnavailable(ForgeError):
     """5xx, timeouts or connection failures that outlasted the retries (or a write not retried).
 

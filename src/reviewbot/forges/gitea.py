@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
@@ -36,11 +39,15 @@ from reviewbot.core.models import (
 from reviewbot.forges.errors import (
     ForgeError,
     HeadMoved,
+    NotFastForward,
     NotFound,
     NotMergeable,
     PendingReview,
     PermissionDenied,
+    RefExists,
+    Unsupported,
 )
+from reviewbot.forges.git_clone import GitClone, clone_path, remote_url
 from reviewbot.forges.http import (
     ErrorMap,
     ForgeWatcher,
@@ -63,6 +70,7 @@ from reviewbot.forges.normalize import (
     review_of,
     split_repo,
 )
+from reviewbot.forges.refs import Comparison, MergeCommit, RefOps
 
 USER_AGENT = "reviewbot"
 PAGE_LIMIT = 50  # Gitea's default maximum page size
@@ -88,6 +96,10 @@ NEWER_SERVER = (
     "a Gitea/Forgejo version whose branch API shows status_check_contexts (Gitea 1.11 or later)"
 )
 PERMISSIONS: dict[str, str] = {"owner": "admin", "admin": "admin", "write": "write", "read": "read"}
+# ``PUT /repos/{o}/{r}/branches/{branch}`` (a fast-forward unless forced) came with Gitea 1.26
+# (go-gitea/gitea#35951). Forgejo (``X.Y.Z+gitea-A.B.C``) has no such endpoint.
+FAST_FORWARD_API = (1, 26)
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)([^+]*)(\+.*)?$")
 
 
 class GiteaForge(HttpAdapter):
@@ -107,9 +119,17 @@ class GiteaForge(HttpAdapter):
         clock: Clock = time.time,
         on_wait: OnWait | None = None,
         watch: ForgeWatcher | None = None,
+        git_root: Path | None = None,
+        fast_forward_api: bool | None = None,
     ) -> None:
         if not token:
             raise ValueError("GiteaForge needs a token")
+        self._web = url.rstrip("/")
+        self._token = token
+        self._git_root = git_root
+        # None: decided from the server's version on first use.
+        self._fast_forward_api = fast_forward_api
+        self._clones: dict[str, GitClone] = {}
         self._api = url.rstrip("/") + "/api/v1"
         self.url = self._api
         self._headers = {
@@ -337,6 +357,110 @@ class GiteaForge(HttpAdapter):
         with response_shape("edit_comment"):
             return comment_of(data)
 
+    # -- ref operations (RefOps): the branch API, and git for what it lacks ----------
+
+    def ref_ops(self) -> RefOps:
+        """Gitea has no server-side merge of two refs: merge commits are made in the bot's
+        git clone, so the capability needs a folder for it and the ``git`` program."""
+        if self._git_root is None:
+            raise Unsupported(
+                "gitea: ref operations need a folder for the bot's git clone "
+                "(the adapter was built without the data folder)",
+                operation="ref_ops",
+            )
+        if shutil.which("git") is None:
+            raise Unsupported(
+                "gitea: ref operations need the git program, which is not installed",
+                operation="ref_ops",
+            )
+        return self
+
+    async def create_branch(self, repo: str, branch: str, sha: str) -> None:
+        await self._send(
+            "create_branch",
+            "POST",
+            _repo_path(repo, "branches"),
+            {"new_branch_name": branch, "old_ref_name": sha},
+            errors={409: RefExists},
+        )
+
+    async def delete_branch(self, repo: str, branch: str) -> None:
+        await self._send("delete_branch", "DELETE", _branch_path(repo, branch))
+
+    async def compare(self, repo: str, base: str, head: str) -> Comparison:
+        """Two comparisons: Gitea lists the commits from the merge base to the second commit,
+        so ``head...base`` lists none exactly when ``base`` is an ancestor of ``head``; the
+        files are those of the commits of ``base...head``."""
+        behind = await self._compare(repo, head, base)
+        ahead = await self._compare(repo, base, head)
+        with response_shape("compare"):
+            paths = [
+                str(f["filename"])
+                for commit in as_list(ahead.get("commits") or [], "compare")
+                for f in as_list(as_dict(commit, "compare").get("files") or [], "compare")
+                if as_dict(f, "compare").get("filename")
+            ]
+            return Comparison(
+                base=base,
+                head=head,
+                base_is_ancestor=not behind.get("commits") and not behind.get("total_commits"),
+                files=tuple(dict.fromkeys(paths)),
+            )
+
+    async def merge_into(self, repo: str, branch: str, sha: str, message: str) -> MergeCommit:
+        clone = await self._clone(repo)
+        tip, merge = await clone.merge(branch, sha, message)
+        if merge is None:
+            return MergeCommit(tip, created=False)
+        # The commit exists only in the clone: a plain push lands it, and the server takes
+        # it only while the branch is still at ``tip`` (a fast-forward).
+        await clone.push(merge, branch, operation="merge_into")
+        return MergeCommit(merge, created=True)
+
+    async def fast_forward(self, repo: str, branch: str, sha: str) -> None:
+        if await self._has_fast_forward_api():
+            await self._send(
+                "fast_forward",
+                "PUT",
+                _branch_path(repo, branch),
+                {"new_commit_id": sha, "force": False},
+                errors={409: NotFastForward},
+            )
+            return
+        clone = await self._clone(repo)
+        await clone.push(sha, branch, operation="fast_forward")
+
+    async def _compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        owner, name = split_repo(repo)
+        path = "/repos/{}/{}/compare/{}".format(
+            quote(owner, safe=""), quote(name, safe=""), quote(f"{base}...{head}", safe="/")
+        )
+        return as_dict(await self._get_json("compare", path), "compare")
+
+    async def _has_fast_forward_api(self) -> bool:
+        if self._fast_forward_api is None:
+            found = as_dict(await self._get_json("fast_forward", "/version"), "fast_forward")
+            self._fast_forward_api = has_fast_forward_api(str(found.get("version") or ""))
+        return self._fast_forward_api
+
+    async def _clone(self, repo: str) -> GitClone:
+        key = repo.lower()
+        clone = self._clones.get(key)
+        if clone is None:
+            self.ref_ops()  # says what is missing
+            assert self._git_root is not None
+            login = await self.bot_login()
+            host = urlsplit(self._web).hostname or "localhost"
+            clone = GitClone(
+                clone_path(self._git_root, self.name, repo),
+                remote_url(self._web, repo),
+                username=login,
+                token=self._token,
+                author=(login, f"{login}@noreply.{host}"),
+            )
+            self._clones[key] = clone
+        return clone
+
     # -- plumbing --------------------------------------------------------------------
 
     async def _pull(self, repo: str, number: int, operation: str) -> PullRequestSnapshot:
@@ -417,6 +541,28 @@ def _repo_path(repo: str, *parts: str | int) -> str:
     segments = [quote(owner, safe=""), quote(name, safe="")]
     segments += [quote(str(p), safe="") for p in parts]
     return "/repos/" + "/".join(segments)
+
+
+def _branch_path(repo: str, branch: str) -> str:
+    # Gitea routes the branch as the rest of the path: its slashes stay slashes.
+    return _repo_path(repo, "branches") + "/" + quote(branch, safe="/")
+
+
+def has_fast_forward_api(version: str) -> bool:
+    """Whether a server of ``version`` (``GET /version``) has the fast-forward branch update.
+
+    A release of Gitea 1.26 or later has it; Forgejo (``+gitea-`` in its version) does not; a
+    development build (``1.26.0+dev-...``) cannot be placed before or after the change, so it
+    is taken not to (the plain push does the same job).
+    """
+    found = _RELEASE.match(version.strip())
+    if found is None or "gitea-" in version:
+        return False
+    release = (int(found.group(1)), int(found.group(2)))
+    pre = found.group(4) + (found.group(5) or "")
+    if release > FAST_FORWARD_API:
+        return True
+    return release == FAST_FORWARD_API and "dev" not in pre
 
 
 def _snapshot(owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:

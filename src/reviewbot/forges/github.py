@@ -37,9 +37,12 @@ from reviewbot.forges.errors import (
     AuthenticationFailed,
     ForgeError,
     HeadMoved,
+    MergeConflict,
+    NotFastForward,
     NotFound,
     NotMergeable,
     PermissionDenied,
+    RefExists,
     permission_named,
 )
 from reviewbot.forges.http import (
@@ -62,6 +65,7 @@ from reviewbot.forges.normalize import (
     review_of,
     split_repo,
 )
+from reviewbot.forges.refs import Comparison, MergeCommit, RefOps
 
 USER_AGENT = "reviewbot"
 ACCEPT = "application/vnd.github+json"
@@ -108,6 +112,8 @@ NEEDED: dict[str, str] = {
     ),
 }
 MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
+# GitHub lists at most this many files in a comparison.
+COMPARE_FILES_CAP = 300
 
 
 @dataclass(frozen=True)
@@ -524,6 +530,103 @@ class GitHubForge(HttpAdapter):
         with response_shape("edit_comment"):
             return comment_of(as_dict(data, "edit_comment"))
 
+    # -- ref operations (RefOps): the Git database and merge endpoints, Contents (write) --
+
+    def ref_ops(self) -> RefOps:
+        """GitHub does every ref operation through its REST API."""
+        return self
+
+    async def create_branch(self, repo: str, branch: str, sha: str) -> None:
+        owner, name = split_repo(repo)
+        try:
+            await self._write(
+                "create_branch",
+                "POST",
+                "/repos/{owner}/{repo}/git/refs",
+                {"owner": owner, "repo": name},
+                {"ref": f"refs/heads/{branch}", "sha": sha},
+                repo=repo,
+            )
+        except ForgeError as exc:
+            raise _unprocessable(exc) from None
+
+    async def delete_branch(self, repo: str, branch: str) -> None:
+        owner, name = split_repo(repo)
+        try:
+            await self._write(
+                "delete_branch",
+                "DELETE",
+                "/repos/{owner}/{repo}/git/refs/{+ref}",
+                {"owner": owner, "repo": name, "ref": f"heads/{branch}"},
+                {},
+                repo=repo,
+            )
+        except ForgeError as exc:
+            raise _unprocessable(exc) from None
+
+    async def compare(self, repo: str, base: str, head: str) -> Comparison:
+        owner, name = split_repo(repo)
+        data = await self._get(
+            "compare",
+            "/repos/{owner}/{repo}/compare/{+basehead}",
+            {"owner": owner, "repo": name, "basehead": f"{base}...{head}"},
+            repo=repo,
+        )
+        with response_shape("compare"):
+            found = as_dict(data, "compare")
+            files = [as_dict(f, "compare") for f in found.get("files") or ()]
+            paths = [
+                str(f[field])
+                for f in files
+                for field in ("filename", "previous_filename")
+                if f.get(field)
+            ]
+            return Comparison(
+                base=base,
+                head=head,
+                base_is_ancestor=found["status"] in ("ahead", "identical"),
+                files=tuple(dict.fromkeys(paths)),
+                files_complete=len(files) < COMPARE_FILES_CAP,
+            )
+
+    async def merge_into(self, repo: str, branch: str, sha: str, message: str) -> MergeCommit:
+        owner, name = split_repo(repo)
+        data = await self._write(
+            "merge_into",
+            "POST",
+            "/repos/{owner}/{repo}/merges",
+            {"owner": owner, "repo": name},
+            {"base": branch, "head": sha, "commit_message": message},
+            repo=repo,
+            errors={409: MergeConflict},
+        )
+        if data is None:  # 204: the branch already contains the commit
+            tip = await self._get(
+                "merge_into",
+                "/repos/{owner}/{repo}/branches/{branch}",
+                {"owner": owner, "repo": name, "branch": branch},
+                repo=repo,
+            )
+            with response_shape("merge_into"):
+                return MergeCommit(str(as_dict(tip, "merge_into")["commit"]["sha"]), created=False)
+        with response_shape("merge_into"):
+            return MergeCommit(str(as_dict(data, "merge_into")["sha"]), created=True)
+
+    async def fast_forward(self, repo: str, branch: str, sha: str) -> None:
+        owner, name = split_repo(repo)
+        try:
+            await self._write(
+                "fast_forward",
+                "PATCH",
+                "/repos/{owner}/{repo}/git/refs/{+ref}",
+                {"owner": owner, "repo": name, "ref": f"heads/{branch}"},
+                # force false: GitHub refuses (422) anything but a fast-forward.
+                {"sha": sha, "force": False},
+                repo=repo,
+            )
+        except ForgeError as exc:
+            raise _unprocessable(exc) from None
+
     # -- GitHub App installation calls (InstallationApi) ------------------------------
 
     async def repo_installation_id(self, repo: str, app_jwt: str) -> int:
@@ -671,6 +774,8 @@ class GitHubForge(HttpAdapter):
                 return await self._gh.post(url, url_vars, data=body, **kw)
             if method == "PUT":
                 return await self._gh.put(url, url_vars, data=body, **kw)
+            if method == "DELETE":
+                return await self._gh.delete(url, url_vars, **kw)
             return await self._gh.patch(url, url_vars, data=body, **kw)
 
         return await self._authed(_Call(operation, errors), send, repo=repo)
@@ -704,6 +809,22 @@ def ruleset_requirements(rules: Sequence[Mapping[str, Any]]) -> RequiredChecks:
     return RequiredChecks(
         tuple(dict.fromkeys(names)), required_approvals=approvals, code_owner_review=code_owners
     )
+
+
+def _unprocessable(exc: ForgeError) -> ForgeError:
+    """The typed error of a Git database 422, which GitHub words by case."""
+    if exc.status != 422 or type(exc) is not ForgeError:
+        return exc
+    said = str(exc.args[0]) if exc.args else ""
+    lowered = said.lower()
+    kind: type[ForgeError] = ForgeError
+    if "fast forward" in lowered or "fast-forward" in lowered:
+        kind = NotFastForward
+    elif "already exists" in lowered:
+        kind = RefExists
+    elif "does not exist" in lowered:
+        kind = NotFound
+    return kind(said, status=422, operation=exc.operation)
 
 
 def gap(source: str, exc: ForgeError) -> RulesGap:

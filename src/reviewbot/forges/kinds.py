@@ -118,6 +118,7 @@ def _gitea(settings: Settings, o: AdapterOptions) -> Forge:
         clock=o.clock,
         on_wait=o.on_wait,
         watch=o.watch,
+        git_root=settings.git_dir,
     )
 
 

@@ -1,10 +1,13 @@
-"""The workflow folder: ``db/db.sqlite``, ``db/migrations/`` (with ``.backups/``), ``runs/``."""
+"""The workflow folder: ``db/db.sqlite``, ``db/migrations/`` (with ``.backups/``), ``runs/``,
+and ``git/`` (the forges' git clones, made on use and safe to delete)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from reviewbot.config import GIT_FOLDER
 
 if TYPE_CHECKING:
     from reviewbot.config import Settings
@@ -45,6 +48,12 @@ class WorkflowPaths:
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
+
+    @property
+    def git_dir(self) -> Path:
+        """Bare clones for ref operations git does where the forge cannot (merge commits on
+        Gitea); recreated on next use when deleted."""
+        return self.data_dir / GIT_FOLDER
 
     def ensure(self) -> WorkflowPaths:
         """Create the folders (idempotent): a writable folder that is missing is made."""

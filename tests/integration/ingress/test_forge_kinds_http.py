@@ -28,7 +28,9 @@ from reviewbot.core.models import (
     Trigger,
 )
 from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import Unsupported
 from reviewbot.forges.kinds import FORGE_ADAPTERS, AdapterKind, AdapterOptions
+from reviewbot.forges.refs import RefOps
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.forge_kinds import FORGE_KINDS, ForgeKind
 from reviewbot.ingress.headers import header
@@ -185,6 +187,9 @@ class StubForge:
 
     async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment:
         return Comment(comment_id, "reviewbot", body)
+
+    def ref_ops(self) -> RefOps:
+        raise Unsupported("the gate never moves a branch")
 
     async def aclose(self) -> None:
         pass
