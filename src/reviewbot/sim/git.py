@@ -14,11 +14,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from reviewbot.core.errors import ReviewbotError
+
 ZERO_SHA = "0" * 40
 GIT = "git"
 
 
-class GitError(Exception):
+class GitError(ReviewbotError):
     """A git command failed; ``stderr`` says why."""
 
     def __init__(self, args: list[str], code: int, stderr: str) -> None:

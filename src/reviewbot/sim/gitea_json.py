@@ -345,7 +345,7 @@ class GiteaJson:
             ),
         }
 
-    def commit(self, repo: SimRepo, commit: SimCommit) -> Json:
+    def commit(self, repo: SimRepo, commit: SimCommit, files: list[Json] | None = None) -> Json:
         api = f"{self.api}/repos/{repo.full_name}"
         person = {
             "name": commit.author,
@@ -385,6 +385,6 @@ class GiteaJson:
                 }
                 for p in commit.parents
             ],
-            "files": [],
+            "files": files or [],
             "stats": {"total": 1, "additions": 1, "deletions": 0},
         }

@@ -173,7 +173,9 @@ GITHUB: dict[str, GitHubNeed] = {
     "repos/merge": _gh(
         ("contents", "write"), page="branches/branches#merge-a-branch", role="write"
     ),
-    "repos/compare-commits": _gh(("contents", "read"), page="commits/commits#compare-two-commits"),
+    "repos/compare-commits-with-basehead": _gh(
+        ("contents", "read"), page="commits/commits#compare-two-commits"
+    ),
 }
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from reviewbot.sim.errors import ApiError
 from reviewbot.sim.http import Call, Reply, Route
-from reviewbot.sim.state import SimRepo
+from reviewbot.sim.state import SimCommit, SimRepo
 
 if TYPE_CHECKING:
     from reviewbot.sim.gitea_api import GiteaApi
@@ -57,7 +57,12 @@ class GitHubRefs:
             r("PATCH", f"{REPO}/git/refs/{{ref:.+}}", "git/update-ref", self.update_ref),
             r("DELETE", f"{REPO}/git/refs/{{ref:.+}}", "git/delete-ref", self.delete_ref),
             r("POST", f"{REPO}/merges", "repos/merge", self.merge),
-            r("GET", f"{REPO}/compare/{{basehead:.+}}", "repos/compare-commits", self.compare),
+            r(
+                "GET",
+                f"{REPO}/compare/{{basehead:.+}}",
+                "repos/compare-commits-with-basehead",
+                self.compare,
+            ),
         ]
 
     def _ref_json(self, repo: SimRepo, ref: str, sha: str) -> dict[str, Any]:
@@ -292,5 +297,19 @@ class GiteaRefs:
         if base is None or head is None:
             raise ApiError(404, "GetRefCommitID")
         shas = self.sim.commits_between(repo, base, head)
-        commits = [self.api.json.commit(repo, repo.commits[c]) for c in reversed(shas)]
+        # Each commit lists the files it changed against its first parent, as Gitea's
+        # compare does unless asked not to (services/convert/git_commit.go, ToCommit).
+        commits = [
+            self.api.json.commit(repo, repo.commits[c], self._files(repo, repo.commits[c]))
+            for c in reversed(shas)
+        ]
         return Reply(200, {"total_commits": len(commits), "commits": commits})
+
+    def _files(self, repo: SimRepo, commit: SimCommit) -> list[dict[str, str]]:
+        if not commit.parents:
+            return []
+        status = {"A": "added", "D": "removed"}
+        return [
+            {"filename": change.path, "status": status.get(change.status, "modified")}
+            for change in self.sim.file_changes(repo, commit.parents[0], commit.sha)
+        ]

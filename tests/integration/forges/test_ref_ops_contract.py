@@ -176,16 +176,7 @@ async def test_a_conflicting_merge_is_named_and_moves_nothing(world: RefWorld) -
     assert world.tip("q/1") == lines.ahead
 
 
-def _compare_drift(world: RefWorld) -> None:
-    if world.forge_name == "github":
-        pytest.skip(
-            "the simulator names GitHub's compare repos/compare-commits, not the description's "
-            "repos/compare-commits-with-basehead (a strict xfail in test_sim_spec tracks it)"
-        )
-
-
 async def test_compare_says_ancestry(world: RefWorld) -> None:
-    _compare_drift(world)
     ops, lines = world.ops(), world.lines
     assert (await ops.compare(REPO, lines.root, lines.ahead)).base_is_ancestor
     assert (await ops.compare(REPO, lines.ahead, lines.ahead)).base_is_ancestor
@@ -193,17 +184,7 @@ async def test_compare_says_ancestry(world: RefWorld) -> None:
     assert not (await ops.compare(REPO, lines.ahead, lines.root)).base_is_ancestor
 
 
-async def test_compare_lists_the_files_changed(
-    world: RefWorld, request: pytest.FixtureRequest
-) -> None:
-    _compare_drift(world)
-    request.applymarker(
-        pytest.mark.xfail(
-            strict=True,
-            reason="the simulator's Gitea commits list no files; Gitea's compare lists each "
-            "commit's files unless asked not to (services/convert/git_commit.go)",
-        )
-    )
+async def test_compare_lists_the_files_changed(world: RefWorld) -> None:
     ops, lines = world.ops(), world.lines
     assert (await ops.compare(REPO, lines.root, lines.ahead)).files == ("src/a.py",)
     assert (await ops.compare(REPO, lines.ahead, lines.aside)).files == ("docs/b.md",)
