@@ -25,7 +25,7 @@ class GitError(ReviewbotError):
 
     def __init__(self, args: list[str], code: int, stderr: str) -> None:
         super().__init__(f"git {' '.join(args)} exited {code}: {stderr.strip()}")
-        self.code = code
+        self.exit_code = code
         self.stderr = stderr
 
 
