@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from reviewbot.cli import invoked_as
 from reviewbot.config import (
     ConfigError,
     GiteaSettings,
@@ -40,7 +41,7 @@ or for Gitea / Forgejo:
   REVIEWBOT_GITEA__TOKEN=...
   REVIEWBOT_GITEA__WEBHOOK_SECRET=...
 and give the repositories rules in reviewbot.toml ([defaults] or [repos."FORGE:OWNER/NAME"]).
-To try the bot against a simulated forge instead: reviewbot serve --sim"""
+To try the bot against a simulated forge instead: {reviewbot} serve --sim"""
 
 
 def register(sub: Any) -> None:
@@ -140,7 +141,7 @@ async def serve(
         settings = sim_session.settings
         reload_settings = None  # the simulator's settings are made here, not read
     elif not (settings.github.configured or settings.gitea.configured):
-        _say(HOW_TO_CONFIGURE)
+        _say(HOW_TO_CONFIGURE.format(reviewbot=invoked_as()))
 
     # After --sim made its secrets, so that they are redacted too.
     configure_logging(settings, log_format=log_format, level=log_level)
@@ -187,7 +188,7 @@ async def serve(
     service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
     if sim_session is not None:
         await sim_session.connect(base)
-        _say(sim_session.describe())
+        _say(sim_session.describe(invoked_as(), _local_url(host, port), _status_token(service)))
     store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
     _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
     _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
@@ -207,6 +208,19 @@ async def serve(
         if sim_session is not None:
             await sim_session.close()
     print("reviewbot: stopped", file=sys.stderr, flush=True)
+
+
+STATUS_TOKEN = "status-page"  # noqa: S105 - the name of the read token the sign-in steps use
+
+
+def _status_token(service: Any) -> bool:
+    """Whether the store holds an active token named ``STATUS_TOKEN`` (then the printed
+    steps only make a link for it: creating it again would be refused)."""
+    from reviewbot.store.tokens import list_tokens
+
+    if service.db is None:
+        return False
+    return any(t.name == STATUS_TOKEN for t in list_tokens(service.db, include_revoked=False))
 
 
 def _listen_problem(
@@ -301,8 +315,10 @@ class SimSession:
         for forge in ("github", "gitea"):
             self.sim.set_webhook(forge, url=f"{base_url}/webhooks/{forge}", secret=self.secret)
 
-    def describe(self) -> str:
-        """The simulator's addresses and the steps from a new PR to its merge."""
+    def describe(self, reviewbot: str, base_url: str, has_token: bool) -> str:
+        """The simulator's addresses, the steps from a new PR to its merge, and how to sign
+        in to the status page; ``reviewbot`` is how this process was started, so that each
+        printed command runs as typed."""
         control = f"{self.server.base_url}/_sim"
         forge, repo = self.FORGE, self.REPO
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge)) or RepoRules()
@@ -324,7 +340,7 @@ class SimSession:
                 post("pulls", f'{pr}, "author": "alice"'),
                 post("deliver", f'"kind": "pull_request", {pr}, "number": 1'),
                 "  # 2. the bot waits for the required checks; explain shows why",
-                f"  reviewbot explain {forge}:{repo}#1",
+                f"  {reviewbot} explain {forge}:{repo}#1",
                 "  # 3. CI reports ci/test: success at the PR's head, and the forge sends it",
                 post(
                     "statuses",
@@ -333,7 +349,19 @@ class SimSession:
                 post("deliver", f'"kind": "status", {pr}'),
                 "  # 4. the bot approved at the head and merged it: reviews, merged: true",
                 f"  curl -s {control}/pulls/{forge}/{repo}/1",
-                f"  reviewbot explain {forge}:{repo}#1",
+                f"  {reviewbot} explain {forge}:{repo}#1",
+                f"reviewbot: status page at {base_url}/ (docs/status-page.md); to sign in, "
+                + (
+                    "open the link this prints:"
+                    if has_token
+                    else "make a read token, then open the link the second command prints:"
+                ),
+                *(
+                    []
+                    if has_token
+                    else [f"  {reviewbot} token create --name {STATUS_TOKEN} --scopes read"]
+                ),
+                f"  {reviewbot} token link {STATUS_TOKEN} --url {base_url}",
             ]
         )
 
