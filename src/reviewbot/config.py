@@ -186,6 +186,9 @@ class RetentionSettings(_Section):
     tool_calls_days: float = Field(30.0, ge=0, le=36500)
     # ... and workers a token registered that were not heard from since.
     workers_days: float = Field(30.0, ge=0, le=36500)
+    # Refused webhooks (what explain says about them) are kept by number, not age: the
+    # newest this many; 0 keeps none.
+    refused_webhooks: int = Field(1000, ge=0, le=1_000_000)
 
     @property
     def lease_history(self) -> float | None:

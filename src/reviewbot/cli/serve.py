@@ -216,7 +216,7 @@ STATUS_TOKEN = "status-page"  # noqa: S105 - the name of the read token the sign
 def _status_token(service: Any) -> bool:
     """Whether the store holds an active token named ``STATUS_TOKEN`` (then the printed
     steps only make a link for it: creating it again would be refused)."""
-    from reviewbot.store.tokens import list_tokens
+    from reviewbot.store.tokens import list_tokens  # the store loads with the server only
 
     if service.db is None:
         return False

@@ -20,7 +20,11 @@ from pathlib import Path
 import pytest
 
 from reviewbot.config import Settings
+from reviewbot.core.models import Reason
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.store import decisions
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.decisions import DecisionRecord
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.protected import PACKAGED_NAME
 from tests.integration.process_support import clean_env, run_reviewbot, serve_process
@@ -49,7 +53,17 @@ def tree(folder: Path) -> list[tuple[str, int]]:
 
 
 def make_store(data_dir: Path) -> None:
-    open_store(Settings(data_dir=data_dir)).close()
+    """A store with one gate decision, for gitea:acme/api#1 (explain of a PR with no record
+    exits 1, so a read that succeeds has something to read)."""
+    db = open_store(Settings(data_dir=data_dir))
+    try:
+        reason = Reason(ReasonCode.REPO_NOT_CONFIGURED, "no rules")
+        row = DecisionRecord(
+            "d-1", "gitea", "skip", (reason,), 1_767_225_600.0, "gitea", "acme/api", 1
+        )
+        decisions.record(db, [row])
+    finally:
+        db.close()
 
 
 # --- read commands never create a store ------------------------------------------------------

@@ -63,8 +63,9 @@ async def run_until(command: str, reviewbot: str, cwd: Path, until: str) -> str:
     deadline = time.monotonic() + WAIT_S
     while True:
         done = await asyncio.to_thread(run_printed, command, reviewbot, cwd)
-        assert done.returncode == 0, done.stderr
-        if until in done.stdout or time.monotonic() > deadline:
+        # Before the first decision, explain exits 1: nothing is known yet.
+        if (done.returncode == 0 and until in done.stdout) or time.monotonic() > deadline:
+            assert done.returncode == 0, done.stderr
             return done.stdout
         await asyncio.sleep(0.1)
 
@@ -127,6 +128,11 @@ async def test_the_printed_steps_reach_an_approval_and_a_merge(
             assert pull["merge_commit_sha"]
             out = await run_until(explain, reviewbot, tmp_path, until="was merged")
             assert f"was merged at {head[:12]} as {pull['merge_commit_sha'][:12]}" in out, out
+            # The status webhook's delivery id explains the review and the merge it led to.
+            by_id = f"{explain.rsplit(' ', 1)[0]} {delivery['id']}"
+            out = await run_until(by_id, reviewbot, tmp_path, until="led to the merge")
+            assert f"It led to the merge of gitea:acme/demo#1 at {head[:12]}" in out, out
+            assert "APPROVE" in out, out
 
             # 5. a read token, and a link that opens the status page's sign-in form
             create, link = sign_in
