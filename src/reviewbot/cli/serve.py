@@ -15,6 +15,7 @@ import errno
 import json
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -135,6 +136,11 @@ async def serve(
     from reviewbot.server.app import create_app, create_metrics_app
     from reviewbot.service import Parts, Role, build_service, configure_logging
 
+    # Before anything is written (the store, the simulator): a port in use stops the start
+    # with the store untouched. The real bind below can still lose a race; it says the same.
+    _check_port(settings.host, settings.port)
+    if settings.metrics_port is not None:
+        _check_port(settings.metrics_host, settings.metrics_port, how="REVIEWBOT_METRICS_PORT")
     sim_session = None
     if sim:
         sim_session = await SimSession.start(settings)
@@ -189,15 +195,16 @@ async def serve(
     if sim_session is not None:
         await sim_session.connect(base)
         _say(sim_session.describe(invoked_as(), _local_url(host, port), _status_token(service)))
-    store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
-    _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
-    _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
-
+    # Before the listening line: whoever reads it may stop the server at once, and that
+    # stop must be the orderly one.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # not on every platform
             loop.add_signal_handler(sig, stop.set)
+    store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
+    _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
+    _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
     try:
         await stop.wait()
     finally:
@@ -221,6 +228,27 @@ def _status_token(service: Any) -> bool:
     if service.db is None:
         return False
     return any(t.name == STATUS_TOKEN for t in list_tokens(service.db, include_revoked=False))
+
+
+def _check_port(host: str, port: int, *, how: str = "--port or REVIEWBOT_PORT") -> None:
+    """Refuse a port another process listens on, or an address this machine does not have,
+    by binding as the server will (with SO_REUSEADDR, as aiohttp does) and letting go at
+    once (port 0 only checks the address)."""
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError:
+        return  # an unresolvable host is named by the real bind, with its own words
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ConfigError(_listen_problem(host, port, exc, how=how)) from None
 
 
 def _listen_problem(

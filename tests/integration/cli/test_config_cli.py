@@ -201,6 +201,38 @@ def test_port_in_use_is_one_line(tmp_path: Path, busy_port: int) -> None:
         "(another reviewbot?); choose another with --port or REVIEWBOT_PORT, or stop the "
         "other process"
     )
+    # Checked before anything is written: no store was created or migrated.
+    assert list(tmp_path.iterdir()) == []
+    assert "migration applied" not in done.stderr
+
+
+def test_an_address_this_machine_lacks_is_one_line_before_the_store(tmp_path: Path) -> None:
+    done = run_reviewbot("serve", "--host", "192.0.2.1", "--port", "0", cwd=tmp_path)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip().splitlines()[-1].startswith("reviewbot: cannot listen on 192.0.2.1:0: ")
+    ), done.stderr
+    assert "session manager" not in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_start_and_stop_log_no_mcp_session_manager_lines(tmp_path: Path) -> None:
+    async with serve_process(cwd=tmp_path) as serve:
+        log = await serve.stop()
+    assert "reviewbot: stopped" in log
+    assert "session manager" not in log, log
+
+
+def test_metrics_port_in_use_stops_the_start_before_the_store(
+    tmp_path: Path, busy_port: int
+) -> None:
+    env = {"REVIEWBOT_METRICS_PORT": str(busy_port)}
+    done = run_reviewbot("serve", "--port", "0", "--sim", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    line = done.stderr.strip().splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{busy_port}: the port is already in use" in line
+    assert "REVIEWBOT_METRICS_PORT" in line
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", [("serve", "--port", "0"), ("token", "create")])
