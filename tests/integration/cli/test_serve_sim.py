@@ -128,6 +128,7 @@ async def test_the_printed_steps_reach_an_approval_and_a_merge(
             assert pull["merge_commit_sha"]
             out = await run_until(explain, reviewbot, tmp_path, until="was merged")
             assert f"was merged at {head[:12]} as {pull['merge_commit_sha'][:12]}" in out, out
+            assert "1 required check passed" in out and "1 required checks" not in out, out
             # The status webhook's delivery id explains the review and the merge it led to.
             by_id = f"{explain.rsplit(' ', 1)[0]} {delivery['id']}"
             out = await run_until(by_id, reviewbot, tmp_path, until="led to the merge")
@@ -145,6 +146,10 @@ async def test_the_printed_steps_reach_an_approval_and_a_merge(
             async with http.get(url) as form:
                 assert form.status == 200
                 assert 'name="link"' in await form.text()
+        # The merge ended the merger's lease; automerge letting go of it after is no refusal.
+        log = await serve.stop()
+        assert "automerged gitea:acme/demo#1" in log, log[-2000:]
+        assert "lease refused" not in log, log[-2000:]
 
 
 async def test_a_second_start_prints_only_the_link_for_the_token_it_made(tmp_path: Path) -> None:
