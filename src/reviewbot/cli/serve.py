@@ -284,10 +284,12 @@ class SimSession:
     """An in-process forge simulator both forges are connected to (``serve --sim``).
 
     It has the user ``alice`` and the repository ``acme/demo`` on both forges, a bot user
-    ``reviewbot`` whose token the server uses, and webhooks to the server signed with a
-    secret made for this run. ``acme/demo`` requires ``ci/*`` and automerges (unless the
-    configuration has its own table for it), so the printed steps end in an approval and a
-    merge. Scenarios are driven through the simulator's ``/_sim`` API (docs/simulator.md).
+    ``reviewbot`` whose token the server uses (an admin of ``acme/demo`` on Gitea, so that
+    the ``/reviewbot review`` comment command can read the commenter's permission), and
+    webhooks to the server signed with a secret made for this run. ``acme/demo`` requires
+    ``ci/*`` and automerges (unless the configuration has its own table for it), so the
+    printed steps end in an approval and a merge. Scenarios are driven through the
+    simulator's ``/_sim`` API (docs/simulator.md).
     """
 
     REPO = "acme/demo"
@@ -316,6 +318,9 @@ class SimSession:
             sim.add_user(forge, "alice")
             sim.create_repo(forge, cls.REPO, default_branch="main")
             sim.set_permission(forge, cls.REPO, "alice", "write")
+        # Gitea shows another user's permission to admins only; the /reviewbot review
+        # comment command needs it (docs/gitea.md: Admin, optional).
+        sim.set_permission("gitea", cls.REPO, "reviewbot", "admin")
         repos = dict(settings.repos)
         for forge in ("github", "gitea"):
             repos.setdefault(RepoRef.parse(cls.REPO, forge=forge).qualified_key, cls.RULES)

@@ -161,3 +161,31 @@ async def test_a_second_start_prints_only_the_link_for_the_token_it_made(tmp_pat
                 done = run_printed(command, PYTHON_M, tmp_path)
                 assert done.returncode == 0, done.stderr
             await serve.stop()
+
+
+def refusal_recipe() -> list[str]:
+    """The commands of docs/simulator.md's permission_denied recipe, in order."""
+    text = (REPO_ROOT / "docs" / "simulator.md").read_text()
+    section = text[text.index("### Try a refusal") : text.index("## An empty simulator")]
+    (block,) = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+async def test_the_documented_permission_denied_recipe_works(tmp_path: Path) -> None:
+    async with serve_process("--sim", cwd=tmp_path) as serve:
+        sim = serve.printed[0].split("forge simulator at ", 1)[1].split()[0]
+        opened, *_ = printed_steps(serve.printed, PYTHON_M)
+        *curls, explain = refusal_recipe()
+        assert explain.startswith("reviewbot explain ")
+        async with aiohttp.ClientSession() as http:
+            for line in opened:  # step 1: the pull request
+                status, _ = await curl(http, line)
+                assert status in (200, 201)
+            for line in curls:
+                status, answer = await curl(http, line.replace("$SIM", sim))
+                assert status in (200, 201), (line, answer)
+                if "/_sim/deliver " in line:
+                    assert answer["status"] == 202, answer
+        command = PYTHON_M + explain.removeprefix("reviewbot")
+        out = await run_until(command, PYTHON_M, tmp_path, until="[permission_denied]")
+        assert "/reviewbot review by alice, who has read access; it needs write access" in out, out
