@@ -19,8 +19,8 @@ from reviewbot.server.mcp_registry import (
     Caller,
     Registry,
     ToolEnv,
-    pr_spellings,
 )
+from reviewbot.server.mcp_schema import pr_spellings
 from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.service import build_service

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp import Client
 
-from reviewbot.server.mcp_registry import pull_style
+from reviewbot.server.mcp_schema import pull_style
 from reviewbot.server.mcp_tools import TOOLS
 from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.merge_support import REPO, World, set_check

@@ -32,8 +32,8 @@ from reviewbot.server.mcp_registry import (
     SESSION_EXAMPLES,
     SESSION_NEEDS,
     SESSION_TOOLS,
-    pr_spellings,
 )
+from reviewbot.server.mcp_schema import pr_spellings
 from reviewbot.server.mcp_stdio import check_stdio_token, stdio_server_for
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.sim import SimServer, Simulator
