@@ -62,7 +62,7 @@ async def webhook(request: web.Request) -> web.Response:
 
 async def _record_refusal(request: web.Request, forge: str, exc: ReviewbotError) -> None:
     service = request.app[SERVICE]
-    if service.db is None:
+    if service.db is None or not request.app[STATE].refusal_records.take(service.clock()):
         return
     headers = request.headers
     try:

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from reviewbot.config import RepoRules
+from reviewbot.server.app_keys import STATE
 from reviewbot.store.database import SQLiteDatabase
 from tests.integration.process_support import run_reviewbot
 from tests.integration.server_support import Running, make_settings, running_server
@@ -128,3 +129,15 @@ async def test_explain_of_a_pr_without_records_says_why(tmp_path: Path) -> None:
     assert rc == 1 and "no delivery about it was gated yet" in out, out
     rc, out = run("acme/demo#1")
     assert rc == 1 and "try github:acme/demo#1 or gitea:acme/demo#1" in out, out
+
+
+async def test_a_flood_of_refusals_costs_a_bounded_number_of_writes(tmp_path: Path) -> None:
+    # A clock that stands still: the budget never refills, so exactly its burst is written.
+    async with running_server(
+        make_settings(tmp_path / "data"), forges={}, clock=lambda: 1_767_225_600.0
+    ) as server:
+        burst = int(server.app[STATE].refusal_records.burst)
+        for n in range(burst + 30):
+            status, _ = await server.github("push", b"{}", delivery_id=f"f-{n}", secret="x")
+            assert status == 401  # every one refused all the same
+        assert len(refused_rows(server.db)) == burst
