@@ -240,6 +240,7 @@ def _check_port(host: str, port: int, *, how: str = "--port or REVIEWBOT_PORT") 
         )
     except OSError:
         return  # an unresolvable host is named by the real bind, with its own words
+    missing: list[OSError] = []
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -248,7 +249,13 @@ def _check_port(host: str, port: int, *, how: str = "--port or REVIEWBOT_PORT") 
             try:
                 probe.bind(address)
             except OSError as exc:
-                raise ConfigError(_listen_problem(host, port, exc, how=how)) from None
+                # As asyncio does: an address of a family the machine lacks (a name that
+                # resolves to ::1 without IPv6) is skipped while another one binds.
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise ConfigError(_listen_problem(host, port, exc, how=how)) from None
+                missing.append(exc)
+    if missing and len(missing) == len(addresses):
+        raise ConfigError(_listen_problem(host, port, missing[0], how=how))
 
 
 def _listen_problem(
