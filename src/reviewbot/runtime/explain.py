@@ -200,7 +200,8 @@ class DeliveryFacts:
             lines.append(
                 f"Delivery {r.delivery_id} ({r.forge}{event}) was refused at "
                 f"{when(r.received_at)}, before it was recorded: {r.detail} [{r.code}]. "
-                "Nothing was done with it; the forge shows it as failed and may send it again."
+                "Nothing was done with it; the forge shows it as failed, and it can be "
+                "redelivered from the webhook's settings once the cause is fixed."
             )
         return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reviewbot.core.clock import iso
 from reviewbot.store.database import Database, rows_as
 
 # Longest delivery id, forge name and event kept: the values come from unverified requests.
@@ -32,7 +33,7 @@ class RefusedWebhook:
             "event": self.event,
             "code": self.code,
             "detail": self.detail,
-            "received_at": self.received_at,
+            "received_at": iso(self.received_at, timespec="microseconds"),
         }
 
 
