@@ -83,6 +83,8 @@ def _as_pr(text: str, settings: Settings) -> PullRef | None:
     try:
         return PullRef.parse(text)
     except ValueError as exc:
+        if "unknown forge" in str(exc):  # FORGE:OWNER/REPO#N with a forge no one has
+            raise CommandError(str(exc)) from None
         if "names no forge" not in str(exc):
             return None
         # OWNER/REPO#N: suggest the forges this configuration connects (else every forge).

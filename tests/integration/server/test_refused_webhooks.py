@@ -129,6 +129,8 @@ async def test_explain_of_a_pr_without_records_says_why(tmp_path: Path) -> None:
     assert rc == 1 and "no delivery about it was gated yet" in out, out
     rc, out = run("acme/demo#1")
     assert rc == 1 and "try github:acme/demo#1 or gitea:acme/demo#1" in out, out
+    rc, out = run("bitbucket:acme/demo#1")
+    assert rc == 1 and "unknown forge 'bitbucket'; expected one of github, gitea" in out, out
 
 
 async def test_a_flood_of_refusals_costs_a_bounded_number_of_writes(tmp_path: Path) -> None:
