@@ -8,6 +8,7 @@ unset, ``./reviewbot.toml`` if it exists. Invalid settings never start the bot: 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -187,6 +188,9 @@ class RetentionSettings(_Section):
     tool_calls_days: float = Field(30.0, ge=0, le=36500)
     # ... and workers a token registered that were not heard from since.
     workers_days: float = Field(30.0, ge=0, le=36500)
+    # Refused webhooks (what explain says about them) are kept by number, not age: the
+    # newest this many; 0 keeps none.
+    refused_webhooks: int = Field(1000, ge=0, le=1_000_000)
 
     @property
     def lease_history(self) -> float | None:
@@ -485,6 +489,9 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, toml_file)) from None
     except ValueError as exc:  # any other parse problem of the file, as one line
+        env_problem = _env_parse_problem(str(exc), os.environ)
+        if env_problem is not None:
+            raise ConfigError(env_problem) from None
         raise ConfigError(f"config file {toml_file}: {exc}".splitlines()[0]) from None
     if settings.github.private_key_path is not None:
         read_private_key(settings.github.private_key_path)
@@ -518,7 +525,7 @@ def read_private_key(path: Path) -> bytes:
 # REVIEWBOT_* variables that are not settings (read by the command line or by reviewers).
 _OTHER_VARIABLES = frozenset(
     {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_API_URL", "REVIEWBOT_RUN_FOLDER"}
-    | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV"}
+    | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV", "REVIEWBOT_INVOKED_AS"}
 )
 
 
@@ -557,6 +564,28 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
             )
 
 
+_ENV_PARSE = re.compile(r'error parsing value for field "(\w+)" from source "EnvSettingsSource"')
+
+
+def _env_parse_problem(text: str, environ: Mapping[str, str]) -> str | None:
+    """The settings reader's "error parsing value" of a variable, said with the variables
+    it read and the form they take (a list or a table is JSON), or ``None``."""
+    found = _ENV_PARSE.search(text)
+    if found is None:
+        return None
+    field = found[1].upper()
+    names = sorted(
+        n
+        for n in environ
+        if n.upper() in (f"{ENV_PREFIX}{field}",) or n.upper().startswith(f"{ENV_PREFIX}{field}__")
+    )
+    named = ", ".join(names) or f"{ENV_PREFIX}{field}"
+    return (
+        f"invalid setting {found[1]} ({named}): a list or a table in an environment variable "
+        f"is written as JSON, e.g. {ENV_PREFIX}DEFAULTS__REQUIRED_CHECKS='[\"ci/test\"]'"
+    )
+
+
 def _check_toml(path: Path) -> None:
     """One line naming the file for an unreadable file or a TOML syntax error."""
     try:
@@ -581,11 +610,34 @@ _SECTIONS: dict[str, type[BaseModel]] = {
 
 
 def _one_line(exc: ValidationError, toml_file: Path | None = None) -> str:
-    err = exc.errors()[0]
+    """Every problem of ``exc``: one line for one, else a count and one line each (a fix
+    of the first must not reveal the next one only at the next start)."""
+    problems = [_problem(err, toml_file) for err in exc.errors()]
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} invalid settings:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+# The form a value of each kind takes, for a value of the wrong kind.
+_EXPECTED: dict[str, str] = {
+    "list_type": 'a list, e.g. ["ci/test", "ci/*"]',
+    "int_parsing": "a whole number, e.g. 30",
+    "int_type": "a whole number, e.g. 30",
+    "int_from_float": "a whole number, e.g. 30",
+    "float_parsing": "a number, e.g. 2.5",
+    "float_type": "a number, e.g. 2.5",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": 'text in quotes, e.g. "main"',
+    "dict_type": 'a table, e.g. [defaults] with required_checks = ["ci/*"]',
+    "model_type": 'a table, e.g. [defaults] with required_checks = ["ci/*"]',
+    "model_attributes_type": 'a table, e.g. [defaults] with required_checks = ["ci/*"]',
+}
+
+
+def _problem(err: Any, toml_file: Path | None) -> str:
     loc = [str(part) for part in err["loc"]]
     msg = str(err["msg"]).removeprefix("Value error, ")
-    more = len(exc.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     if loc and loc[0] == "repos":
         # Repository rules are set only in the file: there is no variable to name.
         key = "repos" if len(loc) < 2 else f'repos."{loc[1]}"' + "".join(f".{p}" for p in loc[2:])
@@ -597,7 +649,15 @@ def _one_line(exc: ValidationError, toml_file: Path | None = None) -> str:
             where = f"{where} or {toml_file}"
     if err["type"] == "extra_forbidden" and loc:
         msg = "unknown key" + _did_you_mean(loc)
-    return f"invalid setting {key} ({where}): {msg}{suffix}"
+    expected = _EXPECTED.get(str(err["type"]))
+    if expected is not None:
+        got = err.get("input")
+        shown = f" (got {json.dumps(got)[:60]})" if isinstance(got, str | int | float) else ""
+        msg = f"{msg}{shown}; expected {expected}"
+        if expected.startswith("a list") and not (loc and loc[0] in ("repos", "defaults")):
+            msg += f" (as an environment variable, JSON: {ENV_PREFIX}{'__'.join(loc).upper()}"
+            msg += """='["ci/test"]')"""
+    return f"invalid setting {key} ({where}): {msg}"
 
 
 def _did_you_mean(loc: list[str]) -> str:

@@ -795,6 +795,9 @@ def secret_values(settings: Settings) -> list[str]:
     return found
 
 
+MCP_SESSION_LOGGER = "mcp.server.streamable_http_manager"
+
+
 def configure_logging(
     settings: Settings,
     *,
@@ -805,11 +808,17 @@ def configure_logging(
     """Once per process, by each command that runs the service (``serve`` after its
     settings are final): structured lines on standard error, the settings' secrets
     redacted. ``log_format`` and ``level`` (command-line flags) win over the settings."""
+    chosen = level or settings.log_level
     logs.configure(
         log_format or settings.log_format,
-        level or settings.log_level,
+        chosen,
         secrets=secret_values(settings),
         stream=stream,
+    )
+    # The MCP SDK's session manager logs "started" and "shutting down" at every start and
+    # stop; around a start error they read as part of it. News only at debug level.
+    logging.getLogger(MCP_SESSION_LOGGER).setLevel(
+        logging.DEBUG if str(chosen).lower() == "debug" else logging.WARNING
     )
 
 

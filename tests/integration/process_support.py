@@ -6,7 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,17 +64,18 @@ async def serve_process(
     start_s: float = WAIT_S,
     user: int | None = None,
     python: str = sys.executable,
+    command: Sequence[str] | None = None,
 ) -> AsyncIterator[ServeProcess]:
     """``reviewbot serve --port 0 ARGS`` until its ``listening on`` line (at most ``start_s``);
     killed on exit. ``user``: run it as that uid (and gid, with no other group); only root
-    can. ``python``: the interpreter that runs it."""
+    can. ``python``: the interpreter that runs it; ``command``: what runs reviewbot instead
+    of ``python -m reviewbot`` (``["./dev", "reviewbot"]``)."""
     as_user: dict[str, object] = (
         {} if user is None else {"user": user, "group": user, "extra_groups": []}
     )
+    launcher = [python, "-m", "reviewbot"] if command is None else list(command)
     proc = await asyncio.create_subprocess_exec(
-        python,
-        "-m",
-        "reviewbot",
+        *launcher,
         "serve",
         "--port",
         "0",

@@ -335,3 +335,42 @@ def test_unsupported_database_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings()
     with pytest.raises(ConfigError, match="unsupported scheme in 'mysql'"):
         _ = settings.database_path
+
+
+def test_a_value_of_the_wrong_kind_shows_the_form_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reviewbot.toml"
+    path.write_text('[defaults]\nrequired_checks = "ci/test"\n')
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    message = _one_line_error()
+    assert message.startswith("invalid setting defaults.required_checks")
+    assert 'got "ci/test"' in message and 'expected a list, e.g. ["ci/test", "ci/*"]' in message
+
+
+def test_every_problem_is_shown_not_only_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reviewbot.toml"
+    path.write_text(
+        'port = "eighty"\n[defaults]\nrequired_checks = "ci/test"\nautomerge = "maybe"\n'
+    )
+    monkeypatch.setenv("REVIEWBOT_CONFIG", str(path))
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    lines = str(err.value).splitlines()
+    assert lines[0] == "3 invalid settings:"
+    assert "more problem" not in str(err.value)
+    assert any(
+        line.startswith("  - invalid setting port (") and "whole number" in line for line in lines
+    )
+    assert all(line.startswith("  - invalid setting ") for line in lines[1:])
+    assert any("defaults.required_checks" in line and "a list" in line for line in lines)
+    assert any("defaults.automerge" in line and "true or false" in line for line in lines)
+
+
+def test_a_list_from_the_environment_is_shown_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWBOT_DEFAULTS__REQUIRED_CHECKS", "ci/test")
+    message = _one_line_error()
+    assert message.startswith("invalid setting defaults (REVIEWBOT_DEFAULTS__REQUIRED_CHECKS)")
+    assert """REVIEWBOT_DEFAULTS__REQUIRED_CHECKS='["ci/test"]'""" in message

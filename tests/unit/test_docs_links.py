@@ -23,3 +23,13 @@ def test_readme_links_every_docs_page() -> None:
     readme = (ROOT / "README.md").read_text()
     unlinked = [p.name for p in PAGES[1:] if f"docs/{p.name}" not in readme]
     assert not unlinked, f"README does not link {unlinked}"
+
+
+def test_the_readme_documentation_table_lists_each_page_once() -> None:
+    rows = [
+        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| [")
+    ]
+    pages = [m[1] for line in rows if (m := re.match(r"\| \[[^\]]+\]\(([^)]+)\)", line))]
+    assert pages, "the README has no documentation table"
+    twice = sorted({p for p in pages if pages.count(p) > 1})
+    assert not twice, f"listed more than once: {twice}"

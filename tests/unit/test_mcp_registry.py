@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reviewbot.config import Settings
 from reviewbot.core.errors import Refused
-from reviewbot.server.mcp_registry import SESSION_TOOLS, Caller, Registry, ToolEnv
+from reviewbot.server.mcp_registry import (
+    SESSION_TOOLS,
+    Caller,
+    Registry,
+    ToolEnv,
+)
+from reviewbot.server.mcp_schema import pr_spellings
 from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.service import build_service
@@ -110,7 +116,7 @@ def test_a_registration_needs_a_unique_name_and_a_valid_example() -> None:
 @pytest.mark.parametrize("tool", list(TOOLS), ids=lambda t: t.name)
 def test_every_tool_is_documented_with_a_valid_example(tool: Any) -> None:
     assert len(tool.description) > 40, tool.name
-    tool.input.model_validate(tool.example)
+    tool.input.model_validate(pr_spellings(tool.input, tool.example))
     definition = tool.definition()
     assert definition.output_schema is not None
     assert definition.input_schema["examples"] == [tool.example]

@@ -372,7 +372,7 @@ def test_unreadable_rules_judge_the_configured_checks_and_say_what_was_not_read(
     v = evaluate(HIDDEN, ["ci/*"], [ok("ci/test")])
     assert (v.kind, v.reason) == (VerdictKind.APPROVE, ReasonCode.CHECKS_PASSED)
     body = render_review_body(v, MARKER)
-    assert body.startswith("Approved: all 1 required checks passed.")
+    assert body.startswith("Approved: the one required check passed.")
     assert "Not read on the forge" in body and "HTTP 404" in body
 
 

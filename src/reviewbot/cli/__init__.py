@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import shlex
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from reviewbot import __version__
 from reviewbot.config import ConfigError
@@ -43,6 +46,27 @@ class CommandError(ReviewbotError):
     def __init__(self, message: str, exit_status: int = 1) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+INVOKED_AS_ENV = "REVIEWBOT_INVOKED_AS"
+
+
+def invoked_as(argv0: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """How to run reviewbot the way this process was started, so that a printed command
+    works when typed as it is: ``./dev reviewbot`` (``dev`` says so in REVIEWBOT_INVOKED_AS),
+    ``python -m reviewbot``, ``reviewbot`` when that is what PATH finds, or the script's path.
+    """
+    given = environ.get(INVOKED_AS_ENV, "").strip()
+    if given:
+        return given
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = os.path.basename(argv0)
+    if not argv0 or name == "__main__.py" or argv0 == "-m":
+        return f"{shlex.quote(sys.executable)} -m reviewbot"
+    found = shutil.which(name)
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return name
+    return shlex.quote(os.path.abspath(argv0))
 
 
 def build_parser() -> argparse.ArgumentParser:

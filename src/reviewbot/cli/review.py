@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, invoked_as
 from reviewbot.config import Settings, load_settings
 from reviewbot.core.models import PullRef
 from reviewbot.core.reasons import ReasonCode
@@ -66,7 +66,7 @@ def _review(args: argparse.Namespace) -> int:
         raise CommandError(
             f"gave up: the forge at {forge_url(settings, ref.forge)} did not answer "
             f"({result['decision']['detail']}); is it up, and is the URL right? "
-            f"(reviewbot explain {ref} shows the recorded decision)"
+            f"({invoked_as()} explain {ref} shows the recorded decision)"
         )
     else:
         _print(ref, result)

@@ -15,12 +15,14 @@ import errno
 import json
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from reviewbot.cli import invoked_as
 from reviewbot.config import (
     ConfigError,
     GiteaSettings,
@@ -40,7 +42,7 @@ or for Gitea / Forgejo:
   REVIEWBOT_GITEA__TOKEN=...
   REVIEWBOT_GITEA__WEBHOOK_SECRET=...
 and give the repositories rules in reviewbot.toml ([defaults] or [repos."FORGE:OWNER/NAME"]).
-To try the bot against a simulated forge instead: reviewbot serve --sim"""
+To try the bot against a simulated forge instead: {reviewbot} serve --sim"""
 
 
 def register(sub: Any) -> None:
@@ -134,13 +136,18 @@ async def serve(
     from reviewbot.server.app import create_app, create_metrics_app
     from reviewbot.service import Parts, Role, build_service, configure_logging
 
+    # Before anything is written (the store, the simulator): a port in use stops the start
+    # with the store untouched. The real bind below can still lose a race; it says the same.
+    _check_port(settings.host, settings.port)
+    if settings.metrics_port is not None:
+        _check_port(settings.metrics_host, settings.metrics_port, how="REVIEWBOT_METRICS_PORT")
     sim_session = None
     if sim:
         sim_session = await SimSession.start(settings)
         settings = sim_session.settings
         reload_settings = None  # the simulator's settings are made here, not read
     elif not (settings.github.configured or settings.gitea.configured):
-        _say(HOW_TO_CONFIGURE)
+        _say(HOW_TO_CONFIGURE.format(reviewbot=invoked_as()))
 
     # After --sim made its secrets, so that they are redacted too.
     configure_logging(settings, log_format=log_format, level=log_level)
@@ -187,16 +194,17 @@ async def serve(
     service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
     if sim_session is not None:
         await sim_session.connect(base)
-        _say(sim_session.describe())
-    store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
-    _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
-    _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
-
+        _say(sim_session.describe(invoked_as(), _local_url(host, port), _status_token(service)))
+    # Before the listening line: whoever reads it may stop the server at once, and that
+    # stop must be the orderly one.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # not on every platform
             loop.add_signal_handler(sig, stop.set)
+    store = settings.database_path if settings.postgres_url is None else "PostgreSQL"
+    _say(f"reviewbot: listening on {base} as --role {role.value} (store {store})")
+    _say(f"reviewbot: forges {', '.join(service.forges) or 'none'}; Ctrl-C stops")
     try:
         await stop.wait()
     finally:
@@ -207,6 +215,47 @@ async def serve(
         if sim_session is not None:
             await sim_session.close()
     print("reviewbot: stopped", file=sys.stderr, flush=True)
+
+
+STATUS_TOKEN = "status-page"  # noqa: S105 - the name of the read token the sign-in steps use
+
+
+def _status_token(service: Any) -> bool:
+    """Whether the store holds an active token named ``STATUS_TOKEN`` (then the printed
+    steps only make a link for it: creating it again would be refused)."""
+    from reviewbot.store.tokens import list_tokens  # the store loads with the server only
+
+    if service.db is None:
+        return False
+    return any(t.name == STATUS_TOKEN for t in list_tokens(service.db, include_revoked=False))
+
+
+def _check_port(host: str, port: int, *, how: str = "--port or REVIEWBOT_PORT") -> None:
+    """Refuse a port another process listens on, or an address this machine does not have,
+    by binding as the server will (with SO_REUSEADDR, as aiohttp does) and letting go at
+    once (port 0 only checks the address)."""
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError:
+        return  # an unresolvable host is named by the real bind, with its own words
+    missing: list[OSError] = []
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                # As asyncio does: an address of a family the machine lacks (a name that
+                # resolves to ::1 without IPv6) is skipped while another one binds.
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise ConfigError(_listen_problem(host, port, exc, how=how)) from None
+                missing.append(exc)
+    if missing and len(missing) == len(addresses):
+        raise ConfigError(_listen_problem(host, port, missing[0], how=how))
 
 
 def _listen_problem(
@@ -242,10 +291,12 @@ class SimSession:
     """An in-process forge simulator both forges are connected to (``serve --sim``).
 
     It has the user ``alice`` and the repository ``acme/demo`` on both forges, a bot user
-    ``reviewbot`` whose token the server uses, and webhooks to the server signed with a
-    secret made for this run. ``acme/demo`` requires ``ci/*`` and automerges (unless the
-    configuration has its own table for it), so the printed steps end in an approval and a
-    merge. Scenarios are driven through the simulator's ``/_sim`` API (docs/simulator.md).
+    ``reviewbot`` whose token the server uses (an admin of ``acme/demo`` on Gitea, so that
+    the ``/reviewbot review`` comment command can read the commenter's permission), and
+    webhooks to the server signed with a secret made for this run. ``acme/demo`` requires
+    ``ci/*`` and automerges (unless the configuration has its own table for it), so the
+    printed steps end in an approval and a merge. Scenarios are driven through the
+    simulator's ``/_sim`` API (docs/simulator.md).
     """
 
     REPO = "acme/demo"
@@ -279,6 +330,9 @@ class SimSession:
             sim.add_user(forge, "alice")
             sim.create_repo(forge, cls.REPO, default_branch="main")
             sim.set_permission(forge, cls.REPO, "alice", "write")
+        # Gitea shows another user's permission to admins only; the /reviewbot review
+        # comment command needs it (docs/gitea.md: Admin, optional).
+        sim.set_permission("gitea", cls.REPO, "reviewbot", "admin")
         repos = dict(settings.repos)
         for forge in ("github", "gitea"):
             repos.setdefault(RepoRef.parse(cls.REPO, forge=forge).qualified_key, cls.RULES)
@@ -306,8 +360,10 @@ class SimSession:
         for forge in ("github", "gitea"):
             self.sim.set_webhook(forge, url=f"{base_url}/webhooks/{forge}", secret=self.secret)
 
-    def describe(self) -> str:
-        """The simulator's addresses and the steps from a new PR to its merge."""
+    def describe(self, reviewbot: str, base_url: str, has_token: bool) -> str:
+        """The simulator's addresses, the steps from a new PR to its merge, and how to sign
+        in to the status page; ``reviewbot`` is how this process was started, so that each
+        printed command runs as typed."""
         control = f"{self.server.base_url}/_sim"
         forge, repo = self.FORGE, self.REPO
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge)) or RepoRules()
@@ -329,7 +385,7 @@ class SimSession:
                 post("pulls", f'{pr}, "author": "alice"'),
                 post("deliver", f'"kind": "pull_request", {pr}, "number": 1'),
                 "  # 2. the bot waits for the required checks; explain shows why",
-                f"  reviewbot explain {forge}:{repo}#1",
+                f"  {reviewbot} explain {forge}:{repo}#1",
                 "  # 3. CI reports ci/test: success at the PR's head, and the forge sends it",
                 post(
                     "statuses",
@@ -338,7 +394,19 @@ class SimSession:
                 post("deliver", f'"kind": "status", {pr}'),
                 "  # 4. the bot approved at the head and merged it: reviews, merged: true",
                 f"  curl -s {control}/pulls/{forge}/{repo}/1",
-                f"  reviewbot explain {forge}:{repo}#1",
+                f"  {reviewbot} explain {forge}:{repo}#1",
+                f"reviewbot: status page at {base_url}/ (docs/status-page.md); to sign in, "
+                + (
+                    "open the link this prints:"
+                    if has_token
+                    else "make a read token, then open the link the second command prints:"
+                ),
+                *(
+                    []
+                    if has_token
+                    else [f"  {reviewbot} token create --name {STATUS_TOKEN} --scopes read"]
+                ),
+                f"  {reviewbot} token link {STATUS_TOKEN} --url {base_url}",
             ]
         )
 

@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, invoked_as
 from reviewbot.config import load_settings
 from reviewbot.core.clock import iso
 from reviewbot.store import ui_sessions
@@ -134,7 +134,7 @@ def _list(args: argparse.Namespace) -> int:
         print(json.dumps([t.to_json() for t in tokens]))
         return 0
     if not tokens:
-        print("no tokens; create one with: reviewbot token create --name N --scopes read")
+        print(f"no tokens; create one with: {invoked_as()} token create --name N --scopes read")
     for t in tokens:
         state = (
             "active" if t.revoked_at is None else f"revoked {iso(t.revoked_at, timespec='seconds')}"

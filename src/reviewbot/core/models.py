@@ -11,7 +11,10 @@ from reviewbot.core.reasons import Outcome
 FORGES = ("github", "gitea")
 
 # Any forge-like name parses; the name is then checked against FORGES (one list of forges).
-_PR_REF = re.compile(r"^(?P<forge>[a-z0-9_-]+):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$")
+_FORGELESS_PR_REF = re.compile(r"^[^:/\s#]+/[^/\s#]+#\d+$")
+_PR_REF = re.compile(
+    r"^(?P<forge>[A-Za-z0-9_-]+):(?P<owner>[^/\s#]+)/(?P<name>[^/\s#]+)#(?P<n>\d+)$"
+)
 
 
 REPO_PART_MAX = 100  # GitHub and Gitea both cap owner and repository names at 100
@@ -166,13 +169,17 @@ class PullRef:
     def parse(cls, text: str) -> PullRef:
         m = _PR_REF.match(text.strip())
         if m is None:
+            if _FORGELESS_PR_REF.match(text.strip()):
+                tries = " or ".join(f"{forge}:{text.strip()}" for forge in FORGES)
+                raise ValueError(f"{text!r} names no forge: write {tries}")
             raise ValueError(f"not a PR reference {text!r}: expected FORGE:OWNER/REPO#NUMBER")
-        if m["forge"] not in FORGES:
+        forge = m["forge"].lower()  # forge names are lower case; GITEA: is gitea:
+        if forge not in FORGES:
             raise ValueError(
                 f"not a PR reference {text!r}: unknown forge {m['forge']!r}; "
                 f"expected one of {', '.join(FORGES)}"
             )
-        return cls(m["forge"], m["owner"], m["name"], int(m["n"]))
+        return cls(forge, m["owner"], m["name"], int(m["n"]))
 
 
 class CheckState(StrEnum):

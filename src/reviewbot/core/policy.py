@@ -205,7 +205,12 @@ def render_review_body(
                 "repository approves without checks."
             )
         else:
-            lines.append(f"Approved: all {len(verdict.passed)} required checks passed.")
+            n = len(verdict.passed)
+            lines.append(
+                "Approved: the one required check passed."
+                if n == 1
+                else f"Approved: all {n} required checks passed."
+            )
     elif verdict.reason is ReasonCode.REVIEWER_FINDINGS:
         lines.append("Changes requested: an external reviewer reported errors.")
     elif verdict.kind is VerdictKind.REQUEST_CHANGES:

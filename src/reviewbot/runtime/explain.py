@@ -10,12 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reviewbot.config import Settings
 from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding
 from reviewbot.core.models import PullRef
-from reviewbot.store import decisions, repositories
+from reviewbot.store import decisions, journal, refused_webhooks, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
+from reviewbot.store.journal import StoredDelivery
+from reviewbot.store.refused_webhooks import RefusedWebhook
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 
 # What each reason code means, for people; the detail says the specifics.
@@ -100,6 +103,22 @@ class PullFacts:
             )
         return text
 
+    @property
+    def known(self) -> bool:
+        return bool(self.decisions or self.reviews or self.merge is not None)
+
+    def to_json(self, lease_history: list[dict[str, Any]]) -> dict[str, Any]:
+        """The sections ``explain --json`` prints and the MCP tool answers."""
+        return {
+            "pull": str(self.pr),
+            "shown": self.shown,
+            "decisions": [r.to_json() for r in self.decisions],
+            "reviews": [r.to_json() for r in self.reviews],
+            "merge": self.merge,
+            "findings": self.findings_json(),
+            "lease_history": lease_history,
+        }
+
     def findings_json(self) -> list[dict[str, Any]]:
         return [
             {"path": f.path, "line": f.line, "severity": f.severity.value, "message": f.message}
@@ -119,6 +138,118 @@ def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int
         else None
     )
     return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or ())
+
+
+def unknown_pull(settings: Settings, pr: PullRef) -> str:
+    """Why nothing is recorded for ``pr``, and what to do, as far as ``settings`` (the
+    configuration this process read) tells."""
+    repo = f"{pr.forge}:{pr.full_name}"
+    if settings.rules_for(pr.repo) is None:
+        return (
+            f"nothing is recorded for {pr}, and the configuration read here gives {repo} no "
+            "rules: the bot does nothing on a repository without rules. Add "
+            f'[repos."{repo}"] (or [defaults]) to reviewbot.toml, or check the name'
+        )
+    return (
+        f"nothing is recorded for {pr}: no delivery about it was gated yet. If one was just "
+        f"sent, ask again in a moment; otherwise check that the forge's webhook points at "
+        f"/webhooks/{pr.forge} (reviewbot doctor checks the connection)"
+    )
+
+
+@dataclass(frozen=True)
+class DeliveryFacts:
+    """Everything ``explain DELIVERY_ID`` shows: the journalled delivery (if it was
+    accepted), its gate decisions, the review verdicts and merges it led to, and every
+    time a delivery of that id was refused at the door."""
+
+    delivery_id: str
+    stored: StoredDelivery | None
+    decisions: list[DecisionRecord]
+    refused: list[RefusedWebhook]
+    reviews: list[ReviewDecision]
+    merges: list[dict[str, Any]]  # each with "pull": FORGE:OWNER/NAME#N
+
+    @property
+    def known(self) -> bool:
+        return self.stored is not None or bool(self.refused)
+
+    def text(self) -> str:
+        lines: list[str] = []
+        stored = self.stored
+        if stored is not None:
+            lines.append(
+                f"Delivery {stored.delivery_id} ({stored.source}"
+                f"{' ' + stored.event if stored.event else ''}), "
+                f"received {when(stored.received_at)}, {stored.status}."
+            )
+            if not self.decisions:
+                lines.append("  No decision yet: it waits for a worker.")
+            lines += [explain_decision(row, indent="  ") for row in self.decisions]
+        for merge in self.merges:
+            lines.append(
+                f"It led to the merge of {merge['pull']} at {merge['head_sha'][:12]} as "
+                f"{str(merge['merge_commit_sha'])[:12]} ({merge['method']}, by "
+                f"{merge['holder']} under lease epoch {merge['epoch']})."
+            )
+        if self.reviews:
+            lines.append("Review verdicts it led to, newest first:")
+            lines += [explain_review(r, indent="  ") for r in self.reviews]
+        for r in self.refused:
+            event = f" {r.event}" if r.event else ""
+            lines.append(
+                f"Delivery {r.delivery_id} ({r.forge}{event}) was refused at "
+                f"{when(r.received_at)}, before it was recorded: {r.detail} [{r.code}]. "
+                "Nothing was done with it; the forge shows it as failed, and it can be "
+                "redelivered from the webhook's settings once the cause is fixed."
+            )
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        rows = [r.to_json() for r in self.decisions]
+        if self.stored is not None:
+            body = journal.delivery_json(self.stored, rows)
+        else:
+            body = {"delivery_id": self.delivery_id, "status": "refused", "decisions": rows}
+        return {
+            **body,
+            "reviews": [r.to_json() for r in self.reviews],
+            "merges": self.merges,
+            "refused": [r.to_json() for r in self.refused],
+        }
+
+
+def delivery_facts(
+    db: Database, clock: Callable[[], float], delivery_id: str, limit: int = 20
+) -> DeliveryFacts:
+    """What is known of ``delivery_id``: accepted and gated, refused, or nothing."""
+    stored = journal.get_delivery(db, delivery_id)
+    rows = decisions.for_delivery(db, delivery_id) if stored is not None else []
+    refused = refused_webhooks.for_delivery(db, delivery_id, limit=limit)
+    store = ReviewStore(db, clock)
+    reviews: list[ReviewDecision] = []
+    merges: list[dict[str, Any]] = []
+    pulls = {(r.forge, r.repo, r.number) for r in rows if r.forge and r.repo and r.number}
+    for forge, repo, number in sorted(pulls):
+        led = [
+            v
+            for v in store.decisions(forge, repo, number, limit=limit)
+            if v.delivery_id == delivery_id
+        ]
+        reviews += led
+        owner, _, name = repo.partition("/")
+        try:
+            pr = PullRef(forge, owner, name, number)
+        except ValueError:
+            continue
+        merge = merge_of(db, pr)
+        # The merge this delivery led to: at a head it decided on or had reviewed.
+        heads = {r.head_sha for r in rows} | {v.head_sha for v in led}
+        if merge is not None and merge["head_sha"] in heads:
+            shown = repositories.display_name(db, forge, repo)
+            merges.append({"pull": f"{forge}:{shown}#{number}", **merge})
+    reviews.sort(key=lambda v: v.id, reverse=True)
+    return DeliveryFacts(delivery_id, stored, rows, refused, reviews, merges)
 
 
 def merge_of(db: Database, pr: PullRef) -> dict[str, Any] | None:

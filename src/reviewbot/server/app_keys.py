@@ -4,7 +4,7 @@ import them without importing each other)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -25,6 +25,28 @@ class ServerState:
     owns_service: bool
     body_budget: BodyBudget
     probes: ForgeProbes
+    refusal_records: RecordBudget = field(default_factory=lambda: RecordBudget())
+
+
+@dataclass
+class RecordBudget:
+    """How many refused webhooks are written to the store: ``per_s`` a second, ``burst`` at
+    once. A flood of refused requests costs a bounded number of writes; the rest are only
+    counted (``reviewbot_deliveries_refused_total``)."""
+
+    per_s: float = 10.0
+    burst: float = 50.0
+    tokens: float = 50.0
+    at: float | None = None
+
+    def take(self, now: float) -> bool:
+        if self.at is not None:
+            self.tokens = min(self.burst, self.tokens + max(0.0, now - self.at) * self.per_s)
+        self.at = now if self.at is None else max(self.at, now)
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

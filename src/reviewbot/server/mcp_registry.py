@@ -35,6 +35,7 @@ from reviewbot.runtime.reviewers.sessions import Session, SessionError
 from reviewbot.runtime.reviewers.tools import MigrationArgs, MutateArgs, QueryArgs
 from reviewbot.server.auth import require_scope
 from reviewbot.server.body import as_model
+from reviewbot.server.mcp_schema import plain_text, pr_spellings, tool_schema
 from reviewbot.server.quota import WRITE_SCOPES, admit, session_caller, token_caller
 from reviewbot.server.tools import call_as_token, token_access_of
 from reviewbot.service import Routes, Service
@@ -121,7 +122,7 @@ class McpTool:
     def definition(self) -> types.Tool:
         return types.Tool(
             name=self.name,
-            description=f"{self.description}\n\nNeeds scope {self.scope!r}. "
+            description=f"{plain_text(self.description)}\n\nNeeds scope {self.scope!r}. "
             f"Example arguments: {json.dumps(self.example)}",
             input_schema=tool_schema(self.input, self.example),
             output_schema=self.output.model_json_schema(),
@@ -144,7 +145,8 @@ class Registry:
         name: str | None = None,
         group: Routes = Routes.NONE,
     ) -> Callable[[Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]], ToolFn]:
-        input.model_validate(example)  # a documented example that does not validate fails
+        # A documented example that does not validate fails.
+        input.model_validate(pr_spellings(input, example))
 
         def register(fn: Callable[[ToolEnv, TokenInfo, M], Awaitable[dict[str, Any]]]) -> ToolFn:
             tool_name = name or fn.__name__
@@ -165,20 +167,13 @@ class Registry:
         return iter(self._tools.values())
 
 
-def tool_schema(model: type[BaseModel], example: dict[str, Any] | None) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    if example is not None:
-        schema["examples"] = [example]
-    return schema
-
-
 def _session_definition(name: str) -> types.Tool:
     model, text = SESSION_TOOLS[name]
     example = SESSION_EXAMPLES[name]
     return types.Tool(
         name=name,
-        description=f"{text}\n\nA session tool: resolved in the caller's session, then its "
-        f"run's, never elsewhere. Example arguments: {json.dumps(example)}",
+        description=f"{plain_text(text)}\n\nA session tool: resolved in the caller's session, "
+        f"then its run's, never elsewhere. Example arguments: {json.dumps(example)}",
         input_schema=tool_schema(model, example),
     )
 
@@ -229,8 +224,9 @@ def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[
 
 
 def parse_args(model: type[M], arguments: dict[str, Any] | None) -> M:
-    """Arguments validated by the body model of the HTTP route; the first problem is named."""
-    return as_model(model, arguments or {}, whole="arguments")
+    """Arguments validated by the body model of the HTTP route, the PR in either spelling;
+    the first problem is named."""
+    return as_model(model, pr_spellings(model, dict(arguments or {})), whole="arguments")
 
 
 async def call_tool(

@@ -25,9 +25,9 @@ from reviewbot.server.mcp_registry import (
     Registry,
     ToolEnv,
     call_tool,
-    tool_schema,
     visible_tools,
 )
+from reviewbot.server.mcp_schema import tool_schema
 from reviewbot.service import Service
 
 log = logging.getLogger(__name__)

@@ -32,6 +32,7 @@ from reviewbot.store.tokens import TokenInfo
 TOOLS = Registry()
 
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
+PR = read_actions.PR_EXAMPLE  # every tool that names a PR documents this one spelling
 WORKER = "merger-bot-20260101T000000Z-1a2b3c4d"
 
 
@@ -86,8 +87,9 @@ class Merged(_Out):
 
 
 class Explained(_Out):
-    """A delivery (``delivery_id``, ``status``, ``decisions``) or a PR (``decisions``,
-    ``reviews``): the bodies of ``GET /api/v1/deliveries/{id}`` and ``/decisions``."""
+    """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
+    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
+    explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
 
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -103,7 +105,7 @@ class PrState(_Out):
 
 
 class ExplainArgs(BaseModel):
-    """A delivery id, or a PR (``forge``, ``repo``, ``number``)."""
+    """A delivery id, or a PR (pr: FORGE:OWNER/REPO#N)."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -116,9 +118,9 @@ class ExplainArgs(BaseModel):
     def _one_subject(self) -> ExplainArgs:
         pull = (self.forge, self.repo, self.number)
         if (self.delivery_id is None) == all(v is None for v in pull):
-            raise ValueError("name a delivery_id, or a PR by forge, repo and number")
+            raise ValueError("name a delivery_id, or a PR as pr: FORGE:OWNER/REPO#N")
         if self.delivery_id is None and any(v is None for v in pull):
-            raise ValueError("a PR needs forge, repo and number")
+            raise ValueError("a PR needs forge, repo and number (or pr: FORGE:OWNER/REPO#N)")
         return self
 
 
@@ -130,11 +132,11 @@ class ExplainArgs(BaseModel):
     group=Routes.INGRESS,  # POST /api/v1/reviews
     input=ReviewRequestBody,
     output=Queued,
-    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+    example={"pr": PR},
 )
 async def review_pr(env: ToolEnv, info: TokenInfo, args: ReviewRequestBody) -> dict[str, Any]:
-    """Ask for a review of a PR (optionally pinned to ``head_sha``). The request is journaled
-    and gated like any delivery; ``explain`` with the returned ``delivery_id`` says what the
+    """Ask for a review of a PR (optionally pinned to head_sha). The request is journaled
+    and gated like any delivery; explain with the returned delivery_id says what the
     gate decided and why."""
     return await pull_actions.request_review(env.service, info, args, source="mcp")
 
@@ -143,11 +145,13 @@ async def review_pr(env: ToolEnv, info: TokenInfo, args: ReviewRequestBody) -> d
     scope="read",
     input=ExplainArgs,
     output=Explained,
-    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+    example={"pr": PR},
 )
 async def explain(env: ToolEnv, info: TokenInfo, args: ExplainArgs) -> dict[str, Any]:
-    """Why the bot did or did not act: every recorded decision with all its reasons, for a
-    delivery (by ``delivery_id``) or for a PR (and its review verdicts)."""
+    """Why the bot did or did not act, as reviewbot explain prints it. For a PR (pr): every
+    gate decision with all its reasons, the review verdicts, the merge, the external
+    reviewers' findings and the lease history. For a delivery (delivery_id, also one the bot
+    refused): its decisions, the reviews and merge it led to, and any refusal with its code."""
     if args.delivery_id is not None:
         return await pull_actions.explain_delivery(env.service, info, args.delivery_id)
     pull = PullBody(forge=args.forge or "", repo=args.repo or "", number=args.number or 0)
@@ -158,7 +162,7 @@ async def explain(env: ToolEnv, info: TokenInfo, args: ExplainArgs) -> dict[str,
     scope="read",
     input=PullBody,
     output=PrState,
-    example={"forge": "gitea", "repo": "acme/api", "number": 12},
+    example={"pr": PR},
 )
 async def pr_state(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
     """The PR now: open, closed or merged, its head, its live leases and the state comment
@@ -198,41 +202,27 @@ async def worker_heartbeat(
     scope="lease",
     input=AcquireBody,
     output=Lease,
-    example={
-        "forge": "gitea",
-        "repo": "acme/api",
-        "number": 12,
-        "role": "merger",
-        "worker_identity": WORKER,
-        "head_sha": HEAD,
-    },
+    example={"pr": PR, "role": "merger", "worker_identity": WORKER, "head_sha": HEAD},
 )
 async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
-    """Take the reviewer or merger lease of a PR, pinned to ``head_sha``. The answer's
-    ``epoch`` fences every later call; a lease held by another live worker is refused
-    ``lease_held`` with its holder and expiry."""
+    """Take the reviewer or merger lease of a PR, pinned to head_sha. The answer's
+    epoch fences every later call; a lease held by another live worker is refused
+    lease_held with its holder and expiry."""
     return await actions.acquire_lease(env.service, info, args)
 
 
-_CLAIM = {
-    "forge": "gitea",
-    "repo": "acme/api",
-    "number": 12,
-    "role": "merger",
-    "worker_identity": WORKER,
-    "epoch": 3,
-}
+_CLAIM = {"pr": PR, "role": "merger", "worker_identity": WORKER, "epoch": 3}
 
 
 @TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
 async def heartbeat_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
-    """Renew the lease held at ``epoch``; a superseded epoch is refused and writes nothing."""
+    """Renew the lease held at epoch; a superseded epoch is refused and writes nothing."""
     return await actions.transition_lease(env.service, info, args, release=False)
 
 
 @TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
 async def release_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[str, Any]:
-    """Give the lease held at ``epoch`` back, so another worker may take it at once."""
+    """Give the lease held at epoch back, so another worker may take it at once."""
     return await actions.transition_lease(env.service, info, args, release=True)
 
 
@@ -244,8 +234,8 @@ async def release_lease(env: ToolEnv, info: TokenInfo, args: ClaimBody) -> dict[
     example={**{k: v for k, v in _CLAIM.items() if k != "role"}, "head_sha": HEAD},
 )
 async def merge_pr(env: ToolEnv, info: TokenInfo, args: MergeBody) -> dict[str, Any]:
-    """Merge at exactly ``head_sha`` under the merger lease held at ``epoch``. Refused
-    (``head_moved``, ``not_approved``, ``checks_not_green``, ``superseded``...) with every
+    """Merge at exactly head_sha under the merger lease held at epoch. Refused
+    (head_moved, not_approved, checks_not_green, superseded...) with every
     reason when the PR may not be merged at that head."""
     return await actions.merge_pr(env.service, info, args)
 
@@ -258,7 +248,7 @@ async def merge_pr(env: ToolEnv, info: TokenInfo, args: MergeBody) -> dict[str, 
     example={"repo": "acme/api", "live": True},
 )
 async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[str, Any]:
-    """Leases, filtered by forge, repository, PR number and role (``live`` for live only)."""
+    """Leases, filtered by forge, repository, PR number and role (live for live only)."""
     return await actions.list_leases(env.service, info, args)
 
 
@@ -271,10 +261,10 @@ async def list_leases(env: ToolEnv, info: TokenInfo, args: LeaseQuery) -> dict[s
 async def resolve_capability(
     env: ToolEnv, info: TokenInfo, args: CapabilityQuery
 ) -> dict[str, Any]:
-    """May this caller (and ``worker``) review or merge the PR now? ``allowed``, or every
-    reason at once in ``blockers`` (scope, binding, a lease held by whom until when, head
+    """May this caller (and worker) review or merge the PR now? allowed, or every
+    reason at once in blockers (scope, binding, a lease held by whom until when, head
     moved since approval, checks not green, not approved at this head, the author's own PR,
-    closed or draft), each with its ``next_action``. Same answer as ``GET /api/v1/capability``."""
+    closed or draft), each with its next_action. Same answer as GET /api/v1/capability."""
     return await read_actions.capability(env.service, info, args)
 
 
@@ -287,7 +277,7 @@ async def resolve_capability(
 async def lease_history(env: ToolEnv, info: TokenInfo, args: HistoryQuery) -> dict[str, Any]:
     """The PR's lease audit trail, oldest first: every grant, renewal, release (with its
     reason), expiry and takeover, with the holder, epoch, head and the token or session that
-    did it (``actor``). Same answer as ``GET /api/v1/leases/history``."""
+    did it (actor). Same answer as GET /api/v1/leases/history."""
     return await read_actions.lease_history(env.service, info, args)
 
 
@@ -295,6 +285,6 @@ async def lease_history(env: ToolEnv, info: TokenInfo, args: HistoryQuery) -> di
 async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str, Any]:
     """What is running: version and commit, schema version and last migration, the
     configuration's hash, start time, the sandbox state, and whether the code or the
-    configuration on disk differs (``restart_needed`` and its ``reasons``). Same answer as
-    ``GET /api/v1/runtime`` (the configuration itself only to a token bound to no repository)."""
+    configuration on disk differs (restart_needed and its reasons). Same answer as
+    GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -16,24 +16,28 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
-from reviewbot.core.models import MAX_NUMBER, repo_key
+from reviewbot.core.models import MAX_NUMBER, PullRef, repo_key
 from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, state_view
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
 from reviewbot.ingress.errors import TriggerError
+from reviewbot.runtime.explain import delivery_facts, pull_facts, unknown_pull
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
+from reviewbot.runtime.lease_history import read_lease_history
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.quota import admit, token_caller
 from reviewbot.service import Service
 from reviewbot.store import decisions as decision_store
-from reviewbot.store import journal as journal_store
 from reviewbot.store import repositories
 from reviewbot.store.decisions import DecisionRecord
-from reviewbot.store.journal import NewDelivery, StoredDelivery, delivery_json
+from reviewbot.store.journal import NewDelivery, StoredDelivery
 from reviewbot.store.reviews import ReviewStore
 from reviewbot.store.tokens import TokenInfo
+
+# The newest this many decisions, verdicts and lease-history rows of one PR in an explain.
+MAX_EXPLAIN = 100
 
 
 class PullBody(BaseModel):
@@ -173,18 +177,24 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
 
 
 async def explain_delivery(service: Service, info: TokenInfo, delivery_id: str) -> dict[str, Any]:
-    """A delivery's status and every decision recorded for it.
+    """A delivery's status, every decision recorded for it, the review verdicts and merge
+    it led to, and every time a delivery of that id was refused at the door.
 
     A token bound to one repository sees only that repository's deliveries; any other is
     answered exactly as a delivery that does not exist, so the answer never tells whether
-    another repository's delivery id is known."""
+    another repository's delivery id is known. A refused webhook names no repository (its
+    body was never read), so only a token bound to none sees refusals."""
     require_scope(info, "read")
     db = database(service)
-    stored = await db.run(journal_store.get_delivery, db, delivery_id)
-    rows = [] if stored is None else await db.run(decision_store.for_delivery, db, delivery_id)
-    if stored is None or not _shown_to(service, info, stored, rows):
+    facts = await db.run(delivery_facts, db, service.clock, delivery_id)
+    if info.repo is not None:
+        facts = replace(facts, refused=[])
+    stored = facts.stored
+    if not facts.known or (
+        stored is not None and not _shown_to(service, info, stored, facts.decisions)
+    ):
         raise Refused(f"no delivery {delivery_id!r}", code="not_found")
-    return delivery_json(stored, [r.to_json() for r in rows])
+    return facts.to_json()
 
 
 def _shown_to(
@@ -219,8 +229,30 @@ async def explain_pull(
         ]
     }
     if forge and repo and number is not None:
-        # For one PR, also its review verdicts: what the checks said and what was posted.
+        # For one PR, the sections `reviewbot explain` shows: review verdicts (what the
+        # checks said and what was posted), the merge, the reviewers' findings and the
+        # lease history.
         reviews = ReviewStore(db, service.clock)
         verdicts = await db.run(reviews.decisions, forge, repo, number)
         answer["reviews"] = [v.to_json() for v in verdicts]
+        owner, _, name = repo.partition("/")
+        try:
+            pr = PullRef(forge, owner, name, number)
+        except ValueError as exc:
+            raise Refused(str(exc), code="invalid_request") from None
+        facts = await db.run(pull_facts, db, service.clock, pr, MAX_EXPLAIN)
+        history: list[dict[str, Any]] = []
+        if service.merge is not None:
+            leases = service.merge.leases
+            trail = await leases.run(lambda: read_lease_history(leases, pr, limit=MAX_EXPLAIN))
+            history = trail.to_json()["history"]
+        answer.update(
+            pull=str(pr),
+            shown=facts.shown,
+            merge=facts.merge,
+            findings=facts.findings_json(),
+            lease_history=history,
+        )
+        if not facts.known and not history:
+            answer["note"] = unknown_pull(service.settings, pr)
     return answer

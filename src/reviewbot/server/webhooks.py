@@ -9,16 +9,18 @@ delivery id from the headers, and commit the delivery to the journal (group comm
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping
 
 from aiohttp import web
 
-from reviewbot.core.errors import Refused
+from reviewbot.core.errors import Refused, ReviewbotError
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.ingress.errors import UnknownForge
 from reviewbot.ingress.forge_kinds import (
+    FORGE_KINDS,
     ForgeKind,
     forge_kind,
     forge_of_headers,
@@ -28,7 +30,11 @@ from reviewbot.ingress.identity import delivery_identity
 from reviewbot.ingress.signatures import is_form
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.body import check_length, read_body
+from reviewbot.store import refused_webhooks
 from reviewbot.store.journal import NewDelivery
+from reviewbot.store.refused_webhooks import RefusedWebhook
+
+log = logging.getLogger(__name__)
 
 # The one route of every forge in the table of forge kinds: /webhooks/{forge}.
 ROUTE = "/webhooks/{forge}"
@@ -37,13 +43,52 @@ EVENT_NAME = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
 
 
 async def webhook(request: web.Request) -> web.Response:
-    """``POST /webhooks/{forge}``: a forge without a row is ``unknown_forge``, unread."""
+    """``POST /webhooks/{forge}``: a forge without a row is ``unknown_forge``, unread.
+
+    A refusal is recorded (headers only) before it is answered, so that ``explain`` can
+    say what became of a delivery the forge shows as failed."""
     forge = request.match_info["forge"]
     try:
-        forge_kind(forge)
-    except UnknownForge as exc:
-        raise Refused(exc.detail, code="unknown_forge") from None
-    return await forge_webhook(request, forge)
+        try:
+            forge_kind(forge)
+        except UnknownForge as exc:
+            raise Refused(exc.detail, code="unknown_forge") from None
+        return await forge_webhook(request, forge)
+    except ReviewbotError as exc:
+        if "delivery_id" not in exc.extra:  # a journalled delivery is explained from there
+            await _record_refusal(request, forge, exc)
+        raise
+
+
+async def _record_refusal(request: web.Request, forge: str, exc: ReviewbotError) -> None:
+    service = request.app[SERVICE]
+    if service.db is None or not request.app[STATE].refusal_records.take(service.clock()):
+        return
+    headers = request.headers
+    try:
+        kind: ForgeKind | None = forge_kind(forge)
+    except UnknownForge:
+        kind = None
+    # The headers of any forge may name the delivery (an unknown route, the wrong endpoint).
+    named = [k.delivery_id(headers) for k in ((kind,) if kind else FORGE_KINDS.values())]
+    event = event_of(kind, headers) if kind is not None else None
+    entry = RefusedWebhook(
+        delivery_id=next((d for d in named if d), "") or "",
+        forge=forge,
+        event=event or None,
+        code=exc.code,
+        detail=exc.detail,
+        received_at=service.clock(),
+    )
+    try:
+        await service.db.run(
+            refused_webhooks.record,
+            service.db,
+            entry,
+            keep=service.settings.retention.refused_webhooks,
+        )
+    except Exception:  # the refusal is answered all the same; the record is a courtesy
+        log.warning("could not record a refused webhook (%s)", exc.code, exc_info=True)
 
 
 def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -332,6 +332,28 @@ class LeaseStore:
             self.telemetry.lease_released(lease)
         return lease
 
+    def release_unless_ended(
+        self,
+        claim: LeaseClaim,
+        *,
+        reason: EndReason = EndReason.MANUAL_RELEASE,
+        actor: str = "reviewbot",
+    ) -> Lease | None:
+        """:meth:`release`, for a holder whose claim another step may have ended already
+        (the merger ends its lease with a successful merge): a claim its holder already
+        released at this epoch is no refusal, and is neither counted nor logged as one
+        (``None``). Any other refusal is raised as :meth:`release` raises it."""
+        with self.db.read() as tx:
+            stored = self.lease_in(tx, claim.target)
+        if (
+            stored is not None
+            and (stored.epoch, stored.holder) == (claim.epoch, claim.worker)
+            and stored.phase is Phase.RELEASED
+        ):
+            log.debug("lease %s epoch %d already released", claim.target, claim.epoch)
+            return None
+        return self.release(claim, reason=reason, actor=actor)
+
     def supersede_head(
         self, forge: str, repo: str, number: int, new_head: str, *, actor: str = "reviewbot"
     ) -> list[Lease]:

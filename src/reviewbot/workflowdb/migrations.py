@@ -584,9 +584,10 @@ def _apply(
     except (sqlite3.Error, psycopg.Error) as exc:
         raise MigrationError(f"{file_name}: {exc}; nothing was applied") from None
     log.info(
-        "migration applied: %s (%d statements%s, by %s)",
+        "migration applied: %s (%d statement%s%s, by %s)",
         file_name,
         len(classified),
+        "" if len(classified) == 1 else "s",
         f", backup {backup}" if backup is not None else "",
         applied_by,
     )

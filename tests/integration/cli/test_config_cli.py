@@ -20,7 +20,11 @@ from pathlib import Path
 import pytest
 
 from reviewbot.config import Settings
+from reviewbot.core.models import Reason
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.store import decisions
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.decisions import DecisionRecord
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.protected import PACKAGED_NAME
 from tests.integration.process_support import clean_env, run_reviewbot, serve_process
@@ -49,7 +53,17 @@ def tree(folder: Path) -> list[tuple[str, int]]:
 
 
 def make_store(data_dir: Path) -> None:
-    open_store(Settings(data_dir=data_dir)).close()
+    """A store with one gate decision, for gitea:acme/api#1 (explain of a PR with no record
+    exits 1, so a read that succeeds has something to read)."""
+    db = open_store(Settings(data_dir=data_dir))
+    try:
+        reason = Reason(ReasonCode.REPO_NOT_CONFIGURED, "no rules")
+        row = DecisionRecord(
+            "d-1", "gitea", "skip", (reason,), 1_767_225_600.0, "gitea", "acme/api", 1
+        )
+        decisions.record(db, [row])
+    finally:
+        db.close()
 
 
 # --- read commands never create a store ------------------------------------------------------
@@ -187,6 +201,38 @@ def test_port_in_use_is_one_line(tmp_path: Path, busy_port: int) -> None:
         "(another reviewbot?); choose another with --port or REVIEWBOT_PORT, or stop the "
         "other process"
     )
+    # Checked before anything is written: no store was created or migrated.
+    assert list(tmp_path.iterdir()) == []
+    assert "migration applied" not in done.stderr
+
+
+def test_an_address_this_machine_lacks_is_one_line_before_the_store(tmp_path: Path) -> None:
+    done = run_reviewbot("serve", "--host", "192.0.2.1", "--port", "0", cwd=tmp_path)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip().splitlines()[-1].startswith("reviewbot: cannot listen on 192.0.2.1:0: ")
+    ), done.stderr
+    assert "session manager" not in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_start_and_stop_log_no_mcp_session_manager_lines(tmp_path: Path) -> None:
+    async with serve_process(cwd=tmp_path) as serve:
+        log = await serve.stop()
+    assert "reviewbot: stopped" in log
+    assert "session manager" not in log, log
+
+
+def test_metrics_port_in_use_stops_the_start_before_the_store(
+    tmp_path: Path, busy_port: int
+) -> None:
+    env = {"REVIEWBOT_METRICS_PORT": str(busy_port)}
+    done = run_reviewbot("serve", "--port", "0", "--sim", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    line = done.stderr.strip().splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{busy_port}: the port is already in use" in line
+    assert "REVIEWBOT_METRICS_PORT" in line
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", [("serve", "--port", "0"), ("token", "create")])

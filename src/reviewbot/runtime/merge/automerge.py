@@ -161,8 +161,9 @@ class AutoMerger:
                 )
             )
         finally:
+            # A successful merge already ended the lease: that is no refused release.
             with contextlib.suppress(LeaseRefused):
-                await self.leases.run(self.leases.release, lease.claim)
+                await self.leases.run(self.leases.release_unless_ended, lease.claim)
         self.outcomes.append(outcome)
         if outcome.merged:
             log.info("automerged %s at %s: %s", target, pull.head_sha, outcome.merge_commit_sha)

@@ -731,7 +731,11 @@ def _summary(verdict: Verdict, findings: tuple[Finding, ...] = ()) -> str:
     text = _checks_summary(verdict)
     if findings:
         errors = sum(1 for f in findings if f.blocking)
-        text += f"; external reviewers: {len(findings)} findings, {errors} errors"
+        n = len(findings)
+        text += (
+            f"; external reviewers: {n} finding{'s' if n != 1 else ''}, "
+            f"{errors} error{'s' if errors != 1 else ''}"
+        )
     return text
 
 
@@ -749,7 +753,8 @@ def _checks_summary(verdict: Verdict) -> str:
         else ""
     )
     if verdict.kind is VerdictKind.APPROVE:
-        return f"{len(verdict.passed)} required checks passed{unread}"
+        n = len(verdict.passed)
+        return f"{n} required check{'s' if n != 1 else ''} passed{unread}"
     if verdict.kind is VerdictKind.REQUEST_CHANGES:
         return "failed: " + ", ".join(c.name for c in verdict.failed) + unread
     if verdict.kind is VerdictKind.WAITING:

@@ -178,7 +178,7 @@ async def test_warnings_only_approve_with_the_inline_comments_once_checks_finish
             ("src/app.py", 3, "**warning**: long line"),
             ("README.md", 1, "**warning**: typo: teh"),
         ]
-        assert "Approved: all 1 required checks passed." in reviews[0].body
+        assert "Approved: the one required check passed." in reviews[0].body
         assert "External reviewers reported 2 warnings" in reviews[0].body
         assert runs_of(runs) == [pr.head_sha]
         assert reviewer_runs(bot, "ok") == 1 and reviewer_runs(bot, "malformed_output") == 0

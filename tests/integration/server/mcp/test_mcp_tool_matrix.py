@@ -28,7 +28,12 @@ from mcp import Client
 
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.runtime.reviewers.tools import run_tools
-from reviewbot.server.mcp_registry import SESSION_EXAMPLES, SESSION_NEEDS, SESSION_TOOLS
+from reviewbot.server.mcp_registry import (
+    SESSION_EXAMPLES,
+    SESSION_NEEDS,
+    SESSION_TOOLS,
+)
+from reviewbot.server.mcp_schema import pr_spellings
 from reviewbot.server.mcp_stdio import check_stdio_token, stdio_server_for
 from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.sim import SimServer, Simulator
@@ -164,7 +169,10 @@ async def over_rest(w: World, token: str, tool: str) -> str | None:
         if route is None:
             return "no_route"
         method, path = route
-        body = arguments(tool)
+        registered = TOOLS.get(tool)
+        assert registered is not None
+        # The example names its PR as pr; the REST twin reads the spelling it reads.
+        body = pr_spellings(registered.input, arguments(tool))
         if method == "GET":
             path += "?" + urlencode({k: str(v).lower() for k, v in body.items()})
     status, answer = await w.call(method, path, token, body if method == "POST" else None)
