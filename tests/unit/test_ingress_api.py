@@ -49,7 +49,10 @@ def test_forge_defaults_to_the_only_configured_one() -> None:
         (b'{"repo": "acme/api", "number": 0}', "number: Input should be greater than 0"),
         (b'{"repo": "acme/api", "number": true}', "number: Input should be a valid integer"),
         (b'{"repo": "acme", "number": 1}', "repo: 'acme' is not OWNER/NAME"),
-        (b'{"repo": "a/b", "number": 1, "forge": "gitlab"}', "forge: unknown forge 'gitlab'; expected one of github, gitea"),
+        (
+            b'{"repo": "a/b", "number": 1, "forge": "gitlab"}',
+            "forge: unknown forge 'gitlab'; expected one of github, gitea",
+        ),
         (b'{"repo": "a/b", "number": 1, "head_sha": "abc"}', "head_sha: is not a full commit"),
         (b'{"repo": "a/b", "number": 1, "extra": 1}', "extra: Extra inputs are not permitted"),
     ],
