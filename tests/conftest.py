@@ -28,3 +28,16 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.startswith(("REVIEWBOT_", "VAR_")):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _named_commits_unless_git(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Simulators made here without ``git=`` keep named SHAs, as `serve --sim` does: a git
+    repository per simulated repository costs subprocesses that most tests never look at.
+    Tests of real git ask for it (``git=True``, or the ``git`` marker)."""
+    from reviewbot.sim import core
+
+    if request.node.get_closest_marker("git") is None:
+        monkeypatch.setattr(core, "GIT_BY_DEFAULT", False)

@@ -32,6 +32,7 @@ def forge_specs(reference_dir: Path) -> ForgeSpecs:
 def sim(request: pytest.FixtureRequest, forge_specs: ForgeSpecs) -> Iterator[Simulator]:
     simulator = Simulator()
     yield simulator
+    simulator.close()
     check_requests = request.node.get_closest_marker("sim_invalid_requests") is None
     problems = forge_specs.check_records(simulator.requests, requests=check_requests)
     if problems:

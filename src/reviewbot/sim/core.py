@@ -45,6 +45,12 @@ def check_forge(forge: str) -> str:
     return forge
 
 
+# Whether a simulator made without saying ``git=`` backs its repositories with git. The
+# suite sets it off (tests/conftest.py) except for tests marked ``git``: a git repository
+# per simulated repository costs subprocesses most tests never look at.
+GIT_BY_DEFAULT = True
+
+
 class SimCore:
     """In-memory state for both forges, the request log, fault rules and webhook targets."""
 
@@ -53,13 +59,13 @@ class SimCore:
         clock: Clock | None = None,
         base_url: str = "http://127.0.0.1",
         sha_seed: str = "",
-        git: bool = True,
+        git: bool | None = None,
     ) -> None:
-        """``git`` (the default) backs every repository with a bare git repository in a
-        folder of the simulator's own (removed by :meth:`close`, or when the simulator is
-        collected), served over smart HTTP at its ``clone_url``: commits, merges and
-        mergeability are git's own, and a commit's SHA follows from its content and the
-        clock. ``git=False`` keeps commits as named SHAs only.
+        """``git`` (the default, :data:`GIT_BY_DEFAULT`) backs every repository with a bare
+        git repository in a folder of the simulator's own (removed by :meth:`close`, or when
+        the simulator is collected), served over smart HTTP at its ``clone_url``: commits,
+        merges and mergeability are git's own, and a commit's SHA follows from its content
+        and the clock. ``git=False`` keeps commits as named SHAs only.
 
         ``sha_seed`` makes this simulator's named SHAs (virtual commits, and every commit
         without git) its own (default: the same SHAs every run); a simulator whose PRs may
@@ -91,7 +97,7 @@ class SimCore:
         self._tasks: set[asyncio.Task[None]] = set()
         self.push_listeners: list[Callable[[RefMove], None]] = []
         self.push_locks: dict[int, asyncio.Lock] = {}  # repository id -> its receive-pack
-        self.git = git
+        self.git = GIT_BY_DEFAULT if git is None else git
         self._cleanup: weakref.finalize[Any, Any] | None = None
 
     # ------------------------------------------------------------------ helpers

@@ -340,6 +340,7 @@ async def test_statuses_of_a_pushed_commit_that_is_no_tip_are_found(
     assert status == 404
 
 
+@pytest.mark.git  # what a simulator made without git= does outside the suite
 def test_the_git_folder_is_made_with_the_first_repository_and_removed_on_close() -> None:
     sim = Simulator()
     assert sim.git_root is None
