@@ -13,7 +13,7 @@ from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import PullRef, Reason
 from reviewbot.runtime.explain import PullFacts
-from reviewbot.server.ui import markup, render
+from reviewbot.server.ui import markup, pr_page, render
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.reviews import ReviewDecision
 from reviewbot.store.status import (
@@ -243,8 +243,8 @@ def test_text_from_the_forge_or_a_caller_is_never_markup(page: str) -> None:
     if page == "status":
         text = render.render_status(view(snap, reader))
     elif page == "pull":
-        text = render.render_pull(
-            render.PullView(reader, "gitea", "acme/api", 7, f"explained {XSS}", snap, NOW, XSS)
+        text = pr_page.render_pull(
+            pr_page.PullView(reader, "gitea", "acme/api", 7, f"explained {XSS}", snap, NOW, XSS)
         )
     elif page == "login":
         text = render.render_login(XSS, message=XSS, link=XSS)
@@ -309,8 +309,8 @@ def test_the_pull_page_shows_only_that_pulls_rows_and_the_explanation() -> None:
         display=snap.display,
     )
     reader = markup.Reader("r", None)
-    text = render.render_pull(
-        render.PullView(reader, "gitea", "acme/api", 7, "line one\nline two", snap, NOW, "c")
+    text = pr_page.render_pull(
+        pr_page.PullView(reader, "gitea", "acme/api", 7, "line one\nline two", snap, NOW, "c")
     )
     assert "<h1>gitea:Acme/plain#7</h1>" in text
     assert "worker plain" in text and "someone-else" not in text
@@ -453,8 +453,8 @@ def test_the_pull_page_shows_reviews_gate_decisions_merge_and_lease_history_as_s
         lease_entry(LeaseEvent.EXPIRED, "heartbeat-lapsed"),
         lease_entry(LeaseEvent.TAKEOVER, holder="worker-2"),
     ]
-    text = render.render_pull(
-        render.PullView(
+    text = pr_page.render_pull(
+        pr_page.PullView(
             markup.Reader("r", None),
             "gitea",
             "acme/api",

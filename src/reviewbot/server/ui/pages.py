@@ -24,7 +24,7 @@ from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
-from reviewbot.server.ui import access, render
+from reviewbot.server.ui import access, pr_page, render
 from reviewbot.server.ui.markup import STYLESHEET, Reader
 from reviewbot.store import lease_history, ui_sessions
 from reviewbot.store.database import Database
@@ -162,7 +162,7 @@ async def pull_page(request: web.Request) -> web.Response:
     if entries:  # as `reviewbot explain` prints it
         text += f"\nLease history for {facts.shown}, oldest first:\n"
         text += "\n".join("  " + entry.line() for entry in entries)
-    view = render.PullView(
+    view = pr_page.PullView(
         reader=Reader(info.name, info.repo),
         forge=pr.forge,
         repo=key,
@@ -174,7 +174,7 @@ async def pull_page(request: web.Request) -> web.Response:
         facts=facts,
         lease_history=entries,
     )
-    return page(request, render.render_pull(view), csrf=csrf)
+    return page(request, pr_page.render_pull(view), csrf=csrf)
 
 
 def _recorded_history(db: Database, pr: PullRef) -> list[HistoryEntry]:
