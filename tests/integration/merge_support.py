@@ -223,6 +223,22 @@ class Merger:
         epoch: int = body["epoch"]
         return epoch
 
+    async def release(self, forge: str, number: int, epoch: int) -> None:
+        status, body = await self.w.call(
+            "POST",
+            "/api/v1/leases/release",
+            self.token,
+            {
+                "forge": forge,
+                "repo": REPO,
+                "number": number,
+                "role": "merger",
+                "worker_identity": self.identity,
+                "epoch": epoch,
+            },
+        )
+        assert status == 200, body
+
     async def merge(
         self, forge: str, number: int, head: str, epoch: int, **extra: Any
     ) -> tuple[int, dict[str, Any]]:

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from tests.integration.server_support import WAIT_S
 
+# A serve starts in a second or two on a quiet machine, in tens of seconds on one running
+# many of them at once: a bound on the wait, never a speed check.
+START_S = 60.0
+
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without any ``REVIEWBOT_*`` setting, plus ``extra``."""
@@ -61,7 +65,7 @@ async def serve_process(
     *args: str,
     cwd: Path,
     env: Mapping[str, str] | None = None,
-    start_s: float = WAIT_S,
+    start_s: float = START_S,
     user: int | None = None,
     python: str = sys.executable,
     command: Sequence[str] | None = None,

@@ -20,7 +20,7 @@ from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.reviews import ReviewStore
-from tests.integration.process_support import ServeProcess, clean_env, serve_process
+from tests.integration.process_support import START_S, ServeProcess, clean_env, serve_process
 from tests.support.store_fixtures import seeded
 
 REPO = "acme/api"
@@ -130,10 +130,6 @@ async def running_bot(
             yield Bot(sim, sim_server, settings, app, runner, service, base)
         finally:
             await runner.cleanup()
-
-
-# A serve starts in seconds, but in tens of them on a loaded machine running two at once.
-START_S = 60.0
 
 
 def bot_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> dict[str, str]:

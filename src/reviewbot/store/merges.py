@@ -180,7 +180,8 @@ class MergeStore:
             _record_merged(tx, row, merge_commit_sha, claim.worker, claim.epoch, now)
 
     def confirm(self, attempt_id: int, merge_commit_sha: str | None) -> bool:
-        """Record an ``unverified`` attempt as merged, once the forge shows it merged.
+        """Record an ``unverified`` attempt (or a ``sending`` one its process left behind) as
+        merged, once the forge shows it merged.
 
         Not fenced: the merge call was made under the live claim, and what the forge shows
         afterwards is a fact to record even when that claim has since lapsed. False when the
@@ -189,8 +190,8 @@ class MergeStore:
         with self.db.write() as tx:
             row = tx.one(
                 "UPDATE merge_attempts SET status = ?, detail = ?, finished_at = ?"
-                " WHERE id = ? AND status = ? RETURNING *",
-                (MERGED, CONFIRMED_LATER, self.clock(), attempt_id, UNVERIFIED),
+                " WHERE id = ? AND status IN (?, ?) RETURNING *",
+                (MERGED, CONFIRMED_LATER, self.clock(), attempt_id, UNVERIFIED, SENDING),
             )
             if row is None:
                 return False
@@ -198,22 +199,30 @@ class MergeStore:
             return True
 
     def give_up(self, attempt_id: int, detail: str) -> None:
-        """An ``unverified`` attempt whose lease lapsed unconfirmed ends ``unknown``."""
+        """An ``unverified`` or left-behind ``sending`` attempt whose lease ended
+        unconfirmed ends ``unknown``."""
         with self.db.write() as tx:
             tx.execute(
                 "UPDATE merge_attempts SET status = ?, detail = ?, finished_at = ?"
-                " WHERE id = ? AND status = ?",
-                (UNKNOWN, detail[:2000], self.clock(), attempt_id, UNVERIFIED),
+                " WHERE id = ? AND status IN (?, ?)",
+                (UNKNOWN, detail[:2000], self.clock(), attempt_id, UNVERIFIED, SENDING),
             )
 
     # -- reads -------------------------------------------------------------------------------
 
     def unverified(
-        self, forge: str | None = None, repo: str | None = None, number: int | None = None
+        self,
+        forge: str | None = None,
+        repo: str | None = None,
+        number: int | None = None,
+        *,
+        sending: bool = False,
     ) -> list[MergeAttempt]:
-        """Attempts still waiting for the forge to confirm the merge, oldest first."""
-        sql = "SELECT * FROM merge_attempts WHERE status = ?"
-        params: list[Any] = [UNVERIFIED]
+        """Attempts still waiting for the forge to confirm the merge, oldest first; with
+        ``sending``, also those whose merge call has no recorded answer yet."""
+        statuses = [UNVERIFIED, SENDING] if sending else [UNVERIFIED]
+        sql = f"SELECT * FROM merge_attempts WHERE status IN ({', '.join('?' * len(statuses))})"
+        params: list[Any] = list(statuses)
         for column, value in (("forge", forge), ("repo", repo), ("number", number)):
             if value is not None:
                 sql += f" AND {column} = ?"

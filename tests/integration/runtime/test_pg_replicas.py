@@ -73,6 +73,8 @@ def replica_env(
         "REVIEWBOT_LEASES__LEASE_S": "3",
         "REVIEWBOT_LEASES__RENEW_S": "2",
         "REVIEWBOT_LEASES__RETRY_S": "1",
+        # The sweep adopts a merge the killed replica sent but never recorded.
+        "REVIEWBOT_RECONCILE_INTERVAL_S": "1",
     }
 
 
@@ -319,8 +321,12 @@ async def test_three_replicas_a_burst_and_a_kill_one_review_per_head_one_merge(
                 for forge, repo, number, merge in pulls
                 if merge
             )
+            recorded = len(rows(db, "SELECT number FROM merged_pulls")) == sum(
+                1 for *_, merge in pulls if merge
+            )
             return (
                 merged
+                and recorded
                 and all(j["status"] == "done" for j in jobs)
                 and all(o["status"] != "pending" for o in outbox)
             )

@@ -405,9 +405,14 @@ class Merger:
 
     async def verify_unverified(self) -> list[MergeOutcome]:
         """The sweep's pass over unverified merges: record the confirmed ones, and end as
-        ``unknown`` those whose lease lapsed unconfirmed. Never sends a merge."""
+        ``unknown`` those whose lease lapsed unconfirmed. Never sends a merge.
+
+        A ``sending`` attempt whose lease is no longer its sender's was left by a process
+        that stopped between the merge call and recording its answer: the forge may have
+        merged it. It is judged like an unverified one; while its sender still holds the
+        lease the call may be in flight, and it is left alone."""
         done = []
-        for attempt in await self.merges.run(self.merges.unverified):
+        for attempt in await self.merges.run(self.merges.unverified, sending=True):
             forge = self.forges.get(attempt.forge)
             if forge is None:
                 continue
@@ -420,10 +425,6 @@ class Merger:
                 attempt.epoch,
             )
             async with self.pull_locks.hold(attempt.forge, attempt.repo, attempt.number):
-                pull, why = await self._confirmed(forge, request, None)
-                if pull is not None:
-                    done.append(await self._record_confirmed(pull, attempt))
-                    continue
                 lease = await self.leases.run(self.leases.get, request.claim.target)
                 held = (
                     lease is not None
@@ -431,8 +432,19 @@ class Merger:
                     and lease.epoch == attempt.epoch
                     and lease.live(self.clock())
                 )
+                if attempt.status == merge_rows.SENDING and held:
+                    continue  # its sender may still be waiting for the forge's answer
+                pull, why = await self._confirmed(forge, request, None)
+                if pull is not None:
+                    done.append(await self._record_confirmed(pull, attempt))
+                    continue
                 if not held:
-                    detail = f"the lease ended before the forge confirmed the merge ({why})"
+                    ended = (
+                        "the process sending it stopped before recording an answer"
+                        if attempt.status == merge_rows.SENDING
+                        else "the lease ended"
+                    )
+                    detail = f"{ended} and the forge shows no merge at the pin ({why})"
                     await self.merges.run(self.merges.give_up, attempt.id, detail)
         return done
 

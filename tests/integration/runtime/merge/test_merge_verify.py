@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
 from reviewbot.runtime.review.reconcile import Reconciler
 from tests.integration.merge_support import REPO, Merger, World, green_approved_pr
 
@@ -124,3 +125,53 @@ async def test_a_re_read_showing_it_unmerged_records_nothing(world: World, forge
     live.merged, live.merged_at = hidden["merged"], hidden["at"]
     live.merge_commit_sha, live.state = hidden["sha"], hidden["state"]
     await assert_the_sweep_records_it(world, m, forge, pr)
+
+
+async def _sent_then_stopped(w: World, m: Merger, forge: str, pr: Any, epoch: int) -> int:
+    """What a process leaves when it stops between the merge call and recording the
+    answer: a ``sending`` attempt, and a PR the forge merged at the pin."""
+    claim = LeaseClaim(LeaseTarget(forge, REPO, pr.number, Role.MERGER), m.identity, epoch)
+    attempt = w.api.merges.begin(claim, pr.head_sha, "merge")
+    await w.service.forges[forge].merge(REPO, pr.number, head_sha=pr.head_sha)
+    return attempt
+
+
+@FORGES
+async def test_a_merge_whose_sender_stopped_before_recording_it_is_adopted_by_the_sweep(
+    world: World, forge: str
+) -> None:
+    pr = green_approved_pr(world, forge)
+    m = Merger(world)
+    await m.register()
+    epoch = await m.acquire(forge, pr.number, pr.head_sha)
+    await _sent_then_stopped(world, m, forge, pr, epoch)
+
+    # While its sender holds the lease, the call may still be in flight: left alone.
+    await sweeper(world).sweep()
+    assert [a.status for a in world.api.merges.attempts(forge, REPO, pr.number)] == ["sending"]
+    assert world.api.merges.merge_of(forge, REPO, pr.number) is None
+
+    # The sender is gone: its lease ends (here released; a lapse reads the same).
+    await m.release(forge, pr.number, epoch)
+    await sweeper(world).sweep()
+    live = world.sim.pull(forge, REPO, pr.number)
+    record = world.api.merges.merge_of(forge, REPO, pr.number)
+    assert record is not None and record.merge_commit_sha == live.merge_commit_sha
+    assert [a.status for a in world.api.merges.attempts(forge, REPO, pr.number)] == ["merged"]
+    assert len(world.merge_requests(forge, pr.number)) == 1  # the sweep never sends one
+
+
+async def test_a_left_behind_attempt_the_forge_never_merged_ends_unknown(world: World) -> None:
+    forge = "github"
+    pr = green_approved_pr(world, forge)
+    m = Merger(world)
+    await m.register()
+    epoch = await m.acquire(forge, pr.number, pr.head_sha)
+    claim = LeaseClaim(LeaseTarget(forge, REPO, pr.number, Role.MERGER), m.identity, epoch)
+    world.api.merges.begin(claim, pr.head_sha, "merge")  # stopped before the call
+    await m.release(forge, pr.number, epoch)
+    await sweeper(world).sweep()
+    [attempt] = world.api.merges.attempts(forge, REPO, pr.number)
+    assert attempt.status == "unknown" and "stopped before recording" in attempt.detail
+    assert world.api.merges.merge_of(forge, REPO, pr.number) is None
+    assert world.merge_requests(forge, pr.number) == []
