@@ -167,6 +167,17 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
+class OnDatabase:
+    """A store over one :class:`Database`: its calls are plain and blocking, and async code
+    awaits them through :meth:`run` (the one async door)."""
+
+    db: Database
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Await one of this store's calls on the database's executor."""
+        return await self.db.run(fn, *args, **kwargs)
+
+
 class StoreExecutor:
     """The bounded pool of threads the event loop's store calls run on (started lazily)."""
 

@@ -53,7 +53,7 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store import lease_history
-from reviewbot.store.database import Database, P, Params, Row, T, Tx, row_as
+from reviewbot.store.database import Database, OnDatabase, Params, Row, Tx, row_as
 from reviewbot.store.epochs import EpochStore, target_name
 from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
 
@@ -107,7 +107,7 @@ def _lease(row: Row) -> Lease:
     )
 
 
-class LeaseStore:
+class LeaseStore(OnDatabase):
     """Leases over the workflow database, granted to the workers of :attr:`workers`."""
 
     def __init__(
@@ -152,10 +152,6 @@ class LeaseStore:
             telemetry=telemetry,
             history_days=history_days,
         )
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     def close(self) -> None:
         self.epochs.close()

@@ -14,7 +14,7 @@ from typing import Any
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import LeaseClaim
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, P, Row, T, Tx, row_as
+from reviewbot.store.database import Database, OnDatabase, Row, Tx, row_as
 from reviewbot.store.leases import LeaseStore
 
 SENDING = "sending"
@@ -81,17 +81,13 @@ class MergeAttempt:
         return row_as(cls, row, codes=lambda r: tuple(c for c in str(r["codes"]).split(",") if c))
 
 
-class MergeStore:
+class MergeStore(OnDatabase):
     def __init__(self, db: Database, leases: LeaseStore, clock: Callable[[], float]) -> None:
         self.db = db
         self.leases = leases
         self.clock = clock
 
     # -- fenced writes -----------------------------------------------------------------------
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     def begin(self, claim: LeaseClaim, head_sha: str, method: str) -> int:
         """Record that a merge call is about to be sent; raises ``LeaseRefused`` if not held."""

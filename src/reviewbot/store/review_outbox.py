@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reviewbot.core.clock import iso, iso_or_none
 from reviewbot.core.models import InlineComment, repo_key
-from reviewbot.store.database import Database, P, Row, T, row_as
+from reviewbot.store.database import Database, OnDatabase, Row, row_as
 from reviewbot.store.reviews import (
     Fence,
     NewDecision,
@@ -116,7 +116,7 @@ class Recorded:
     created: tuple[int, ...] = ()  # ids of outbox rows this call created (others existed)
 
 
-class OutboxStore:
+class OutboxStore(OnDatabase):
     """The ``review_outbox`` rows. ``clock`` returns seconds since the epoch."""
 
     def __init__(
@@ -126,10 +126,6 @@ class OutboxStore:
         self.db = db
         self.clock = clock
         self.telemetry = telemetry
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     def record(
         self,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding, Severity
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, P, Row, T, Tx, row_as
+from reviewbot.store.database import Database, OnDatabase, Row, Tx, row_as
 
 if TYPE_CHECKING:
     from reviewbot.observe import Telemetry
@@ -113,7 +113,7 @@ class ReviewDecision:
         }
 
 
-class ReviewStore:
+class ReviewStore(OnDatabase):
     """Review decisions, reviewer findings and missing checks. ``clock`` returns seconds
     since the epoch."""
 
@@ -124,10 +124,6 @@ class ReviewStore:
         self.db = db
         self.clock = clock
         self.telemetry = telemetry
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     # -- decisions ---------------------------------------------------------------------
 

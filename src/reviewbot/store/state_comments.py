@@ -7,20 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 from reviewbot.core.models import repo_key
-from reviewbot.store.database import Database, P, T
+from reviewbot.store.database import Database, OnDatabase
 from reviewbot.store.reviews import body_sha256
 
 
-class StateCommentStore:
+class StateCommentStore(OnDatabase):
     """The state comment of each PR. ``clock`` returns seconds since the epoch."""
 
     def __init__(self, db: Database, clock: Callable[[], float]) -> None:
         self.db = db
         self.clock = clock
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     def last_delivery(self, forge: str, repo: str, number: int) -> dict[str, Any] | None:
         """The newest delivery the gate decided for this PR (from the journal's tables)."""

@@ -23,7 +23,7 @@ from reviewbot.core.leases import (
     WorkerRecord,
     WorkerStatus,
 )
-from reviewbot.store.database import Database, P, T, Tx, row_as, skip_locked
+from reviewbot.store.database import Database, OnDatabase, Tx, row_as, skip_locked
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def _short_text(field: str, value: str) -> str:
     return value
 
 
-class WorkerStore:
+class WorkerStore(OnDatabase):
     """Registered worker identities. Clock and randomness are injectable."""
 
     def __init__(
@@ -73,10 +73,6 @@ class WorkerStore:
         self.timing = timing
         self.clock = clock
         self.random_bytes = random_bytes
-
-    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Await one of this store's calls on the database's executor (the async door)."""
-        return await self.db.run(fn, *args, **kwargs)
 
     def register(
         self,
