@@ -28,31 +28,25 @@ from reviewbot.core.queue import (
     leave_reason,
 )
 from reviewbot.core.queue_cars import (
+    BaseMoved,
+    BuildCar,
+    CancelCar,
     Car,
+    CarBuilt,
+    CarFailed,
     CarLimits,
+    CarPassed,
     CarStatus,
+    Eject,
+    Enqueued,
+    FastForward,
     LandingFacts,
+    Left,
     batch_size,
     decide_landing,
     plan_cars,
 )
-from reviewbot.core.queue_train import (
-    BaseMoved,
-    BuildCar,
-    CancelCar,
-    CarBuilt,
-    CarFailed,
-    CarPassed,
-    Eject,
-    Enqueued,
-    FastForward,
-    Left,
-    TrainState,
-    land,
-    plan,
-    split,
-    step,
-)
+from reviewbot.core.queue_train import TrainState, land, plan, split, step
 from reviewbot.core.reasons import ReasonCode
 
 HEAD = "a" * 40

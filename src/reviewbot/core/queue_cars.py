@@ -4,7 +4,7 @@ A car tests the base plus the cars ahead of it in its train plus its own batch o
 :func:`plan_cars` decides the next cars of one train; :func:`decide_landing` decides whether
 a tested car may land. A car lands only as a fast-forward of the base to its tested commit,
 so the merged SHA is always the tested SHA. Failures and bisection live in
-:mod:`reviewbot.core.queue_train`.
+:mod:`reviewbot.core.queue_train`; the events it takes and the actions it asks for are here.
 """
 
 from __future__ import annotations
@@ -128,3 +128,80 @@ def decide_landing(line: Sequence[Car], car_id: int, facts: LandingFacts) -> Lan
             )
         )
     return Landing(sha=car.tested_sha)
+
+
+# Events the runtime reports.
+@dataclass(frozen=True)
+class Enqueued:
+    number: int
+    priority: bool = False  # a hotfix waits at the head of the train
+
+
+@dataclass(frozen=True)
+class CarBuilt:
+    car_id: int
+    sha: str  # the commit pushed for the car; the one CI tests and the base may move to
+
+
+@dataclass(frozen=True)
+class CarPassed:
+    car_id: int
+
+
+@dataclass(frozen=True)
+class CarFailed:
+    car_id: int
+    check: str  # the failing required check, or the one that timed out
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Left:
+    number: int
+    reason: ReasonCode  # see :func:`reviewbot.core.queue.leave_reason`
+
+
+@dataclass(frozen=True)
+class BaseMoved:
+    """The base moved other than by a landing of this train: every car on the line is stale."""
+
+
+Event = Enqueued | CarBuilt | CarPassed | CarFailed | Left | BaseMoved
+
+
+# Actions for the runtime.
+@dataclass(frozen=True)
+class BuildCar:
+    car: Car
+
+
+@dataclass(frozen=True)
+class CancelCar:
+    car_id: int
+
+
+@dataclass(frozen=True)
+class Evidence:
+    failure: ReasonCode  # checks_failed, or car_timed_out
+    check: str
+    car_id: int
+    batch: tuple[int, ...]
+    ahead: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Eject:
+    number: int
+    code: ReasonCode  # queue_culprit or queue_flaky
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class FastForward:
+    """Move the base to ``sha`` only as a fast-forward; ``merged`` are the PRs it lands."""
+
+    sha: str
+    merged: tuple[int, ...]
+
+
+Action = BuildCar | CancelCar | Eject | FastForward

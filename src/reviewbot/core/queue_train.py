@@ -16,7 +16,8 @@ base) and reports what happened as events; nothing here reads a clock or a forge
 - :func:`land` lands the first car when :func:`~reviewbot.core.queue_cars.decide_landing`
   allows it: the base moves to exactly the car's tested commit.
 
-Entries that were ejected or left are remembered in ``gone`` and never wait again.
+Entries that were ejected or left are remembered in ``gone`` and never wait again. The events
+and actions are in :mod:`reviewbot.core.queue_cars`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from reviewbot.core.queue_cars import (
+    Action,
+    BaseMoved,
+    BuildCar,
+    CancelCar,
     Car,
+    CarBuilt,
+    CarFailed,
     CarLimits,
+    CarPassed,
     CarStatus,
+    Eject,
+    Enqueued,
+    Event,
+    Evidence,
+    FastForward,
     LandingFacts,
+    Left,
     decide_landing,
     plan_cars,
 )
@@ -63,83 +77,6 @@ class TrainState:
     @property
     def in_flight(self) -> int:
         return len(self.line) + len(self.splits)
-
-
-# Events the runtime reports.
-@dataclass(frozen=True)
-class Enqueued:
-    number: int
-    priority: bool = False  # a hotfix waits at the head of the train
-
-
-@dataclass(frozen=True)
-class CarBuilt:
-    car_id: int
-    sha: str  # the commit pushed for the car; the one CI tests and the base may move to
-
-
-@dataclass(frozen=True)
-class CarPassed:
-    car_id: int
-
-
-@dataclass(frozen=True)
-class CarFailed:
-    car_id: int
-    check: str  # the failing required check, or the one that timed out
-    timed_out: bool = False
-
-
-@dataclass(frozen=True)
-class Left:
-    number: int
-    reason: ReasonCode  # see :func:`reviewbot.core.queue.leave_reason`
-
-
-@dataclass(frozen=True)
-class BaseMoved:
-    """The base moved other than by a landing of this train: every car on the line is stale."""
-
-
-Event = Enqueued | CarBuilt | CarPassed | CarFailed | Left | BaseMoved
-
-
-# Actions for the runtime.
-@dataclass(frozen=True)
-class BuildCar:
-    car: Car
-
-
-@dataclass(frozen=True)
-class CancelCar:
-    car_id: int
-
-
-@dataclass(frozen=True)
-class Evidence:
-    failure: ReasonCode  # checks_failed, or car_timed_out
-    check: str
-    car_id: int
-    batch: tuple[int, ...]
-    ahead: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Eject:
-    number: int
-    code: ReasonCode  # queue_culprit or queue_flaky
-    evidence: Evidence
-
-
-@dataclass(frozen=True)
-class FastForward:
-    """Move the base to ``sha`` only as a fast-forward; ``merged`` are the PRs it lands."""
-
-    sha: str
-    merged: tuple[int, ...]
-
-
-Action = BuildCar | CancelCar | Eject | FastForward
 
 
 def _first(state: TrainState, numbers: Iterable[int]) -> TrainState:
