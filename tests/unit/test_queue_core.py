@@ -427,3 +427,14 @@ def test_a_landing_decision_lands_only_the_first_green_fast_forward_car(
     assert (landing.refusal is None) is allowed
     if landing.lands:
         assert landing.sha == line[0].tested_sha
+
+
+def test_a_failure_ahead_cancels_the_bisection_of_a_car_behind_it() -> None:
+    state = TrainState(line=(Car(1, (1,)), Car(2, (2, 3), (1,))), next_id=3)
+    state, _ = step(state, CarFailed(2, "ci/test"))  # the car behind fails first
+    assert [(c.batch, c.ahead) for c in state.splits] == [((2,), (1,)), ((3,), (1,))]
+    state, actions = step(state, CarFailed(1, "ci/lint"))  # its halves sat on entry 1
+    assert CancelCar(3) in actions and CancelCar(4) in actions
+    assert [a.number for a in actions if isinstance(a, Eject)] == [1]
+    assert state.splits == () and state.bisections == ()
+    assert state.waiting == (2, 3)  # they wait again, to be rebuilt on the base alone

@@ -90,9 +90,35 @@ def _cut_line(state: TrainState, index: int) -> tuple[TrainState, list[Action]]:
     """Take the line's cars from ``index`` on off the line; those behind ``index`` are
     cancelled and their batches wait again, first (the caller handles the car at ``index``)."""
     behind = state.line[index + 1 :]
+    removed = {n for car in state.line[index:] for n in car.batch}
     state = replace(state, line=state.line[:index])
     state = _first(state, (n for car in behind for n in car.batch))
-    return state, [CancelCar(car.id) for car in behind]
+    state, dropped = _drop_stale(state, removed)
+    return state, [*(CancelCar(car.id) for car in behind), *dropped]
+
+
+def _drop_stale(state: TrainState, removed: set[int]) -> tuple[TrainState, list[Action]]:
+    """Bisections whose cars sit on an entry taken off the line test commits that will never
+    land: their cars are cancelled and their entries wait again, first."""
+    stale = {b.car_id for b in state.bisections if removed & set(b.ahead)}
+    if not stale:
+        return state, []
+    cancelled = [c for c in state.splits if c.split_of in stale]
+    back = [n for b in state.bisections if b.car_id in stale for n in b.batch]
+    state = replace(
+        state,
+        splits=tuple(c for c in state.splits if c.split_of not in stale),
+        bisections=tuple(b for b in state.bisections if b.car_id not in stale),
+    )
+    return _first(state, back), [CancelCar(c.id) for c in cancelled]
+
+
+def _rebuild_from(state: TrainState, index: int) -> tuple[TrainState, tuple[Action, ...]]:
+    """Cancel the line's cars from ``index`` on; their entries wait again, first, in order."""
+    car = state.line[index]
+    state, actions = _cut_line(state, index)
+    state = _first(state, car.batch + state.waiting)
+    return state, (CancelCar(car.id), *actions)
 
 
 def plan(
@@ -141,9 +167,7 @@ def step(state: TrainState, event: Event) -> tuple[TrainState, tuple[Action, ...
     if isinstance(event, Left):
         return _leave(state, event.number)
     if isinstance(event, BaseMoved):
-        line = state.line
-        state = _first(replace(state, line=()), (n for car in line for n in car.batch))
-        return state, tuple(CancelCar(car.id) for car in line)
+        return _rebuild_from(state, 0) if state.line else (state, ())
     car = _car(state, event.car_id)
     if car is None:
         return state, ()
@@ -165,10 +189,7 @@ def _leave(state: TrainState, number: int) -> tuple[TrainState, tuple[Action, ..
     index = next((i for i, c in enumerate(state.line) if number in c.entries), None)
     if index is None:
         return state, ()
-    car = state.line[index]
-    state, actions = _cut_line(state, index)
-    state = _first(state, car.batch + state.waiting)
-    return state, (CancelCar(car.id), *actions)
+    return _rebuild_from(state, index)
 
 
 def _failed(state: TrainState, car: Car, event: CarFailed) -> tuple[TrainState, tuple[Action, ...]]:
