@@ -373,7 +373,8 @@ def test_a_car_lands_only_first_as_a_fast_forward_at_its_tested_sha(
         if op == "land" and state.line and n % 3 == 0:
             car_id = state.line[0].id  # often the one that may land
         if op == "enqueue":
-            state, actions = step(state, Enqueued(n, priority=flag))
+            if n not in merged:  # admission refuses a merged PR
+                state, actions = step(state, Enqueued(n, priority=flag))
         elif op == "plan":
             state, actions = plan(state, limits, state.in_flight)
         elif op == "green":  # a car of the line built and passed, so landings get tried
@@ -402,7 +403,13 @@ def test_a_car_lands_only_first_as_a_fast_forward_at_its_tested_sha(
                     merged += action.merged
         # an entry is never in two places, and nothing merges twice
         placed = list(state.waiting) + [x for c in state.line + state.splits for x in c.batch]
+        placed += [x for b in state.bisections for x in b.held]
         assert len(placed) == len(set(placed))
+        assert not set(state.waiting) & state.gone
+        # every car on the line sits exactly on the cars ahead of it
+        for ahead, car in zip(state.line, state.line[1:], strict=False):
+            assert car.ahead == ahead.entries
+        assert {c.split_of for c in state.splits} <= {b.car_id for b in state.bisections}
         assert len(merged) == len(set(merged))
         assert not set(placed) & set(merged)
 
@@ -438,3 +445,15 @@ def test_a_failure_ahead_cancels_the_bisection_of_a_car_behind_it() -> None:
     assert [a.number for a in actions if isinstance(a, Eject)] == [1]
     assert state.splits == () and state.bisections == ()
     assert state.waiting == (2, 3)  # they wait again, to be rebuilt on the base alone
+
+
+def test_enqueue_keeps_order_puts_a_hotfix_first_and_takes_a_leaver_back() -> None:
+    state = TrainState()
+    for event in (Enqueued(1), Enqueued(2), Enqueued(3, priority=True), Enqueued(1)):
+        state, actions = step(state, event)
+        assert actions == ()
+    assert state.waiting == (3, 1, 2)
+    state, _ = step(state, Left(2, ReasonCode.HEAD_MOVED))
+    assert state.waiting == (3, 1) and 2 in state.gone
+    state, _ = step(state, Enqueued(2))  # admitted again at its new head
+    assert state.waiting == (3, 1, 2) and 2 not in state.gone

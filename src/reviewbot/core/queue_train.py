@@ -16,7 +16,8 @@ base) and reports what happened as events; nothing here reads a clock or a forge
 - :func:`land` lands the first car when :func:`~reviewbot.core.queue_cars.decide_landing`
   allows it: the base moves to exactly the car's tested commit.
 
-Entries that were ejected or left are remembered in ``gone`` and never wait again. The events
+Entries that were ejected, left or landed are remembered in ``gone`` and wait again only when
+enqueued anew. The events
 and actions are in :mod:`reviewbot.core.queue_cars`.
 """
 
@@ -158,8 +159,13 @@ def _with_car(state: TrainState, car: Car) -> TrainState:
 def step(state: TrainState, event: Event) -> tuple[TrainState, tuple[Action, ...]]:
     """Apply one event; unknown cars (already cancelled) change nothing."""
     if isinstance(event, Enqueued):
-        if event.number in state.gone or event.number in _queued(state):
+        # An entry still in some car is taken back once that car has answered.
+        if event.number in _queued(state):
             return state, ()
+        # A PR that left or was ejected may come back (admitted again at its new head).
+        state = replace(
+            state, gone=state.gone - {event.number}, strikes=state.strikes - {event.number}
+        )
         waiting = (
             (event.number, *state.waiting) if event.priority else (*state.waiting, event.number)
         )
