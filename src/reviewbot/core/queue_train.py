@@ -17,8 +17,7 @@ base) and reports what happened as events; nothing here reads a clock or a forge
   allows it: the base moves to exactly the car's tested commit.
 
 Entries that were ejected, left or landed are remembered in ``gone`` and wait again only when
-enqueued anew. The events
-and actions are in :mod:`reviewbot.core.queue_cars`.
+enqueued anew. The events and actions are in :mod:`reviewbot.core.queue_cars`.
 """
 
 from __future__ import annotations
@@ -199,6 +198,8 @@ def _leave(state: TrainState, number: int) -> tuple[TrainState, tuple[Action, ..
 
 
 def _failed(state: TrainState, car: Car, event: CarFailed) -> tuple[TrainState, tuple[Action, ...]]:
+    """A car failed: eject its lone entry, or bisect its batch; a line car takes the cars
+    behind it off the line, a half reports to its bisection."""
     actions: list[Action] = []
     if car.split_of is None:
         index = state.line.index(car)
