@@ -61,6 +61,14 @@ class ReasonCode(StrEnum):
     LEASE_NOT_HELD = "lease_not_held"
     LEASE_HELD = "lease_held"
     LANE_LOST = "lane_lost"  # automerge lost its branch's merge lane before the merge call
+    # merge queue
+    QUEUE_CULPRIT = "queue_culprit"  # failed alone in a car: ejected
+    QUEUE_FLAKY = "queue_flaky"  # its batch failed twice while it passed alone: ejected
+    CAR_TIMED_OUT = "car_timed_out"  # a car's CI did not finish in time: a failure
+    NOT_FIRST_CAR = "not_first_car"  # only the first car of a train lands
+    CAR_NOT_GREEN = "car_not_green"  # the car is not green at its tested commit yet
+    BASE_MOVED = "base_moved"  # the base is no longer an ancestor of the tested commit
+    QUEUE_FROZEN = "queue_frozen"  # a freeze window holds: nothing lands
     # capability: who asks, and as which worker
     MISSING_SCOPE = "missing_scope"
     REPO_NOT_ALLOWED = "repo_not_allowed"

@@ -1,0 +1,166 @@
+"""The merge queue's pure rules: who may enter, what each entry touches, which trains form.
+
+A queue tests the commit that will land (the base plus the entries ahead) and then moves the
+base to exactly that commit (docs: the merge-queue design). This module holds the first three
+rules; :mod:`reviewbot.core.queue_cars` holds the cars, their failures and their landing.
+
+- **Admission** (:func:`admit`): an entry is admitted only when every merge blocker of
+  :func:`reviewbot.core.merge.merge_blockers` is clear at its pinned head, and the live head is
+  the one the caller expected (``head_moved`` otherwise). An admitted entry leaves on a push,
+  new changes requested, a close or an unapproval (:func:`leave_reason`).
+- **Keys** (:func:`entry_keys`): each changed path maps to one area: the first configured path
+  group whose glob matches, else its top-level directory (``/`` for a file at the root). A
+  serial path (lockfile, changelog) maps to :data:`SERIAL_KEY`, which joins every train.
+- **Trains** (:func:`form_trains`): entries whose keys overlap, directly or through others,
+  form one train; disjoint trains run in parallel. A priority entry goes to the head of its
+  train; otherwise admission order is kept.
+
+Globs follow :func:`fnmatch.fnmatchcase`: ``*`` also matches ``/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from reviewbot.core.merge import PrFacts, Refusal, merge_blockers, same_sha
+from reviewbot.core.reasons import ReasonCode
+
+# Not a path any forge reports, so it never collides with a real area.
+SERIAL_KEY = "<serial>"
+ROOT_KEY = "/"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Admit, or refuse with every reason (merge blockers first, as a merge reports them)."""
+
+    refusals: tuple[Refusal, ...] = ()
+
+    @property
+    def admitted(self) -> bool:
+        return not self.refusals
+
+    @property
+    def codes(self) -> tuple[ReasonCode, ...]:
+        return tuple(r.code for r in self.refusals)
+
+
+def admit(
+    facts: PrFacts, configured_checks: Sequence[str], expect_head_sha: str | None = None
+) -> Admission:
+    """May this PR enter the queue at ``facts.head``? Every merge blocker refuses it (a queue
+    entry must be mergeable on its own: open, not a draft, approved at the head by someone
+    other than the author, no changes requested, its required checks green there); so does a
+    live head other than ``expect_head_sha`` when the caller gave one (``head_moved``)."""
+    refusals: list[Refusal] = []
+    if expect_head_sha is not None and not same_sha(expect_head_sha, facts.pull.head_sha):
+        refusals.append(
+            Refusal(
+                ReasonCode.HEAD_MOVED,
+                f"the head is {facts.pull.head_sha}, not the expected {expect_head_sha}",
+            )
+        )
+    for blocker in merge_blockers(facts, configured_checks):
+        refusal = Refusal(blocker.refusal_code, blocker.detail)
+        if refusal not in refusals:
+            refusals.append(refusal)
+    return Admission(tuple(refusals))
+
+
+class LeaveEvent(StrEnum):
+    """What makes an admitted entry leave the queue."""
+
+    PUSH = "push"
+    CHANGES_REQUESTED = "changes_requested"
+    CLOSE = "close"
+    UNAPPROVAL = "unapproval"
+
+
+_LEAVE_CODES = {
+    LeaveEvent.PUSH: ReasonCode.HEAD_MOVED,
+    LeaveEvent.CHANGES_REQUESTED: ReasonCode.CHANGES_REQUESTED,
+    LeaveEvent.CLOSE: ReasonCode.PR_CLOSED,
+    LeaveEvent.UNAPPROVAL: ReasonCode.NOT_APPROVED,
+}
+
+
+def leave_reason(event: LeaveEvent) -> ReasonCode:
+    """The reason code an entry leaves the queue with on ``event``."""
+    return _LEAVE_CODES[event]
+
+
+@dataclass(frozen=True)
+class KeyRules:
+    """How changed paths map to keys: ``groups`` are (glob, area) pairs, first match wins;
+    ``serial_paths`` are globs whose files force one train."""
+
+    groups: tuple[tuple[str, str], ...] = ()
+    serial_paths: tuple[str, ...] = ()
+
+
+def path_key(path: str, rules: KeyRules) -> str:
+    """The key of one changed path (see the module docstring)."""
+    path = path.lstrip("/")
+    if any(fnmatchcase(path, glob) for glob in rules.serial_paths):
+        return SERIAL_KEY
+    for glob, area in rules.groups:
+        if fnmatchcase(path, glob):
+            return area
+    top, sep, _ = path.partition("/")
+    return top if sep else ROOT_KEY
+
+
+def entry_keys(paths: Iterable[str], rules: KeyRules) -> frozenset[str]:
+    """Every key the changed ``paths`` of one entry touch."""
+    return frozenset(path_key(p, rules) for p in paths)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An admitted entry: its PR number, the head it was admitted at, its keys, and whether
+    it is a priority (hotfix) entry. Entries are given in admission order."""
+
+    number: int
+    head_sha: str
+    keys: frozenset[str]
+    priority: bool = False
+
+
+def form_trains(entries: Sequence[Entry]) -> tuple[tuple[Entry, ...], ...]:
+    """Partition ``entries`` (in admission order) into trains: the connected components of
+    "their keys overlap", where :data:`SERIAL_KEY` overlaps everything. Trains are ordered by
+    their first admitted entry; within a train priority entries come first, each group in
+    admission order."""
+    parent = list(range(len(entries)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        a, b = find(i), find(j)
+        if a != b:
+            parent[max(a, b)] = min(a, b)  # the earlier entry names the train
+
+    owner: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        for key in entry.keys:
+            if key in owner:
+                union(owner[key], i)
+            else:
+                owner[key] = i
+    if SERIAL_KEY in owner:
+        for i in range(len(entries)):
+            union(owner[SERIAL_KEY], i)
+    groups: dict[int, list[Entry]] = {}
+    for i, entry in enumerate(entries):
+        groups.setdefault(find(i), []).append(entry)
+    return tuple(
+        tuple(sorted(members, key=lambda e: not e.priority))  # stable: keeps admission order
+        for _, members in sorted(groups.items())
+    )
