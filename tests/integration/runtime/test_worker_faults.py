@@ -24,15 +24,19 @@ from tests.integration.server_support import WAIT_S, make_settings
 
 class FlakyDatabase(SQLiteDatabase):
     """A real SQLite store whose write transactions fail like a failing disk while
-    ``failing`` is set."""
+    ``failing`` is set, until ``fail_writes`` writes were refused (then the disk recovers:
+    counted in writes, not seconds, so a loaded machine sees the same fault)."""
 
     failing = False
     refused = 0
+    fail_writes = 0  # 0: until ``failing`` is cleared by hand
 
     @contextmanager
     def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[Any]:
         if self.failing:
             self.refused += 1
+            if self.fail_writes and self.refused >= self.fail_writes:
+                self.failing = False
             raise sqlite3.OperationalError("disk I/O error")
         with super().write(durable=durable, serialized=serialized) as tx:
             yield tx
@@ -68,10 +72,10 @@ async def test_a_disk_error_mid_batch_never_ends_a_worker(
     async def process(batch: Sequence[StoredDelivery]) -> None:
         nonlocal faults_started
         if not faults_started:
-            # The disk fails while the first batches are being recorded, and for 0.4 s.
+            # The disk fails while the first batches are being recorded, for 12 writes.
             faults_started = True
+            db.fail_writes = 12
             db.failing = True
-            loop.call_later(0.4, setattr, db, "failing", False)
         for delivery in batch:
             await db.run(
                 journal.finish, db, delivery.delivery_id, ok=True, error=None, at=1_767_312_000.0
@@ -80,8 +84,10 @@ async def test_a_disk_error_mid_batch_never_ends_a_worker(
     pool = WorkerPool(db, process, size=3, batch=4, restart=RetryPolicy(base_s=0.01, max_s=0.05))
     await pool.start()
     try:
-        await asyncio.sleep(0.2)
-        assert db.failing and db.refused > 0  # the fault is on
+        deadline = loop.time() + WAIT_S
+        while db.refused == 0:  # the fault is on
+            assert loop.time() < deadline, "no write was refused"
+            await asyncio.sleep(0.01)
         assert pool.alive() == 3
         deadline = loop.time() + WAIT_S
         while True:
