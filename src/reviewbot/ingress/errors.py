@@ -34,6 +34,9 @@ class DeliveryFileError(TriggerError):
         self.delivery_id = delivery_id
 
 
+NAME_SHOWN = 64  # no forge name is longer; a longer one is cut in the refusal
+
+
 class UnknownForge(TriggerError):
     """A forge name that has no row in the table of forge kinds.
 
@@ -43,5 +46,7 @@ class UnknownForge(TriggerError):
     """
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
-        super().__init__(f"unknown forge {name!r}; known forges: {', '.join(known)}")
+        # The name comes from a URL or a header anyone may send: echo a bounded part of it.
+        shown = name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN] + "..."
+        super().__init__(f"unknown forge {shown!r}; known forges: {', '.join(known)}")
         self.name = name

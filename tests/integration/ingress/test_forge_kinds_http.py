@@ -261,3 +261,23 @@ async def test_a_third_forge_is_parsed_and_dispatched(
     assert decision.reason_code != "delivery_unresolved", decision.detail
     # The gate asked the fake forge's adapter, and no other, about the PR.
     assert ("get_pull", "acme/api", 5) in fake_forge.calls
+
+
+async def test_another_casing_or_a_huge_forge_name_is_refused_and_not_echoed_whole(
+    tmp_path: Path,
+) -> None:
+    async with running_server(make_settings(tmp_path / "data"), forges={}) as server:
+        headers = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "ping",
+            "X-GitHub-Delivery": "d-casing",
+            "X-Hub-Signature-256": sign_github(GITHUB_SECRET.encode(), PING),
+        }
+        for name in ("GitHub", "GITEA", "x" * 4000):
+            status, body = await server.post(f"/webhooks/{name}", PING, headers)
+            assert status == 404 and body["error"] == "unknown_forge", (name[:20], body)
+            assert len(body["detail"]) < 300, len(body["detail"])
+        assert server.stored_ids() == []
+        with server.db.read() as tx:
+            kept = tx.all("SELECT forge, detail FROM refused_webhooks")
+        assert all(len(r["forge"]) <= 200 and len(r["detail"]) <= 2000 for r in kept), kept
