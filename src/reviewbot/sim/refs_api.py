@@ -268,6 +268,10 @@ class GiteaRefs:
     async def update_branch(self, call: Call) -> Reply:
         """Move a branch: a fast-forward unless ``force``; ``old_commit_id`` must be the
         current tip when given (go-gitea/gitea#35951, ``UpdateBranchRepoOption``)."""
+        if not _has_branch_update(self.sim.version):
+            # Older servers route GET, DELETE and PATCH on a branch, not PUT: the router
+            # answers the method it does not know with 405 (go-gitea/gitea#35951 added it).
+            raise ApiError(405, "Method Not Allowed")
         repo = self.api._repo(call)
         name = call.params["branch"]
         body = _body(call)
@@ -313,3 +317,11 @@ class GiteaRefs:
             {"filename": change.path, "status": status.get(change.status, "modified")}
             for change in self.sim.file_changes(repo, commit.parents[0], commit.sha)
         ]
+
+
+def _has_branch_update(version: str) -> bool:
+    """Whether the Gitea this simulator plays (its ``/version``) routes
+    ``PUT /repos/{o}/{r}/branches/{branch}``: releases from 1.26 on."""
+    major, _, rest = version.partition(".")
+    minor = rest.split(".", 1)[0]
+    return major.isdigit() and minor.isdigit() and (int(major), int(minor)) >= (1, 26)

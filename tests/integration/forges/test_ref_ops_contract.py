@@ -72,7 +72,6 @@ class RefWorld:
             token=token or self.bot_token,
             client=self.client,
             git_root=self.git_root,
-            fast_forward_api=self.mode == "api",
         )
 
     def ops(self, token: str | None = None) -> RefOps:
@@ -104,6 +103,8 @@ async def world(
 ) -> AsyncIterator[RefWorld]:
     forge_name, _, mode = str(request.param).partition("-")
     sim = Simulator(clock=ManualClock(), git=True)
+    # The fast-forward update exists from Gitea 1.26 on; the push mode plays an older server.
+    sim.version = "1.26.0" if request.param == "gitea-api" else "1.25.4"
     try:
         bot_token = sim.add_user(forge_name, BOT[forge_name], bot=True)
         alice = sim.add_user(forge_name, "alice")
@@ -152,6 +153,22 @@ async def test_a_branch_moves_only_by_fast_forward(world: RefWorld) -> None:
     with pytest.raises(NotFastForward):
         await ops.fast_forward(REPO, "q/1", lines.root)
     assert world.tip("q/1") == lines.ahead
+    # On Gitea the server's version picks the way: the branch update where it exists (1.26),
+    # a plain push from the bot's clone where the server has no such route.
+    puts = [r for r in world.sim.requests if r.method == "PUT" and "/branches/" in r.path]
+    if world.forge_name == "gitea":
+        assert bool(puts) == (world.mode == "api"), [(r.path, r.status) for r in puts]
+        assert all(r.status != 405 for r in puts)
+
+
+async def test_an_older_gitea_has_no_branch_update_route(world: RefWorld) -> None:
+    if world.forge_name != "gitea":
+        pytest.skip("Gitea's branch update (go-gitea/gitea#35951)")
+    status = await _put_branch(world)
+    assert status == (204 if world.mode == "api" else 405), (world.sim.version, status)
+    if status == 405:
+        # The route of a newer server: its description does not apply to this one.
+        world.sim.requests.pop()
 
 
 async def test_a_merge_commit_of_a_branch_and_a_commit(world: RefWorld) -> None:
@@ -205,3 +222,13 @@ async def test_read_access_cannot_move_refs(world: RefWorld) -> None:
     with pytest.raises(PermissionDenied):
         await ops.delete_branch(REPO, "q/1")
     assert world.tip("q/1") == lines.root
+
+
+async def _put_branch(world: RefWorld) -> int:
+    """The branch update sent by hand: a fast-forward of ``main`` to ``ahead``."""
+    answer = await world.client.put(
+        f"{world.server.gitea_url}/api/v1/repos/{REPO}/branches/main",
+        json={"new_commit_id": world.lines.ahead},
+        headers={"Authorization": f"token {world.bot_token}"},
+    )
+    return answer.status_code

@@ -15,6 +15,7 @@ from tests.integration.sim.git_support import Hooks
 @pytest.fixture
 async def gsim() -> AsyncIterator[Simulator]:
     simulator = Simulator(clock=ManualClock(), git=True)
+    simulator.version = "1.26.0"  # Gitea with the branch update (go-gitea/gitea#35951)
     yield simulator
     await simulator.settle()
     simulator.close()

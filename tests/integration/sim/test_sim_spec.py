@@ -195,6 +195,7 @@ async def test_github_sweep_of_every_operation(
 async def test_gitea_sweep_of_every_operation(
     sim: Simulator, sim_server: SimServer, forge_specs: ForgeSpecs
 ) -> None:
+    sim.version = "1.26.0"  # a server with the branch update (go-gitea/gitea#35951)
     sim.create_repo("gitea", REPO)
     token = sim.add_user("gitea", "bot")
     sim.set_permission("gitea", REPO, "bot", "admin")
