@@ -114,14 +114,17 @@ def apply_packaged_migrations(
     every destructive migration is, except on a store this call creates: it holds nothing.
     """
     migrations = packaged_migrations(db.dialect)
-    # Almost always everything is applied: recognise that before parsing or locking.
-    done = _all_applied(paths, db, migrations, applied_by)
-    if done is not None:
-        return done
     if db.dialect != SQLITE:
-        return _apply_packaged_from_package(paths, db, applied_by)
+        # Almost always everything is applied: recognise that before parsing or locking.
+        done = _all_applied(paths, db, migrations, applied_by)
+        return done if done is not None else _apply_packaged_from_package(paths, db, applied_by)
     results = []
     with migrations_lock(paths):
+        # Under the lock on SQLite: the first connection to a file another starter is
+        # creating would meet its lock while switching the journal to WAL.
+        done = _all_applied(paths, db, migrations, applied_by)
+        if done is not None:
+            return done
         with db.read() as tx:
             new_store = not has_tables(tx)
         for name, data in migrations:
@@ -146,7 +149,8 @@ def _all_applied(
 ) -> list[MigrationResult] | None:
     """The skipped results when every packaged file is in the ledger under its manifest
     checksum (and, on SQLite, installed as shipped); None when anything needs the full
-    route. Applied migrations are never undone, so this needs no lock."""
+    route. Applied migrations are never undone, so this needs no migration lock (SQLite
+    takes its file lock anyway, for the first connection to a new file)."""
     sums = known_sums(migrations, db.dialect)
     if sums is None:
         return None
