@@ -29,11 +29,15 @@ import pytest
 
 from reviewbot.config import Settings
 from reviewbot.core.sandbox import TOOLS_FOLDER, TOOLS_SOCKET
-from reviewbot.runtime.reviewers.runner import ReviewerLimits, run_external_reviewers
+from reviewbot.runtime.reviewers.runner import (
+    ReviewerLimits,
+    review_in_run,
+    run_external_reviewers,
+)
 from reviewbot.runtime.reviewers.runs import start_run
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.tools import run_tools
-from reviewbot.server.tools_socket import FOLDER_PREFIX, service_tools_sockets
+from reviewbot.server.tools_socket import FOLDER_PREFIX, RunToolsSockets, service_tools_sockets
 from reviewbot.service import Parts, Service, build_service
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.tokens import create_token
@@ -364,3 +368,27 @@ async def test_a_reviewer_reaches_its_own_runs_tools_and_nothing_of_another_run(
     assert seen["other_token"] == [401, "invalid_session_token"]
     assert seen["network"] != "connected"
     assert seen["own"] == [[42]]
+
+
+async def test_a_socket_that_cannot_listen_fails_the_run_and_names_why(tmp_path: Path) -> None:
+    """A socket path past the kernel's limit (a deep temporary folder): no reviewer runs
+    without its tools, each is an error naming the cause, and nothing is left behind."""
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    async with tools_service(tmp_path) as service:
+        assert service.tools is not None
+        sockets = RunToolsSockets(service.tools, folder=deep)
+        paths = WorkflowPaths.from_settings(service.settings)
+        outcome = await review_in_run(
+            ["python3 -c 'print([])'"],
+            paths=paths,
+            sessions=service.sessions,
+            run_id="run-deep",
+            delivery={"delivery_id": "d-1"},
+            db_access=DBAccess.READ,
+            endpoint=sockets,
+            sandbox=Sandbox(STATE),
+        )
+    (error,) = outcome.errors
+    assert "spawn_failed: the run's tools socket cannot listen" in error, error
+    assert list(deep.iterdir()) == [] and service.sessions.live_sessions() == []
