@@ -21,6 +21,7 @@ own empty network namespace.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -86,7 +87,8 @@ class RunToolsSockets:
             yield socket
         finally:
             await runner.cleanup()
-            shutil.rmtree(folder, ignore_errors=True)
+            # Off the event loop: removing a folder can take milliseconds on some filesystems.
+            await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
 
 
 def service_tools_sockets(service: Service) -> RunToolsSockets:
