@@ -47,6 +47,11 @@ from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.mcp_support import mcp_stdio, ok
 from tests.integration.process_support import START_S, clean_env, serve_process
 from tests.integration.review_support import BOT, CHANGES, REPO, SECRET, prepare_sim, wait_for
+from tests.integration.runtime.reviewers.test_sandbox_serve import (
+    NOBODY,
+    python_for_nobody,
+    workdir,
+)
 from tests.integration.tools_support import SOCKET_CLIENT
 from tests.support.store_fixtures import seeded
 
@@ -93,13 +98,21 @@ def forge_address(sim_server: SimServer) -> str:
     return sim_server.gitea_url.split("://", 1)[1].split("/", 1)[0]
 
 
-def reviewer_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) -> dict[str, str]:
+def reviewer_env(
+    tmp_path: Path,
+    sim_server: SimServer,
+    tokens: dict[str, str],
+    *,
+    python: str = sys.executable,
+    seed: bool = True,
+) -> dict[str, str]:
     """A configuration whose repository has the tools reviewer (network off, the default),
-    and the environment every process kind below runs with."""
+    and the environment every process kind below runs with. ``seed``: start from a copy of
+    the migrated template store (owned by this process's user)."""
     script = tmp_path / "reviewers" / "tools_reviewer.py"
     script.parent.mkdir()
     script.write_text(TOOLS_REVIEWER)
-    command = shlex.join([sys.executable, str(script), forge_address(sim_server)])
+    command = shlex.join([python, str(script), forge_address(sim_server)])
     config = tmp_path / "reviewbot.toml"
     config.write_text(
         f'[repos."{FORGE}:{REPO}"]\nrequired_checks = ["ci/test"]\n'
@@ -108,7 +121,7 @@ def reviewer_env(tmp_path: Path, sim_server: SimServer, tokens: dict[str, str]) 
     return clean_env(
         {
             "REVIEWBOT_CONFIG": str(config),
-            "REVIEWBOT_DATA_DIR": str(seeded(tmp_path / "data")),
+            "REVIEWBOT_DATA_DIR": str(seeded(tmp_path / "data") if seed else tmp_path / "data"),
             "REVIEWBOT_GITEA__URL": sim_server.gitea_url,
             "REVIEWBOT_GITEA__TOKEN": tokens[FORGE],
             "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
@@ -153,6 +166,27 @@ async def test_under_serve_a_reviewer_without_network_reaches_its_tools(
         await sim.deliver_pull_request(FORGE, REPO, pr.number, action="opened")
         await wait_for_review(sim, pr.number)
         log = await bot.stop()
+    assert_the_tools_shaped_the_review(sim, pr, log)
+
+
+async def test_under_an_unprivileged_serve_a_reviewer_without_network_reaches_its_tools(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer
+) -> None:
+    """The serve runs as uid 65534, not root: the socket is that user's, as its reviewers are."""
+    python, extra = python_for_nobody()
+    tokens = prepare_sim(sim)
+    with workdir(tmp_path, NOBODY) as base:
+        env = {**reviewer_env(base, sim_server, tokens, python=python, seed=False), **extra}
+        for path in base.rglob("*"):
+            os.chown(path, NOBODY, NOBODY)
+        pr = green_pr(sim)
+        async with serve_process(
+            cwd=base, env=env, start_s=START_S, user=NOBODY, python=python
+        ) as bot:
+            sim.set_webhook(FORGE, url=f"{bot.base}/webhooks/{FORGE}", secret=SECRET)
+            await sim.deliver_pull_request(FORGE, REPO, pr.number, action="opened")
+            await wait_for_review(sim, pr.number)
+            log = await bot.stop()
     assert_the_tools_shaped_the_review(sim, pr, log)
 
 
