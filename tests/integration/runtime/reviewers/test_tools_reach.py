@@ -348,6 +348,15 @@ try:
     seen["other_socket"] = "connected"
 except OSError as exc:
     seen["other_socket"] = type(exc).__name__
+for name, attempt in (
+    ("plant", lambda: open(os.path.join(os.path.dirname(seen["socket"]), "planted"), "w")),
+    ("unlink", lambda: os.unlink(seen["socket"])),
+):
+    try:
+        attempt()
+        seen[name] = "done"
+    except OSError as exc:
+        seen[name] = type(exc).__name__
 status, answer = call("query_workflow_db", {"sql": "SELECT 1"}, token=other_token)
 seen["other_token"] = [status, answer.get("error")]
 try:
@@ -399,6 +408,8 @@ async def test_a_reviewer_reaches_its_own_runs_tools_and_nothing_of_another_run(
     # No run's socket folder in its /tmp (only the folders bound to show its own script).
     assert not [name for name in seen["tmp"] if name.startswith(FOLDER_PREFIX)]
     assert seen["other_socket"] == "FileNotFoundError"
+    # Its socket's folder is read-only: nothing planted beside it, the socket not removed.
+    assert seen["plant"] != "done" and seen["unlink"] != "done", seen
     assert seen["other_token"] == [401, "invalid_session_token"]
     assert seen["network"] != "connected"
     assert seen["own"] == [[42]]
