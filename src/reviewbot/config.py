@@ -524,7 +524,7 @@ def read_private_key(path: Path) -> bytes:
 
 # REVIEWBOT_* variables that are not settings (read by the command line or by reviewers).
 _OTHER_VARIABLES = frozenset(
-    {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_API_URL", "REVIEWBOT_RUN_FOLDER"}
+    {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_TOOLS_SOCKET", "REVIEWBOT_RUN_FOLDER"}
     | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV", "REVIEWBOT_INVOKED_AS"}
 )
 

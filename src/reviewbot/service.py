@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -49,7 +50,7 @@ from reviewbot.runtime.review.outbox import OutboxDrainer, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
 from reviewbot.runtime.review.state_comment import StateComments
-from reviewbot.runtime.reviewers.runner import ReviewerLimits
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, ToolsEndpoint
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
@@ -197,6 +198,10 @@ class Service:
     # Parts of this process that registered for commits no PR owns (in memory only): the
     # gate runner routes their events, the reconcile sweep polls their checks.
     listeners: CommitListeners = field(default_factory=CommitListeners)
+    # Opens each review run's own tools socket (the server's tools handler over a Unix
+    # socket, reviewbot.server.tools_socket): every process that reviews passes it, so its
+    # reviewers reach their session tools whichever process claimed the review.
+    tools_endpoint: Callable[[Service], ToolsEndpoint] | None = None
     # The parts built so far, in order (names of :data:`BUILDERS`).
     built: list[str] = field(default_factory=list, init=False)
     _base: _ReviewBase | None = field(default=None, init=False)
@@ -423,7 +428,10 @@ class Service:
             drainer,
             clock=self.clock,
             comments=comments,
-            external=self.external,
+            external=dataclasses.replace(
+                self.external,
+                endpoint=None if self.tools_endpoint is None else self.tools_endpoint(self),
+            ),
             telemetry=self.telemetry,
         )
         assert self.db is not None
@@ -503,13 +511,6 @@ class Service:
                 await automerge.after_event(eligible.pull)
 
         return review_then_merge
-
-    # -- while running ---------------------------------------------------------------------
-
-    def set_api_url(self, url: str | None) -> None:
-        """The server's base URL, known once its site listens: external reviewers started
-        after this call get it as ``REVIEWBOT_API_URL`` to reach the session tools."""
-        self.external.api_url = url
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -676,7 +677,7 @@ BUILDERS: tuple[Builder, ...] = (
     Builder(
         "review",
         Service._build_review,
-        needs=("review_base",),
+        needs=("review_base", "tools"),  # each run's tools socket answers with the tools
         after=("queued_merge",),
         stop=Service._stop_review,
     ),
@@ -839,6 +840,7 @@ def build_service(
     reload_settings: Callable[[], Settings] | None = None,
     telemetry: Telemetry | None = None,
     resume_deliveries: bool = True,
+    tools_endpoint: Callable[[Service], ToolsEndpoint] | None = None,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -851,6 +853,9 @@ def build_service(
     ``telemetry`` defaults to a new one with its own metrics registry.
     ``resume_deliveries=False``: the workers reset no delivery left ``processing`` at start.
     ``role`` (``serve``) picks the parts and the routes, unless ``parts`` is given too.
+    ``tools_endpoint`` opens each review run's tools socket
+    (``reviewbot.server.tools_socket.service_tools_sockets``); without it, reviewers get no
+    ``REVIEWBOT_TOOLS_SOCKET`` and their session tools are out of their reach.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -878,5 +883,6 @@ def build_service(
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
         runtime_reports=Reused(clock),
         resume_deliveries=resume_deliveries,
+        tools_endpoint=tools_endpoint,
         quota=TokenBuckets(settings.rate_limits.rates()),
     )

@@ -68,7 +68,7 @@ from reviewbot.runtime.review.outbox import (
     crash_point,
 )
 from reviewbot.runtime.review.state_comment import MISSING_CHECKS, StateComments
-from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, ToolsEndpoint, review_pull
 from reviewbot.runtime.reviewers.runs import received, run_id_for
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
@@ -118,16 +118,16 @@ class ReviewRequest:
 class ExternalReviewers:
     """How the pipeline runs a repository's reviewer commands.
 
-    ``sessions`` must be the manager the server's tools route answers for
-    (``app[SESSIONS]``), or a reviewer's ``REVIEWBOT_SESSION_TOKEN`` would be unknown there;
-    ``api_url`` is the server's base URL (``None`` when nothing serves HTTP, as on the
-    command line: the reviewers then get no ``REVIEWBOT_API_URL``). ``sandbox`` is probed
-    once, when the service is built (``build_service``); ``sandbox.state.describe()`` is what
-    health views show.
+    ``sessions`` must be the manager the tools endpoint answers for, or a reviewer's
+    ``REVIEWBOT_SESSION_TOKEN`` would be unknown there; ``endpoint`` opens each run's own
+    tools socket (every process that reviews has one: ``serve``, ``mcp --stdio``,
+    ``reviewbot review``; ``None`` only where no tools are served, and the reviewers then get
+    no ``REVIEWBOT_TOOLS_SOCKET``). ``sandbox`` is probed once, when the service is built
+    (``build_service``); ``sandbox.state.describe()`` is what health views show.
     """
 
     sessions: SessionManager = field(default_factory=SessionManager)
-    api_url: str | None = None
+    endpoint: ToolsEndpoint | None = None
     limits: ReviewerLimits = field(default_factory=ReviewerLimits)
     sandbox: Sandbox = field(default_factory=lambda: Sandbox(probe("on")))
 
@@ -545,7 +545,7 @@ class ReviewPipeline:
             pull=pull,
             delivery_id=delivery_id,
             source=request.source,
-            api_url=self.external.api_url,
+            endpoint=self.external.endpoint,
             event=request.event,
             action=request.action,
             payload=payload,
