@@ -31,6 +31,10 @@ class CanonicalState(_Out):
     head_sha: str
     review_status: str
     merge_ready: bool
+    next_prompt: str
+    issue: str
+    validation: str
+    native_review_proof: str
     blockers: list[str]
     leases: list[StateLease]
     last_updated_by: str
