@@ -21,8 +21,13 @@ from reviewbot.core.models import (
     ReviewState,
     RulesGap,
 )
-from reviewbot.core.prstate import PostedReview, PRStateRecords, live_of, parse_pr_state
-from reviewbot.core.prstate import render_pr_state
+from reviewbot.core.prstate import (
+    PostedReview,
+    PRStateRecords,
+    live_of,
+    parse_pr_state,
+    render_pr_state,
+)
 from reviewbot.server.ui.pr_page import readiness_section
 
 H1, H2 = "a" * 40, "b" * 40
@@ -155,9 +160,7 @@ def test_the_four_surfaces_never_disagree(
     assert all(f"<code>{code}</code>" in page for code in readiness.codes)
     # the capability's forge-side blockers are the readiness blockers, each and in order
     forge_side = tuple(b for b in capability.blockers if b.code.value not in CALLER_CODES)
-    assert forge_side == tuple(
-        b for b in readiness.blockers if b.code.value not in CALLER_CODES
-    )
+    assert forge_side == tuple(b for b in readiness.blockers if b.code.value not in CALLER_CODES)
     assert not capability.allowed or ready  # a capability never allows what is not ready
     entitled = {"lease", "merge"} <= scopes and worker_status is WorkerStatus.LIVE
     if entitled and holder == ME:
