@@ -67,6 +67,8 @@ MERGE_METHODS = ("merge", "squash", "rebase")
 # Hooks the server (or the command line) plugs in.
 StateCommentHook = Callable[[str, str, int, PullRequestSnapshot | None], Awaitable[object]]
 ReReviewHook = Callable[[str, str, int, str], Awaitable[object]]
+# Asked before each merge: why this process may not act now (``restart_required``), or None.
+ParityHook = Callable[[], Awaitable[str | None]]
 
 
 class MergeError(ReviewbotError):
@@ -158,8 +160,11 @@ class Merger:
         state_comment: StateCommentHook | None = None,
         re_review: ReReviewHook | None = None,
         telemetry: Telemetry | None = None,
+        parity: ParityHook | None = None,
     ) -> None:
+        """``parity``: asked before each merge (``runtime.parity.ParityGate``)."""
         self.telemetry = telemetry or Telemetry()
+        self.parity = parity
         self.settings = settings
         self.forges = forges
         self.leases = leases
@@ -225,6 +230,11 @@ class Merger:
             )
         method = self.method_for(request)
         claim = request.claim
+        if self.parity is not None:
+            refused = await self.parity()
+            if refused is not None:
+                code = ReasonCode.RESTART_REQUIRED.value
+                return MergeOutcome(False, request.head_sha, codes=(code,), detail=refused)
         pending = await self.merges.run(
             self.merges.unverified, request.forge, request.repo, request.number
         )

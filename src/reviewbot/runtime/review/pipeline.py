@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -207,9 +207,12 @@ class ReviewPipeline:
         drain_inline: bool = True,
         external: ExternalReviewers | None = None,
         telemetry: Telemetry | None = None,
+        parity: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
-        """``comments``: the PR state comment to keep up to date (``None``: none)."""
+        """``comments``: the PR state comment to keep up to date (``None``: none);
+        ``parity``: asked before each review (``runtime.parity.ParityGate``)."""
         self.telemetry = telemetry or Telemetry()
+        self.parity = parity
         self.settings = settings
         self.store = store
         self.forges = forges
@@ -394,6 +397,25 @@ class ReviewPipeline:
                 ReasonCode.REPO_NOT_CONFIGURED.value,
                 f"{request.forge}:{request.repo} has no [repos] table and there are no "
                 "[defaults]: nothing is evaluated or posted there",
+            )
+        refused = None if self.parity is None else await self.parity()
+        if refused is not None:
+            # Not the code, configuration or schema on disk: it reviews nothing until it
+            # restarts, and says so (the restarted process reviews the head again).
+            return await self._note(
+                NewDecision(
+                    forge=request.forge,
+                    repo=request.repo,
+                    number=request.number,
+                    head_sha=request.head_sha or "",
+                    decision=ERROR,
+                    reason_code=ReasonCode.RESTART_REQUIRED.value,
+                    delivery_id=request.delivery_id,
+                    source=request.source,
+                ),
+                ERROR,
+                ReasonCode.RESTART_REQUIRED.value,
+                refused,
             )
         outcome = await self._evaluate(request)
         try:
