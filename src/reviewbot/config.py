@@ -284,6 +284,10 @@ class RepoRules(_Section):
     # External reviewers: a command, or a table with its name, grants and network.
     reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
+    # After a merge by the bot: delete the PR's head branch (never a fork's, the base or
+    # default branch, nor one that moved), and close the issues its description closes.
+    delete_head_branch_after_merge: bool = False
+    close_linked_issues_after_merge: bool = False
 
 
 class Settings(BaseSettings):

@@ -38,6 +38,7 @@ from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.lanes import Lanes
+from reviewbot.runtime.merge.after_merge import AfterMerge
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, ParityGate, RuntimeReport, boot_snapshot
@@ -453,6 +454,7 @@ class Service:
             re_review=re_review,
             telemetry=self.telemetry,
             parity=self.parity,
+            after_merge=AfterMerge(self.settings, self.forges, db, self.clock),
         )
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases)

@@ -56,6 +56,14 @@ def linked_issues(body: str, owner: str, name: str) -> tuple[int, ...]:
     return tuple(found)
 
 
+class Closing(StrEnum):
+    """What closing an issue found (a forge adapter's answer)."""
+
+    CLOSED = "closed"
+    ALREADY_CLOSED = "already_closed"
+    NOT_AN_ISSUE = "not_an_issue"  # the number is a pull request: never closed this way
+
+
 class Kind(StrEnum):
     DELETE_HEAD_BRANCH = "delete_head_branch"
     CLOSE_ISSUE = "close_issue"
@@ -81,32 +89,22 @@ class Rules:
     close_linked_issues: bool = False
 
 
-@dataclass(frozen=True)
-class BranchFacts:
-    """The head branch as the forge shows it after the merge."""
-
-    default_branch: str | None  # the base repository's default branch, if known
-    branch_sha: str | None  # where the head branch points now; None: gone already
-
-
 def plan(
-    pull: PullRequestSnapshot, merged_head: str, rules: Rules, branch: BranchFacts | None
+    pull: PullRequestSnapshot, merged_head: str, rules: Rules, branch_sha: str | None
 ) -> tuple[Action, ...]:
     """The after-merge actions for ``pull``, merged at ``merged_head``: each that its rule
-    turns on, told to go or skipped with the reason (see the module docstring). ``branch``
-    is read only when the branch rule is on."""
+    turns on, told to go or skipped with the reason (see the module docstring).
+    ``branch_sha``: where the head branch points now (``None``: gone, or not read)."""
     out: list[Action] = []
     if rules.delete_head_branch:
-        out.append(_branch_action(pull, merged_head, branch))
+        out.append(_branch_action(pull, merged_head, branch_sha))
     if rules.close_linked_issues:
         for number in linked_issues(pull.body, pull.owner, pull.name):
             out.append(Action(Kind.CLOSE_ISSUE, f"#{number}", True))
     return tuple(out)
 
 
-def _branch_action(
-    pull: PullRequestSnapshot, merged_head: str, branch: BranchFacts | None
-) -> Action:
+def _branch_action(pull: PullRequestSnapshot, merged_head: str, branch_sha: str | None) -> Action:
     ref = pull.head_ref
 
     def skip(why: str) -> Action:
@@ -118,14 +116,12 @@ def _branch_action(
         return skip("the forge did not say which repository the head branch is in")
     if pull.head_repo.lower() != f"{pull.owner}/{pull.name}".lower():
         return skip(f"the head branch is in the fork {pull.head_repo}, not the repository")
-    if branch is None:
-        return skip("the head branch could not be read")
-    if ref == pull.base_ref or ref == branch.default_branch:
-        return skip(f"{ref} is the base or default branch")
-    if branch.branch_sha is None:
+    if pull.default_branch is None:
+        return skip("the forge did not say which branch is the repository's default")
+    if ref in (pull.base_ref, pull.default_branch):
+        return skip(f"{ref} is the base or the default branch")
+    if branch_sha is None:
         return skip("the head branch is gone already")
-    if branch.branch_sha.lower() != merged_head.lower():
-        return skip(
-            f"the head branch moved to {branch.branch_sha} after the merge at {merged_head}"
-        )
+    if branch_sha.lower() != merged_head.lower():
+        return skip(f"the head branch moved to {branch_sha} after the merge at {merged_head}")
     return Action(Kind.DELETE_HEAD_BRANCH, ref, True)

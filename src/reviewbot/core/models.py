@@ -306,6 +306,7 @@ class PullRequestSnapshot:
     merge_commit_sha: str | None = None
     body: str = ""  # the description, where closing keywords name the issues it closes
     head_repo: str | None = None  # OWNER/NAME the head branch lives in (a fork's); None: unknown
+    default_branch: str | None = None  # the base repository's default branch, if shown
 
     def __post_init__(self) -> None:
         _canonical_parts(self)

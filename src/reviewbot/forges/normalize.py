@@ -106,7 +106,13 @@ def pull_snapshot(
         merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
         body=str(data.get("body") or ""),
         head_repo=_full_name(data["head"].get("repo")),
+        default_branch=_default_branch(data["base"].get("repo")),
     )
+
+
+def _default_branch(repo: Any) -> str | None:
+    name = repo.get("default_branch") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _full_name(repo: Any) -> str | None:

@@ -260,6 +260,7 @@ async def explain_pull(
             pull=str(pr),
             shown=facts.shown,
             merge=facts.merge,
+            after_merge=facts.after_merge_json(),
             findings=facts.findings_json(),
             lease_history=history,
         )
