@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from reviewbot.sim.clock import forge_time
 from reviewbot.sim.errors import ApiError
+from reviewbot.sim.github_json import node_id
 from reviewbot.sim.http import Call, Reply, Route
 from reviewbot.sim.permissions import role_at_least
 from reviewbot.sim.state import SimIssue, SimRepo
@@ -61,39 +62,55 @@ class GitHubIssues:
         ]
 
     def _json(self, repo: SimRepo, number: int) -> dict[str, Any]:
+        """GitHub's ``issue`` object (every member its schema requires)."""
         web = f"{self.api.json.web}/{repo.full_name}"
         api = f"{self.api.json.api}/repos/{repo.full_name}"
         issue = repo.issues.get(number)
-        if issue is not None:
-            return {
-                "id": issue.id,
-                "number": number,
-                "title": issue.title,
-                "user": self.api.json.user(issue.author),
-                "state": issue.state,
-                "state_reason": "completed" if issue.state == "closed" else None,
-                "html_url": f"{web}/issues/{number}",
-                "url": f"{api}/issues/{number}",
-                "closed_at": forge_time(issue.closed_at) if issue.closed_at else None,
-                "closed_by": self.api.json.user(issue.closed_by) if issue.closed_by else None,
-            }
         pull = repo.pulls.get(number)
-        if pull is None:
+        if issue is None and pull is None:
             raise ApiError(404, "Not Found")
-        return {
-            "id": pull.id,
+        if issue is not None:
+            id_, title, author, state = issue.id, issue.title, issue.author, issue.state
+            created, updated, closed = issue.created_at, issue.updated_at, issue.closed_at
+            html = f"{web}/issues/{number}"
+        else:
+            assert pull is not None
+            id_, title, author, state = pull.id, pull.title, pull.author, pull.state
+            created, updated, closed = pull.created_at, pull.updated_at, pull.closed_at
+            html = f"{web}/pull/{number}"
+        url = f"{api}/issues/{number}"
+        body: dict[str, Any] = {
+            "id": id_,
+            "node_id": node_id("I", id_),
+            "url": url,
+            "repository_url": api,
+            "labels_url": f"{url}/labels{{/name}}",
+            "comments_url": f"{url}/comments",
+            "events_url": f"{url}/events",
+            "html_url": html,
             "number": number,
-            "title": pull.title,
-            "user": self.api.json.user(pull.author),
-            "state": pull.state,
-            "html_url": f"{web}/pull/{number}",
-            "url": f"{api}/issues/{number}",
-            "pull_request": {
-                "url": f"{api}/pulls/{number}",
-                "html_url": f"{web}/pull/{number}",
-                "merged_at": forge_time(pull.merged_at) if pull.merged_at else None,
-            },
+            "state": state,
+            "state_reason": "completed" if state == "closed" else None,
+            "title": title,
+            "user": self.api.json.user(author),
+            "labels": [],
+            "assignee": None,
+            "milestone": None,
+            "locked": False,
+            "comments": 0,
+            "created_at": forge_time(created),
+            "updated_at": forge_time(updated),
+            "closed_at": forge_time(closed) if closed is not None else None,
         }
+        if pull is not None and issue is None:
+            body["pull_request"] = {
+                "url": f"{api}/pulls/{number}",
+                "html_url": html,
+                "diff_url": f"{html}.diff",
+                "patch_url": f"{html}.patch",
+                "merged_at": forge_time(pull.merged_at) if pull.merged_at else None,
+            }
+        return body
 
     async def get_issue(self, call: Call) -> Reply:
         repo = self.api._repo(call)
@@ -107,6 +124,9 @@ class GitHubIssues:
             if number in repo.pulls:
                 raise ApiError(422, "Only issues are simulated here, not pull requests")
             raise ApiError(404, "Not Found")
+        role = self.sim.permission(repo, call.login)
+        if issue.author != call.login and not role_at_least(role, "write"):
+            raise ApiError(403, "Must have push access to repository")
         _close(call, issue, _state(call))
         return Reply(200, self._json(repo, number))
 
@@ -151,7 +171,6 @@ class GiteaIssues:
             "pull_request": {
                 "merged": pull.merged,
                 "merged_at": forge_time(pull.merged_at) if pull.merged_at else None,
-                "html_url": f"{web}/pulls/{number}",
             },
         }
 

@@ -167,9 +167,10 @@ GITHUB: dict[str, GitHubNeed] = {
         ("issues", "write"), _PR_WRITE, page="issues/comments#update-an-issue-comment"
     ),
     # Issues (sim/issues_api.py): reading one, and closing it ("Update an issue": "Issue
-    # owners and users with push access or Triage role can edit an issue").
+    # owners and users with push access or Triage role can edit an issue"; the handler
+    # checks the owner-or-push part, as it needs the issue).
     "issues/get": _gh(("issues", "read"), page="issues/issues#get-an-issue"),
-    "issues/update": _gh(("issues", "write"), page="issues/issues#update-an-issue", role="write"),
+    "issues/update": _gh(("issues", "write"), page="issues/issues#update-an-issue"),
     # Ref operations (sim/refs_api.py): Contents write moves refs and merges, read compares.
     "git/create-ref": _gh(("contents", "write"), page="git/refs#create-a-reference", role="write"),
     "git/update-ref": _gh(("contents", "write"), page="git/refs#update-a-reference", role="write"),

@@ -70,10 +70,8 @@ async def test_the_head_branch_is_deleted_and_the_linked_issues_closed(
         "GET", f"/api/v1/decisions?forge={forge}&repo={REPO}&number={pr.number}", m.token
     )
     assert status == 200, explained
-    assert [(a["kind"], a["result"]) for a in explained["after_merge"]][0] == (
-        "delete_head_branch",
-        "done",
-    )
+    first = explained["after_merge"][0]
+    assert (first["kind"], first["result"]) == ("delete_head_branch", "done")
     epoch = await m.acquire(forge, pr.number, pr.head_sha)
     status, again = await m.merge(forge, pr.number, pr.head_sha, epoch)
     assert again["already_merged"] is True and "after_merge" not in again
@@ -84,11 +82,12 @@ async def test_a_protected_head_branch_is_left_and_the_failure_recorded(
     tidy: World, forge: str
 ) -> None:
     w = tidy
-    w.sim.create_branch(forge, REPO, "release", w.sim.repo(forge, REPO).branches["main"])
+    repo = w.sim.repo(forge, REPO)
+    w.sim.set_branch(repo, "release", repo.branches["main"], "alice")
     w.sim.require_checks(forge, REPO, "release", ["ci/test"])
-    pr, merged, _ = await merge_green(w, forge, body="", head_ref="release")
-    ((kind, result, detail),) = [(a["kind"], a["result"], a["detail"]) for a in merged["after_merge"]]
-    assert (kind, result) == ("delete_head_branch", "failed"), detail
+    _, merged, _ = await merge_green(w, forge, body="", head_ref="release")
+    (action,) = merged["after_merge"]
+    assert (action["kind"], action["result"]) == ("delete_head_branch", "failed"), action
     assert "release" in w.sim.repo(forge, REPO).branches
 
 
