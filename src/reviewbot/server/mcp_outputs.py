@@ -96,3 +96,6 @@ class Runtime(_Out):
     config_changed: bool | None
     restart_needed: bool
     reasons: list[str]
+    schema_known: int
+    mutations: str  # "refused" while a restart is needed: no review or merge by this process
+    refusal_code: str | None
