@@ -47,17 +47,12 @@ class ActionRow:
 def claim(db: Database, row: ActionRow) -> bool:
     """Record ``row``; False when its (PR, kind, target) has a row already (tried before)."""
     with db.write() as tx:
-        seen = tx.one(
-            "SELECT 1 AS x FROM after_merge_actions"
-            " WHERE forge = ? AND repo = ? AND number = ? AND kind = ? AND target = ?",
-            (row.forge, row.repo, row.number, row.kind, row.target),
-        )
-        if seen is not None:
-            return False
-        tx.execute(
+        # ON CONFLICT: two processes finishing the same merge at once never both send it.
+        added = tx.execute(
             "INSERT INTO after_merge_actions"
             " (forge, repo, number, head_sha, kind, target, result, detail, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (forge, repo, number, kind, target) DO NOTHING",
             (
                 row.forge,
                 row.repo,
@@ -70,7 +65,7 @@ def claim(db: Database, row: ActionRow) -> bool:
                 row.at,
             ),
         )
-    return True
+        return bool(added.rowcount == 1)
 
 
 def finish(db: Database, row: ActionRow) -> None:

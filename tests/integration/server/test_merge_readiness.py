@@ -105,3 +105,10 @@ async def test_a_change_after_the_approval_is_seen_by_every_surface(
     status, refused = await m.merge(forge, pr.number, pr.head_sha, epoch)
     assert refused["merged"] is False and change in refused["codes"], (status, refused)
     assert w.merge_requests(forge, pr.number) == []
+
+
+async def test_the_page_says_why_when_the_forge_cannot_be_read(world: World) -> None:
+    """A pull request the forge does not know: the records still show, and the readiness
+    section says it was not read (no error page, no guess)."""
+    page = await status_page(world, "gitea", 4242)
+    assert "Not read:" in page and "merge_ready" not in page
