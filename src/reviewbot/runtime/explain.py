@@ -71,6 +71,10 @@ PLAIN_WORDS: dict[str, str] = {
     "lease_not_held": "the caller does not hold the lease it claims",
     "lease_held": "another worker holds the lease",
     "lane_lost": "automerge lost its branch's merge lane before the merge call; nothing sent",
+    "restart_required": (
+        "this process is not the code, configuration or schema on disk: it reviews and "
+        "merges nothing until it restarts"
+    ),
     "queue_culprit": "the entry failed alone in a queue car and was ejected",
     "queue_flaky": "the entry's batch failed twice while it passed alone; ejected as flaky",
     "car_timed_out": "a queue car's CI did not finish in time; counted as a failure",
