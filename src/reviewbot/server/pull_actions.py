@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
-from reviewbot.core.models import MAX_NUMBER, PullRef, RepoRef, repo_key
+from reviewbot.core.models import MAX_NUMBER, PullRef, repo_key
 from reviewbot.core.prstate import LeaseLine, PRStateRecords, live_of, parse_pr_state, state_view
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.errors import ForgeError, reason_for
@@ -25,7 +25,7 @@ from reviewbot.ingress.errors import TriggerError
 from reviewbot.runtime.explain import delivery_facts, pull_facts, unknown_pull
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.runtime.merge.facts import read_readiness_facts
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.quota import admit, token_caller
@@ -152,6 +152,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
     if comment is not None:
         view = parse_pr_state(comment)  # the very fields an agent reads off the comment
     else:  # before the first review decision the bot posts no comment; the core still says
+        configured = configured_checks(service.settings, body.forge, body.repo)
         lines = tuple(
             LeaseLine(x.target.role.value, x.holder, x.phase.value, x.head_sha, iso(x.expires_at))
             for x in leases
@@ -165,7 +166,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
                 decision=None,
                 leases=lines,
                 draft=pull.draft,
-                live=live_of(facts, _configured_checks(service, body.forge, body.repo), bot),
+                live=live_of(facts, configured, bot),
             )
         )
     return {
@@ -179,11 +180,6 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
         "state_comment": comment,
         "canonical": asdict(view),
     }
-
-
-def _configured_checks(service: Service, forge: str, repo: str) -> tuple[str, ...]:
-    rules = service.settings.rules_for(RepoRef.parse(repo, forge=forge))
-    return tuple(rules.required_checks) if rules is not None else ()
 
 
 async def explain_delivery(service: Service, info: TokenInfo, delivery_id: str) -> dict[str, Any]:

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import asyncio
 
+from reviewbot.config import Settings
 from reviewbot.core.merge import PrFacts
-from reviewbot.core.models import CheckResult, PullRequestSnapshot
+from reviewbot.core.models import CheckResult, PullRequestSnapshot, RepoRef
 from reviewbot.forges.base import Forge
+
+
+def configured_checks(settings: Settings, forge: str, repo: str) -> tuple[str, ...]:
+    """The repository's own ``required_checks`` (none without rules): what a merge, and so
+    every merge-readiness answer, requires on top of the forge's rules."""
+    rules = settings.rules_for(RepoRef.parse(repo, forge=forge))
+    return tuple(rules.required_checks) if rules is not None else ()
 
 
 async def read_readiness_facts(

@@ -402,21 +402,8 @@ class ReviewPipeline:
         if refused is not None:
             # Not the code, configuration or schema on disk: it reviews nothing until it
             # restarts, and says so (the restarted process reviews the head again).
-            return await self._note(
-                NewDecision(
-                    forge=request.forge,
-                    repo=request.repo,
-                    number=request.number,
-                    head_sha=request.head_sha or "",
-                    decision=ERROR,
-                    reason_code=ReasonCode.RESTART_REQUIRED.value,
-                    delivery_id=request.delivery_id,
-                    source=request.source,
-                ),
-                ERROR,
-                ReasonCode.RESTART_REQUIRED.value,
-                refused,
-            )
+            code = ReasonCode.RESTART_REQUIRED.value
+            return await self._note(_error_decision(request, code), ERROR, code, refused)
         outcome = await self._evaluate(request)
         try:
             if self.drain_inline:
@@ -441,16 +428,7 @@ class ReviewPipeline:
 
     async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
         forge = self.forges[request.forge]
-        base = NewDecision(
-            forge=request.forge,
-            repo=request.repo,
-            number=request.number,
-            head_sha=request.head_sha or "",
-            decision=ERROR,
-            reason_code=ReasonCode.FORGE_ERROR.value,
-            delivery_id=request.delivery_id,
-            source=request.source,
-        )
+        base = _error_decision(request, ReasonCode.FORGE_ERROR.value)
         pull = request.pull
         try:
             if pull is None:
@@ -737,6 +715,21 @@ class ReviewPipeline:
             ),
         )
         return ReviewOutcome(recorded)
+
+
+def _error_decision(request: ReviewRequest, code: str) -> NewDecision:
+    """An ``error`` decision about ``request``'s head with ``code`` (the base the
+    evaluation's own outcomes are made from)."""
+    return NewDecision(
+        forge=request.forge,
+        repo=request.repo,
+        number=request.number,
+        head_sha=request.head_sha or "",
+        decision=ERROR,
+        reason_code=code,
+        delivery_id=request.delivery_id,
+        source=request.source,
+    )
 
 
 def _verdict(rules: RepoRules, checks: Checks) -> Verdict:

@@ -27,7 +27,7 @@ from reviewbot.core.prstate import (
 )
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
-from reviewbot.runtime.merge.facts import read_readiness_facts
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.review.outbox import ReviewerLeases
 from reviewbot.store import repositories
@@ -160,7 +160,7 @@ class StateComments:
                 iso(float(seen["received_at"]), timespec="microseconds"),
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
-        configured = rules.required_checks if rules is not None else ()
+        configured = configured_checks(self.settings, forge, repo)
         live = None if facts is None else live_of(facts, configured, bot_login)
         records = PRStateRecords(
             pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",

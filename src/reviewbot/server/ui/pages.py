@@ -23,7 +23,7 @@ from reviewbot.core.quota import RouteClass
 from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.explain import pull_facts
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.runtime.merge.facts import read_readiness_facts
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
@@ -199,8 +199,8 @@ async def _live_readiness(
         facts = await read_readiness_facts(forge, pr.full_name, pr.number)
     except (ForgeError, ReviewbotError) as exc:
         return None, str(exc)
-    rules = service.settings.rules_for(RepoRef.parse(pr.full_name, forge=pr.forge))
-    return merge_readiness(facts, rules.required_checks if rules is not None else ()), ""
+    configured = configured_checks(service.settings, pr.forge, pr.full_name)
+    return merge_readiness(facts, configured), ""
 
 
 def _recorded_history(db: Database, pr: PullRef) -> list[HistoryEntry]:
