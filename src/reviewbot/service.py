@@ -420,6 +420,7 @@ class Service:
             on_finished=automerge.on_outbox_finished if automerge is not None else None,
             after_drain=comments.sync,
             telemetry=self.telemetry,
+            parity=self.parity,
         )
         pipeline = ReviewPipeline(
             self.settings,

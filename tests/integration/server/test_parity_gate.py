@@ -190,3 +190,48 @@ async def test_a_newer_schema_in_the_store_stops_reviews_and_merges(tmp_path: Pa
             status, refused = await agent.merge_at(pr.number, pr.head_sha)
             assert refused["codes"] == ["restart_required"], (status, refused)
             assert not sim.pull("gitea", REPO, pr.number).merged
+
+
+async def test_a_process_on_a_store_a_newer_version_migrated_posts_no_pending_review(
+    tmp_path: Path,
+) -> None:
+    """A verdict recorded (its outbox row pending) by a process that then stopped; a process
+    of this code started on a store a newer version has since migrated leaves the row
+    pending, saying why, and posts nothing."""
+    from tests.integration.review_support import (
+        bot_env,
+        outbox_rows,
+        prepare_sim,
+        serve_until_crash,
+        stop_bot,
+        wait_for,
+    )
+
+    sim = Simulator()
+    async with SimServer(sim) as sim_server:
+        tokens = prepare_sim(sim)
+        env = bot_env(tmp_path, sim_server, tokens)
+        pr = sim.open_pr("gitea", REPO, author="alice")
+        sim.set_status("gitea", REPO, pr.head_sha, "ci/test", "success")
+        await serve_until_crash(tmp_path, sim, env, "gitea", pr.number, "after_outbox")
+        (row,) = outbox_rows(tmp_path)
+        assert row["status"] == "pending"
+
+        newer = known_schema() + 1
+        with sqlite3.connect(tmp_path / "data" / "db" / "db.sqlite") as db:
+            db.execute(
+                "INSERT INTO schema_migration_log (file_name, sha256, destructive,"
+                " applied_by, applied_at) VALUES (?, 'x', 0, 'reviewbot 9.9', "
+                "'2026-12-01T00:00:00Z')",
+                (f"{newer:04d}_from_a_newer_version.sql",),
+            )
+        async with serve_process(cwd=tmp_path, env=env) as bot:
+            await wait_for(
+                lambda: "restart_required" in (outbox_rows(tmp_path)[0]["last_error"] or ""),
+                "the refused drain",
+            )
+            await stop_bot(bot)
+        (row,) = outbox_rows(tmp_path)
+        assert row["status"] == "pending" and row["forge_review_id"] is None
+        assert "newer than this code knows" in row["last_error"]
+        assert not [r for r in sim.pull("gitea", REPO, pr.number).reviews if r.user == "reviewbot"]
