@@ -437,15 +437,6 @@ class Readiness:
             seen.setdefault(b.next_action, b.code.value)
         return "; ".join(f"{code}: {action}" for action, code in seen.items())
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "head_sha": self.head,
-            "merge_ready": self.ready,
-            "codes": list(self.codes),
-            "blockers": [b.to_json() for b in self.blockers],
-            "next_prompt": self.next_prompt(),
-        }
-
 
 def merge_readiness(facts: PrFacts, configured_checks: Sequence[str]) -> Readiness:
     """May ``facts.pull`` be merged at ``facts.head`` as far as the forge's rules go: the
