@@ -284,6 +284,10 @@ class RepoRules(_Section):
     # External reviewers: a command, or a table with its name, grants and network.
     reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
+    # After a merge by the bot: delete the PR's head branch (never a fork's, the base or
+    # default branch, nor one that moved), and close the issues its description closes.
+    delete_head_branch_after_merge: bool = False
+    close_linked_issues_after_merge: bool = False
 
 
 class Settings(BaseSettings):
@@ -334,6 +338,9 @@ class Settings(BaseSettings):
     # An explicit review request (API, MCP, Crew) at a head the bot judged less than this
     # long ago repeats nothing: it is answered from that verdict (an approval: for good).
     review_request_dedupe_s: float = Field(60.0, ge=0)
+    # How long a comparison of the running process with the disk (code, configuration,
+    # schema) stands before a review or a merge compares again (0: before each of them).
+    runtime_check_s: float = Field(1.0, ge=0, le=3600)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)

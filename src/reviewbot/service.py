@@ -39,9 +39,10 @@ from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.lanes import Lanes
+from reviewbot.runtime.merge.after_merge import AfterMerge
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
-from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.parity import Boot, ParityGate, RuntimeReport, boot_snapshot
 from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.retention import Retention
 from reviewbot.runtime.reuse import Reused
@@ -189,6 +190,9 @@ class Service:
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
     # Callers asking while a comparison with the disk runs share it (any entry path).
     runtime_reports: Reused[RuntimeReport] | None = None
+    # Asked before each review and merge of this process: refused (``restart_required``)
+    # once it is no longer the code, configuration or schema on disk. Built with the store.
+    parity: ParityGate | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
     # Deletes the rows the retention settings no longer keep (after each reconcile sweep).
@@ -253,6 +257,8 @@ class Service:
         if self.db is None:
             self.db = await asyncio.to_thread(open_store, self.settings)
             self.owns_db = True
+        if self.boot is not None and self.parity is None:
+            self.parity = ParityGate(self.boot, self.db, self.clock, self.settings.runtime_check_s)
 
     async def _open_forges(self) -> None:
         self.forges = configured_forges(self.settings, self.telemetry)
@@ -419,6 +425,7 @@ class Service:
             on_finished=automerge.on_outbox_finished if automerge is not None else None,
             after_drain=comments.sync,
             telemetry=self.telemetry,
+            parity=self.parity,
         )
         pipeline = ReviewPipeline(
             self.settings,
@@ -433,6 +440,7 @@ class Service:
                 endpoint=None if self.tools_endpoint is None else self.tools_endpoint(self),
             ),
             telemetry=self.telemetry,
+            parity=self.parity,
         )
         assert self.db is not None
         jobs = ReviewJobs(
@@ -454,6 +462,8 @@ class Service:
             state_comment=comments.sync if comments is not None else None,
             re_review=re_review,
             telemetry=self.telemetry,
+            parity=self.parity,
+            after_merge=AfterMerge(self.settings, self.forges, db, self.clock),
         )
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases)

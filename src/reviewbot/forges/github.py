@@ -18,6 +18,7 @@ import gidgethub.httpx
 import httpx
 
 from reviewbot.core.access import AccessFacts
+from reviewbot.core.after_merge import Closing
 from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
@@ -535,6 +536,35 @@ class GitHubForge(HttpAdapter):
     def ref_ops(self) -> RefOps:
         """GitHub does every ref operation through its REST API."""
         return self
+
+    async def branch_head(self, repo: str, branch: str) -> str | None:
+        """``GET /repos/{owner}/{repo}/branches/{branch}`` ("Get a branch")."""
+        owner, name = split_repo(repo)
+        url_vars = {"owner": owner, "repo": name, "branch": branch}
+        try:
+            data = await self._get(
+                "branch_head", "/repos/{owner}/{repo}/branches/{branch}", url_vars, repo=repo
+            )
+        except NotFound:
+            return None
+        with response_shape("branch_head"):
+            return str(as_dict(data, "branch_head")["commit"]["sha"])
+
+    async def close_issue(self, repo: str, number: int) -> Closing:
+        """ "Get an issue", then "Update an issue" with ``state: closed`` (REST reference,
+        issues/issues). GitHub's issues include pull requests (they carry ``pull_request``):
+        one is never closed here."""
+        owner, name = split_repo(repo)
+        url_vars = {"owner": owner, "repo": name, "number": number}
+        url = "/repos/{owner}/{repo}/issues/{number}"
+        data = as_dict(await self._get("get_issue", url, url_vars, repo=repo), "get_issue")
+        if data.get("pull_request"):
+            return Closing.NOT_AN_ISSUE
+        if data.get("state") == "closed":
+            return Closing.ALREADY_CLOSED
+        body = {"state": "closed", "state_reason": "completed"}
+        await self._write("close_issue", "PATCH", url, url_vars, body, repo=repo)
+        return Closing.CLOSED
 
     async def create_branch(self, repo: str, branch: str, sha: str) -> None:
         owner, name = split_repo(repo)

@@ -20,6 +20,7 @@ from reviewbot.sim.gitea_api import GiteaApi
 from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
 from reviewbot.sim.http import Route
+from reviewbot.sim.issues_api import GiteaIssues, GitHubIssues
 from reviewbot.sim.records import RequestRecord
 from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from reviewbot.sim.simulator import Simulator
@@ -91,7 +92,10 @@ def build_app(sim: Simulator) -> web.Application:
     app[RELEASE_KEY] = asyncio.Event()
     routes: dict[tuple[str, str], tuple[str, Route, Serve]] = {}
     github, gitea = GitHubApi(sim), GiteaApi(sim)
-    extra = {"github": GitHubRefs(github).routes(), "gitea": GiteaRefs(gitea).routes()}
+    extra = {
+        "github": GitHubRefs(github).routes() + GitHubIssues(github).routes(),
+        "gitea": GiteaRefs(gitea).routes() + GiteaIssues(gitea).routes(),
+    }
     for forge, prefix, api in (("github", GITHUB_PREFIX, github), ("gitea", GITEA_PREFIX, gitea)):
         serve: Serve = api.serve
         for route in [*api.routes(), *extra[forge]]:

@@ -178,6 +178,7 @@ class OutboxDrainer:
         on_finished: Callable[[OutboxRow], object] | None = None,
         after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
         telemetry: Telemetry | None = None,
+        parity: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry or Telemetry()
@@ -192,6 +193,9 @@ class OutboxDrainer:
         self.on_finished = on_finished
         # Run (outside the PR lock) after the loop finished a row: the state comment.
         self.after_drain = after_drain
+        # Asked before each post (runtime.parity.ParityGate): a process that is not what is
+        # on disk posts no review; the row waits, pending, for a process that is.
+        self.parity = parity
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -259,6 +263,13 @@ class OutboxDrainer:
             raise KeyError(f"no outbox row {outbox_id}")
         if row.status != PENDING:
             return PostOutcome(row, "skipped", f"already {row.status}", row.forge_review_id)
+        refused = None if self.parity is None else await self.parity()
+        if refused is not None:
+            later = self.clock() + self._delay(row.attempts)
+            await self.store.run(
+                self.store.retry_later, row.id, later, f"restart_required: {refused}"
+            )
+            return PostOutcome(row, "busy", refused)
         if claim is not None:
             return await self._attempt(row, claim)
         got = await self.store.run(

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -207,9 +207,12 @@ class ReviewPipeline:
         drain_inline: bool = True,
         external: ExternalReviewers | None = None,
         telemetry: Telemetry | None = None,
+        parity: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
-        """``comments``: the PR state comment to keep up to date (``None``: none)."""
+        """``comments``: the PR state comment to keep up to date (``None``: none);
+        ``parity``: asked before each review (``runtime.parity.ParityGate``)."""
         self.telemetry = telemetry or Telemetry()
+        self.parity = parity
         self.settings = settings
         self.store = store
         self.forges = forges
@@ -395,6 +398,12 @@ class ReviewPipeline:
                 f"{request.forge}:{request.repo} has no [repos] table and there are no "
                 "[defaults]: nothing is evaluated or posted there",
             )
+        refused = None if self.parity is None else await self.parity()
+        if refused is not None:
+            # Not the code, configuration or schema on disk: it reviews nothing until it
+            # restarts, and says so (the restarted process reviews the head again).
+            code = ReasonCode.RESTART_REQUIRED.value
+            return await self._note(_error_decision(request, code), ERROR, code, refused)
         outcome = await self._evaluate(request)
         try:
             if self.drain_inline:
@@ -419,16 +428,7 @@ class ReviewPipeline:
 
     async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
         forge = self.forges[request.forge]
-        base = NewDecision(
-            forge=request.forge,
-            repo=request.repo,
-            number=request.number,
-            head_sha=request.head_sha or "",
-            decision=ERROR,
-            reason_code=ReasonCode.FORGE_ERROR.value,
-            delivery_id=request.delivery_id,
-            source=request.source,
-        )
+        base = _error_decision(request, ReasonCode.FORGE_ERROR.value)
         pull = request.pull
         try:
             if pull is None:
@@ -715,6 +715,21 @@ class ReviewPipeline:
             ),
         )
         return ReviewOutcome(recorded)
+
+
+def _error_decision(request: ReviewRequest, code: str) -> NewDecision:
+    """An ``error`` decision about ``request``'s head with ``code`` (the base the
+    evaluation's own outcomes are made from)."""
+    return NewDecision(
+        forge=request.forge,
+        repo=request.repo,
+        number=request.number,
+        head_sha=request.head_sha or "",
+        decision=ERROR,
+        reason_code=code,
+        delivery_id=request.delivery_id,
+        source=request.source,
+    )
 
 
 def _verdict(rules: RepoRules, checks: Checks) -> Verdict:
