@@ -102,8 +102,9 @@ def _leading_keys(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """When, how bad and what first: a person reading JSON lines scans these."""
-    first = {k: event_dict[k] for k in ("ts", "level", "msg") if k in event_dict}
-    return first | {k: v for k, v in event_dict.items() if k not in first}
+    first = {k: event_dict.pop(k) for k in ("ts", "level", "msg") if k in event_dict}
+    first.update(event_dict)
+    return first
 
 
 def _route_structlog_into_logging() -> None:
