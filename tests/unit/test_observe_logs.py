@@ -248,3 +248,14 @@ def test_an_event_line_makes_no_log_record_when_only_the_configured_handler_list
     finally:
         logging.setLogRecordFactory(factory)
     assert made == [] and lines(out)[0]["delivery_id"] == "d-1"
+
+
+@pytest.mark.usefixtures("alone")
+def test_the_handlers_own_level_still_drops_event_lines() -> None:
+    out = io.StringIO()
+    logs.configure("json", "debug", stream=out)
+    [handler] = [h for h in logging.getLogger().handlers if h.get_name() == "reviewbot"]
+    handler.setLevel(logging.WARNING)
+    Telemetry().delivery_received("d-1", "github", "push", duration_s=0.001)
+    logs.get_logger("reviewbot").warning("shown")
+    assert [line["msg"] for line in lines(out)] == ["shown"]

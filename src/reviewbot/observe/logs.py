@@ -170,7 +170,12 @@ class EventLogger:
         if not std.isEnabledFor(level):
             return
         route = _DIRECT[0]
-        if route is None or "exc_info" in keys or "stack_info" in keys or not route.serves(std):
+        if (
+            route is None
+            or "exc_info" in keys
+            or "stack_info" in keys
+            or not route.serves(std, level)
+        ):
             getattr(self._structlog, method)(msg, **keys)
             return
         route.emit(std, method, msg, keys)
@@ -184,9 +189,10 @@ class _Direct:
         self.handler = handler
         self.processors = processors
 
-    def serves(self, logger: logging.Logger) -> bool:
-        """Whether a record of ``logger`` would reach this handler and no other."""
-        if logger.disabled or self.handler.filters:
+    def serves(self, logger: logging.Logger, level: int) -> bool:
+        """Whether a record of ``logger`` at ``level`` would reach this handler (and pass
+        its level) and no other handler."""
+        if logger.disabled or self.handler.filters or level < self.handler.level:
             return False
         current: logging.Logger | None = logger
         while current is not None:
