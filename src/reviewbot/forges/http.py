@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import importlib.util
 import json
 import socket
+import sys
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,6 +48,19 @@ from reviewbot.forges.errors import (
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMap = Mapping[int, type[ForgeError]]
 
+
+def _record_absent_sniffio() -> None:
+    """httpcore runs ``import sniffio`` for every lock and event it sets up, several times
+    per request. Where sniffio is not installed (it is optional: httpcore then assumes
+    asyncio), each of those failed imports searches every ``sys.path`` entry again, a few
+    dozen ``stat`` calls: about half of the CPU of a forge request. A ``None`` entry in
+    ``sys.modules`` is Python's own record of a module known to be absent: the import then
+    fails at once, exactly as it did."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_record_absent_sniffio()
 
 NO_ANSWER_YET = "no answer yet"  # the reason of a wait for a request still in flight
 
