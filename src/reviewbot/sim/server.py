@@ -19,6 +19,7 @@ from reviewbot.sim.faults import FaultRule
 from reviewbot.sim.gitea_api import GiteaApi
 from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
+from reviewbot.sim.github_graphql import GitHubGraphQL
 from reviewbot.sim.http import Route
 from reviewbot.sim.records import RequestRecord
 from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
@@ -100,6 +101,10 @@ def build_app(sim: Simulator) -> web.Application:
             canonical = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", resource_path)
             routes[(route.method, canonical)] = (forge, route, serve)
             app.router.add_route(route.method, resource_path, _placeholder)
+    # GraphQL is no REST operation: served beside the REST description's routes.
+    graphql_route = GitHubGraphQL(github).route()
+    routes[("POST", GITHUB_PREFIX + graphql_route.path)] = ("github", graphql_route, github.serve)
+    app.router.add_route("POST", GITHUB_PREFIX + graphql_route.path, _placeholder)
     app[_ROUTES_KEY] = routes
     add_control_routes(app)
     add_git_routes(app, SIM_KEY)
