@@ -44,7 +44,7 @@ def shape_problems(source: str, data: Any) -> list[str]:
     root = schema.query_type
     assert root is not None
     problems: list[str] = []
-    _walk(schema, root, operation.selection_set, data, "data", problems, nullable=True)
+    _walk(schema, root, operation.selection_set, data, "data", problems)
     return problems
 
 
@@ -55,14 +55,12 @@ def _walk(
     value: Any,
     where: str,
     problems: list[str],
-    *,
-    nullable: bool,
 ) -> None:
     if graphql.is_non_null_type(type_):
         if value is None:
             problems.append(f"{where}: null for a non-null {type_}")
             return
-        _walk(schema, type_.of_type, selection_set, value, where, problems, nullable=False)
+        _walk(schema, type_.of_type, selection_set, value, where, problems)
         return
     if value is None:
         return  # a nullable field may be null (an error beside it says why)
@@ -102,7 +100,7 @@ def _walk(
         )
     for key, (field_type, sub) in expected_keys.items():
         if key in value:
-            _walk(schema, field_type, sub, value[key], f"{where}.{key}", problems, nullable=True)
+            _walk(schema, field_type, sub, value[key], f"{where}.{key}", problems)
 
 
 def _collect(
