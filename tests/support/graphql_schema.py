@@ -69,9 +69,7 @@ def _walk(
             problems.append(f"{where}: expected a list")
             return
         for i, item in enumerate(value):
-            _walk(
-                schema, type_.of_type, selection_set, item, f"{where}[{i}]", problems, nullable=True
-            )
+            _walk(schema, type_.of_type, selection_set, item, f"{where}[{i}]", problems)
         return
     if graphql.is_enum_type(type_):
         if value not in type_.values:
