@@ -263,7 +263,8 @@ class GitHubForge(HttpAdapter):
 
     async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
         """The pull, with one GraphQL read that also serves the evaluation's other reads
-        (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``."""
+        (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``; the
+        pull itself is read anew each time."""
         read = await self._pull_read(repo, number)
         if read is not None:
             return read.pull
@@ -858,11 +859,9 @@ class GitHubForge(HttpAdapter):
     # -- the GraphQL read of a pull ---------------------------------------------------
 
     async def _pull_read(self, repo: str, number: int) -> _Read | None:
-        """This task's recent read of the pull, else a new GraphQL read; ``None`` when
-        GraphQL cannot serve (the caller reads over REST)."""
-        recent = self._recent_pull(repo, number)
-        if recent is not None:
-            return recent
+        """A new GraphQL read of the pull, kept for this task's reads of its other parts;
+        ``None`` when GraphQL cannot serve (the caller reads over REST). The pull itself is
+        always read live: the check before posting a review must see a head pushed since."""
         if self.graphql_url is None:
             return None
         owner, name = split_repo(repo)
