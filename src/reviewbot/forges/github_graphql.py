@@ -178,6 +178,10 @@ class Part(StrEnum):
     RULES = "rules"  # the base branch's protection and rulesets
 
 
+# Errors of a query a server cannot run (a field, type or argument it does not have).
+REJECTING_CODES = frozenset({"undefinedField", "undefinedType", "argumentNotAccepted"})
+REJECTING_HINTS = ("doesn't exist on type", "doesn't accept argument")
+
 # Where each part sits under ``repository.pullRequest``.
 PART_OF_FIELD = {
     "commits": Part.CHECKS,
@@ -235,7 +239,7 @@ def gather(answer: Any, into: Gathered | None = None) -> Gathered:
     pr = _at(data, "repository", "pullRequest")
     if not isinstance(pr, dict):
         said = "; ".join(str(e.get("message") or e.get("type") or "") for e in errors)
-        rejected = bool(errors) and data is None and not any(e.get("path") for e in errors)
+        rejected = data is None and any(_rejects_query(e) for e in errors)
         raise GraphQLUnusable(said or "the GraphQL answer holds no pull request", rejected=rejected)
     unread: dict[Part, str] = {}
     for error in errors:
@@ -417,6 +421,15 @@ def _nodes(connection: Any, got: Gathered, part: Part) -> list[dict[str, Any]]:
             return []
         got.cursors[part] = str(info["endCursor"])
     return list(nodes)
+
+
+def _rejects_query(error: dict[str, Any]) -> bool:
+    """An error of the query itself (GitHub validates before it runs anything): a field,
+    type or argument this server does not have."""
+    code = _at(error, "extensions", "code")
+    return code in REJECTING_CODES or any(
+        hint in str(error.get("message") or "") for hint in REJECTING_HINTS
+    )
 
 
 def _first_node(connection: Any) -> Any:
