@@ -956,7 +956,8 @@ class GitHubForge(HttpAdapter):
                     code_owner_review=bool(got.classic.get("requiresCodeOwnerReviews")),
                 )
             flagged = RequiredChecks(tuple(dict.fromkeys(got.required_names)))
-            required = classic.joined(ruleset_requirements(got.rules)).joined(flagged)
+            # As the REST reads join them: rulesets, then classic protection.
+            required = ruleset_requirements(got.rules).joined(classic).joined(flagged)
         reviews = None
         if Part.REVIEWS not in got.unread:
             reviews = map_all(got.reviews, _review, "pull_read")
