@@ -53,7 +53,13 @@ def scenario(sim: Simulator) -> tuple[str, int]:
 
 
 def forge(server: SimServer, client: httpx.AsyncClient, token: str, graphql: bool) -> GitHubForge:
-    return GitHubForge(api_url=server.github_api_url, token=token, client=client, graphql=graphql)
+    return GitHubForge(
+        api_url=server.github_api_url,
+        token=token,
+        client=client,
+        graphql=graphql,
+        bot_login="reviewbot",  # known, as the service's is after its first read
+    )
 
 
 async def facts(f: GitHubForge, number: int) -> dict[str, Any]:
