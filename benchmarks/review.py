@@ -7,8 +7,14 @@ p50/p99 latency from the webhook delivery to the posted review, the forge API ca
 reviewed PR by operation id, counted from the simulator's request log (304 answers from the
 ETag cache are shown apart), and duplicate reviews (which must be 0).
 
+What a reviewed PR costs against the forge's rate limits (``request_cost``): GitHub GraphQL
+points and requests, REST calls that count, and REST 304s (which do not). With
+``--rest-baseline`` the same run is repeated with GitHub's GraphQL read turned off, and the
+ratio of rate-counted requests (GraphQL requests plus counted REST calls) is printed.
+
     python benchmarks/review.py             # 500 PRs on GitHub
     python benchmarks/review.py --prs 50 --forge gitea --json
+    python benchmarks/review.py --prs 100 --rest-baseline
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from reviewbot.sim.github_graphql import load_schema, schema_path
 from reviewbot.sim.serve_child import start_serve
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
@@ -45,7 +52,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bot_env(
-    data_dir: Path, sim_server: SimServer, tokens: dict[str, str], forge: str, workers: int
+    data_dir: Path,
+    sim_server: SimServer,
+    tokens: dict[str, str],
+    forge: str,
+    workers: int,
+    graphql: bool = True,
 ) -> dict[str, str]:
     config = data_dir.parent / "reviewbot.toml"
     config.write_text(f'[repos."{forge}:{REPO}"]\n')
@@ -61,15 +73,17 @@ def bot_env(
             "REVIEWBOT_GITEA__TOKEN": tokens["gitea"],
             "REVIEWBOT_GITEA__WEBHOOK_SECRET": SECRET,
             "REVIEWBOT_WORKERS": str(workers),
+            "REVIEWBOT_GITHUB__GRAPHQL": "true" if graphql else "false",
         }
     )
     return env
 
 
 async def run(
-    prs: int, forge: str, concurrency: int, workers: int, rate: float = 0.0
+    prs: int, forge: str, concurrency: int, workers: int, rate: float = 0.0, graphql: bool = True
 ) -> dict[str, Any]:
     """The simulator runs here; the bot is a real ``reviewbot serve`` process."""
+    load_schema(schema_path())  # built before the clock starts, not on the first query
     sim = Simulator()
     async with SimServer(sim) as sim_server:
         tokens = {f: sim.add_user(f, BOT, bot=True) for f in ("github", "gitea")}
@@ -77,13 +91,14 @@ async def run(
         sim.create_repo(forge, REPO)
         sim.require_checks(forge, REPO, "main", ["ci/test"])
         with tempfile.TemporaryDirectory(prefix="reviewbot-bench-") as tmp:
-            env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers)
+            env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers, graphql)
             # Its output is read and dropped, so the pipe never fills.
             proc, base, _reader = await start_serve(env, on_line=lambda _: None, line_s=60)
             sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
             sim_cpu = resource.getrusage(resource.RUSAGE_SELF)
             try:
                 result = await _measure(sim, forge, prs, concurrency, rate)
+                result.update(request_cost(sim, forge, result["reviewed"]))
             finally:
                 proc.terminate()
                 await proc.wait()
@@ -180,6 +195,46 @@ async def _measure(
     }
 
 
+def request_cost(sim: Simulator, forge: str, reviewed: int) -> dict[str, Any]:
+    """Per reviewed PR: GitHub GraphQL requests and points (``rateLimit.cost`` of each
+    answer), REST calls that count against the rate limit, and REST 304s (which do not)."""
+    graphql = points = rest = not_modified = 0
+    for record in sim.requests:
+        if record.forge != forge:
+            continue
+        if record.operation_id == "graphql":
+            graphql += 1
+            data = (
+                record.response_body.get("data") if isinstance(record.response_body, dict) else None
+            )
+            cost = ((data or {}).get("rateLimit") or {}).get("cost")
+            points += cost if isinstance(cost, int) else 1
+        elif record.status == 304:
+            not_modified += 1
+        else:
+            rest += 1
+    per = max(reviewed, 1)
+    return {
+        "graphql_requests_per_pr": round(graphql / per, 3),
+        "graphql_points_per_pr": round(points / per, 3),
+        "rest_counted_calls_per_pr": round(rest / per, 3),
+        "rest_304_per_pr": round(not_modified / per, 3),
+        "rate_counted_requests_per_pr": round((graphql + rest) / per, 3),
+    }
+
+
+def rest_baseline(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """The same run with GitHub's GraphQL read off (REST only), and the cost ratios."""
+    rest = asyncio.run(
+        run(args.prs, args.forge, args.concurrency, args.workers, args.rate, graphql=False)
+    )
+    keys = ("rate_counted_requests_per_pr", "rest_counted_calls_per_pr", "rest_304_per_pr")
+    baseline = {f"rest_path_{key}": rest[key] for key in keys}
+    counted, before = result["rate_counted_requests_per_pr"], rest["rate_counted_requests_per_pr"]
+    baseline["rate_counted_ratio_vs_rest_path"] = round(counted / before, 3) if before else None
+    return baseline
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=500, help="pull requests (default 500)")
@@ -193,9 +248,16 @@ def main(argv: list[str] | None = None) -> int:
         help="webhooks per second (default: all at once, which measures the backlog)",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--rest-baseline",
+        action="store_true",
+        help="run again with GitHub's GraphQL read off and print the cost ratio",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     result = asyncio.run(run(args.prs, args.forge, args.concurrency, args.workers, args.rate))
+    if args.rest_baseline:
+        result.update(rest_baseline(args, result))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
