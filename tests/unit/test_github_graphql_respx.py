@@ -14,7 +14,7 @@ import respx
 
 from reviewbot.core.models import CheckState
 from reviewbot.forges.errors import PermissionDenied
-from reviewbot.forges.github import GitHubForge, graphql_endpoint
+from reviewbot.forges.github import GRAPHQL_PAUSE_S, GitHubForge, graphql_endpoint
 from reviewbot.forges.github_graphql import QUERIES
 from tests.support.graphql_schema import query_problems
 
@@ -143,14 +143,26 @@ async def test_one_query_reads_the_pull_and_serves_the_checks_of_its_head(
 
 
 @respx.mock
-async def test_graphql_server_error_reads_over_rest(forge: GitHubForge) -> None:
-    respx.post(GRAPHQL).mock(return_value=httpx.Response(502, json={"message": "bad gateway"}))
-    rest = respx.get(f"{API}/repos/acme/api/pulls/7").mock(
-        return_value=httpx.Response(200, json=REST_PULL)
-    )
-    pull = await forge.get_pull("acme/api", 7)
-    assert pull.head_sha == SHA and rest.call_count == 1
-    assert forge.graphql_url == GRAPHQL  # a server error is passing: GraphQL is asked again
+async def test_graphql_server_error_reads_over_rest_and_pauses_graphql() -> None:
+    now = [1_767_225_600.0]
+    async with httpx.AsyncClient(verify=TLS) as client:
+        forge = GitHubForge(
+            api_url=API, token="t0ken", client=client, sleep=_no_sleep, clock=lambda: now[0]
+        )
+        graphql = respx.post(GRAPHQL).mock(
+            return_value=httpx.Response(502, json={"message": "bad gateway"})
+        )
+        rest = respx.get(f"{API}/repos/acme/api/pulls/7").mock(
+            return_value=httpx.Response(200, json=REST_PULL)
+        )
+        pull = await forge.get_pull("acme/api", 7)
+        assert pull.head_sha == SHA and rest.call_count == 1
+        assert graphql.call_count == 1  # one exchange: REST reads what it could not
+        await forge.get_pull("acme/api", 7)
+        assert graphql.call_count == 1 and rest.call_count == 2  # paused: straight to REST
+        now[0] += GRAPHQL_PAUSE_S + 1
+        await forge.get_pull("acme/api", 7)
+        assert graphql.call_count == 2  # a server error passes: GraphQL is asked again
 
 
 @respx.mock

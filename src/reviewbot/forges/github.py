@@ -133,6 +133,9 @@ COMPARE_FILES_CAP = 300
 # gate's read serves the evaluation, the pre-post check and the state comment).
 READ_REUSE_S = 10.0
 READS_KEPT = 64  # pulls whose read one task keeps
+# After a GraphQL read failed (a server error, a refusal, a rate limit), reads go to REST for
+# this long before GraphQL is asked again: a GraphQL outage costs no wait per read.
+GRAPHQL_PAUSE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ class GitHubForge(HttpAdapter):
         self._workflow_heads: dict[tuple[str, int, str], bool] = {}
         self.graphql_url: str | None = graphql_endpoint(self.url) if graphql else None
         self.graphql_points: Counter[str] = Counter()  # GraphQL rate-limit points per operation
+        self._graphql_paused_until = 0.0
         # The reads of the running task (each task, a delivery's gating and review, has its own).
         self._reads: contextvars.ContextVar[_Reads | None] = contextvars.ContextVar(
             f"github_reads_{id(self)}", default=None
@@ -862,7 +866,7 @@ class GitHubForge(HttpAdapter):
         """A new GraphQL read of the pull, kept for this task's reads of its other parts;
         ``None`` when GraphQL cannot serve (the caller reads over REST). The pull itself is
         always read live: the check before posting a review must see a head pushed since."""
-        if self.graphql_url is None:
+        if self.graphql_url is None or self._http.clock() < self._graphql_paused_until:
             return None
         owner, name = split_repo(repo)
         try:
@@ -878,14 +882,14 @@ class GitHubForge(HttpAdapter):
                 )
                 self.graphql_url = None
             else:
-                log.info("GraphQL read of %s#%s unusable (%s): REST", repo, number, exc)
+                self._pause_graphql(f"GraphQL read of {repo}#{number} unusable ({exc})")
             return None
         except AuthenticationFailed:
             raise
         except ForgeUnavailable as exc:
             if not exc.reached:
                 raise  # REST would not reach the forge either
-            log.info("GraphQL read of %s#%s failed (%s): REST", repo, number, exc)
+            self._pause_graphql(f"GraphQL read of {repo}#{number} failed ({exc})")
             return None
         except ForgeError as exc:  # refused, not found, rate limited, malformed: REST reads
             if isinstance(exc, NotFound):
@@ -893,7 +897,8 @@ class GitHubForge(HttpAdapter):
                 # absence, and it will not appear in this process's lifetime.
                 log.warning("no GitHub GraphQL endpoint at %s: REST only", self.graphql_url)
                 self.graphql_url = None
-            log.info("GraphQL read of %s#%s failed (%s): REST", repo, number, exc)
+            else:
+                self._pause_graphql(f"GraphQL read of {repo}#{number} failed ({exc})")
             return None
         if gathered.unread:
             log.info(
@@ -910,6 +915,10 @@ class GitHubForge(HttpAdapter):
         while len(reads) > READS_KEPT:
             reads.pop(next(iter(reads)))
         return read
+
+    def _pause_graphql(self, why: str) -> None:
+        log.warning("%s: reads go to REST for %g s", why, GRAPHQL_PAUSE_S)
+        self._graphql_paused_until = self._http.clock() + GRAPHQL_PAUSE_S
 
     async def _graphql_pages(self, repo: str, owner: str, name: str, number: int) -> Gathered:
         assert self.graphql_url is not None
@@ -928,8 +937,9 @@ class GitHubForge(HttpAdapter):
                     "content-type": "application/json",
                     "authorization": f"bearer {a.oauth_token}",
                 }
+                # One exchange, never retried nor waited for: REST reads what it cannot.
                 result = await self._http.send(
-                    "pull_read", "POST", url, headers=headers, body=body, read=True
+                    "pull_read", "POST", url, headers=headers, body=body, read=True, once=True
                 )
                 return decode_json(result, operation="pull_read")
 

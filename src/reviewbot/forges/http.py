@@ -157,7 +157,8 @@ class ForgeHttp:
         ``errors`` maps statuses the operation gives a meaning of its own (a merge's
         409) to the error type to raise. ``once``: a single exchange, never retried nor
         waited for (a health probe reports what it sees at once). ``read``: a POST that only
-        reads (a GraphQL query), retried and sent at once as a GET is (never cached).
+        reads (a GraphQL query): not queued behind the writes, retried as a GET is unless
+        ``once``, never cached.
         """
         method = method.upper()
         if method in IDEMPOTENT_METHODS or read:
