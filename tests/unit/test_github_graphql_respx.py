@@ -260,3 +260,16 @@ async def test_the_reviews_and_comments_pages_are_followed(forge: GitHubForge) -
     reviews = await forge.list_reviews("acme/api", 7)
     assert [(r.id, r.reviewer) for r in reviews] == [(1, "reviewbot[bot]"), (2, "reviewbot[bot]")]
     assert json.loads(route.calls[1].request.content)["variables"]["reviews"] == "c1"
+
+
+@respx.mock
+async def test_an_answer_of_another_shape_reads_over_rest(forge: GitHubForge) -> None:
+    broken = pull_node()
+    del broken["headRefOid"]
+    broken["reviews"] = {"pageInfo": {}, "nodes": [{"state": "APPROVED"}]}
+    respx.post(GRAPHQL).mock(return_value=httpx.Response(200, json=answer(broken)))
+    rest = respx.get(f"{API}/repos/acme/api/pulls/7").mock(
+        return_value=httpx.Response(200, json=REST_PULL)
+    )
+    assert (await forge.get_pull("acme/api", 7)).head_sha == SHA
+    assert rest.call_count == 1

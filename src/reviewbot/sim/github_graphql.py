@@ -52,6 +52,7 @@ DEFAULT_SCHEMA = (
 )
 POINTS_PER_HOUR = 5000
 MAX_PAGE = 100
+MAX_NODES = 500_000  # GitHub's node limit of one query
 # The only schema-validation findings of the published file (see the fixture's README).
 TOLERATED = "is not deprecated, so implementation field"
 _UNKNOWN_FIELD = re.compile(r"Cannot query field '(?P<field>\w+)' on type '(?P<type>\w+)'")
@@ -119,6 +120,33 @@ def query_cost(schema: GraphQLSchema, document: graphql.DocumentNode, values: Js
     return max(1, math.floor(walk(operation.selection_set, 1) / 100 + 0.5))
 
 
+def node_count(document: graphql.DocumentNode, values: Json) -> int:
+    """The most nodes a query may return (GitHub refuses more than ``MAX_NODES``): each
+    connection's ``first``/``last`` times those above it, summed."""
+    total = 0
+
+    def walk(selection_set: graphql.SelectionSetNode | None, multiplier: int) -> None:
+        nonlocal total
+        for selection in selection_set.selections if selection_set else ():
+            inner = getattr(selection, "selection_set", None)
+            n = None
+            if isinstance(selection, graphql.FieldNode):
+                for argument in selection.arguments or ():
+                    if argument.name.value in ("first", "last"):
+                        value = graphql.value_from_ast_untyped(argument.value, values)
+                        n = value if isinstance(value, int) else None
+            if n is None:
+                walk(inner, multiplier)
+            else:
+                total += multiplier * n
+                walk(inner, multiplier * n)
+
+    for definition in document.definitions:
+        if isinstance(definition, graphql.OperationDefinitionNode):
+            walk(definition.selection_set, 1)
+    return total
+
+
 def _error(message: str, kind: str) -> GraphQLError:
     return GraphQLError(message, extensions={"type": kind})
 
@@ -152,6 +180,14 @@ class GitHubGraphQL:
         refused = graphql.validate(schema, document)
         if refused:
             return Reply(200, {"errors": [_formatted(e) for e in refused]})
+        nodes = node_count(document, values)
+        if nodes > MAX_NODES:
+            limit = {
+                "type": "MAX_NODE_LIMIT_EXCEEDED",
+                "message": f"This query requests up to {nodes} possible nodes which exceeds "
+                f"the maximum limit of {MAX_NODES}.",
+            }
+            return Reply(200, {"errors": [limit]})
         cost = query_cost(schema, document, values)
         remaining, reset = self._charge(who, cost)
         context = _Context(self, who, call, cost, remaining, reset)

@@ -116,6 +116,7 @@ def _graphql_route(github: GitHubApi) -> Route | None:
     """GitHub's ``POST /graphql``; none without graphql-core (a test dependency), and then the
     bot reads over REST, as against a server without GraphQL."""
     try:
+        # Here, not at the top: graphql-core may be absent outside the suite.
         from reviewbot.sim.github_graphql import GitHubGraphQL
     except ImportError:  # pragma: no cover - the suite installs it
         return None

@@ -227,3 +227,38 @@ async def test_paging_limits_and_cursors_are_github_s(
     )
     assert [e["type"] for e in bad["errors"]] == ["INVALID_CURSOR_ARGUMENTS"]
     assert bad["data"]["repository"]["pullRequest"]["reviews"] is None
+
+
+@pytest.mark.sim_invalid_requests
+async def test_a_query_of_too_many_nodes_and_a_foreign_pull_are_refused(
+    sim: Simulator, sim_server: SimServer, client: httpx.AsyncClient
+) -> None:
+    token, number = scenario(sim)
+    nested = (
+        'query { repository(owner: "acme", name: "api") { pullRequest(number: 1) '
+        "{ reviews(first: 100) { nodes { comments(first: 100) { nodes { "
+        "reactions(first: 100) { nodes { id } } } } } } } } }"
+    )
+    answer = await post(client, sim_server, token, nested)
+    assert "data" not in answer
+    assert [e["type"] for e in answer["errors"]] == ["MAX_NODE_LIMIT_EXCEEDED"]
+    # isRequired answers for the pull it is asked about only
+    other = PULL_READ.replace(
+        "isRequired(pullRequestNumber: $number)", "isRequired(pullRequestNumber: 999)"
+    )
+    foreign = await post(client, sim_server, token, other, owner="acme", name="api", number=number)
+    assert "UNPROCESSABLE" in [e["type"] for e in foreign["errors"]]
+
+
+async def test_a_private_repository_of_others_is_not_found(
+    sim: Simulator, sim_server: SimServer, client: httpx.AsyncClient
+) -> None:
+    scenario(sim)
+    sim.create_repo("github", "acme/hidden", private=True)
+    stranger = sim.add_user("github", "mallory")
+    sim.set_permission("github", "acme/hidden", "mallory", "none")
+    answer = await post(
+        client, sim_server, stranger, PULL_READ, owner="acme", name="hidden", number=1
+    )
+    assert answer["data"]["repository"] is None
+    assert [e["type"] for e in answer["errors"]] == ["NOT_FOUND"]
