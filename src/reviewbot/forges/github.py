@@ -39,7 +39,6 @@ from reviewbot.forges.app_auth import GitHubAppAuth
 from reviewbot.forges.errors import (
     AuthenticationFailed,
     ForgeError,
-    ForgeUnavailable,
     HeadMoved,
     MergeConflict,
     NotFastForward,
@@ -885,13 +884,10 @@ class GitHubForge(HttpAdapter):
                 self._pause_graphql(f"GraphQL read of {repo}#{number} unusable ({exc})")
             return None
         except AuthenticationFailed:
-            raise
-        except ForgeUnavailable as exc:
-            if not exc.reached:
-                raise  # REST would not reach the forge either
-            self._pause_graphql(f"GraphQL read of {repo}#{number} failed ({exc})")
-            return None
-        except ForgeError as exc:  # refused, not found, rate limited, malformed: REST reads
+            raise  # the credentials, not GraphQL: REST would be refused the same
+        except ForgeError as exc:
+            # Refused, not found, rate limited, malformed, unreachable or slow: REST reads (its
+            # retries decide whether the forge can be reached at all).
             if isinstance(exc, NotFound):
                 # GraphQL answers a missing pull in its errors (200): a 404 is the endpoint's
                 # absence, and it will not appear in this process's lifetime.
