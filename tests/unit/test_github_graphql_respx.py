@@ -3,6 +3,7 @@ and a read GraphQL cannot serve goes to REST, never to "nothing there"."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -14,7 +15,12 @@ import respx
 
 from reviewbot.core.models import CheckState
 from reviewbot.forges.errors import PermissionDenied
-from reviewbot.forges.github import GRAPHQL_PAUSE_S, GitHubForge, graphql_endpoint
+from reviewbot.forges.github import (
+    GRAPHQL_PAUSE_S,
+    READ_REUSE_S,
+    GitHubForge,
+    graphql_endpoint,
+)
 from reviewbot.forges.github_graphql import QUERIES
 from tests.support.graphql_schema import query_problems
 
@@ -273,3 +279,22 @@ async def test_an_answer_of_another_shape_reads_over_rest(forge: GitHubForge) ->
     )
     assert (await forge.get_pull("acme/api", 7)).head_sha == SHA
     assert rest.call_count == 1
+
+
+@respx.mock
+async def test_an_old_read_is_read_again_once_for_the_parts_asked_at_once() -> None:
+    now = [1_767_225_600.0]
+    async with httpx.AsyncClient(verify=TLS) as client:
+        forge = GitHubForge(
+            api_url=API, token="t0ken", client=client, sleep=_no_sleep, clock=lambda: now[0]
+        )
+        route = respx.post(GRAPHQL).mock(return_value=httpx.Response(200, json=answer(pull_node())))
+        await forge.get_pull("acme/api", 7)
+        await forge.check_results("acme/api", SHA)
+        assert route.call_count == 1  # served by the read
+        now[0] += READ_REUSE_S + 1
+        required, results = await asyncio.gather(
+            forge.required_checks("acme/api", "main"), forge.check_results("acme/api", SHA)
+        )
+        assert required.names == ("ci/test",) and results == []
+        assert route.call_count == 2  # one new read for both

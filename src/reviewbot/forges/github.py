@@ -229,6 +229,7 @@ class GitHubForge(HttpAdapter):
         self.graphql_url: str | None = graphql_endpoint(self.url) if graphql else None
         self.graphql_points: Counter[str] = Counter()  # GraphQL rate-limit points per operation
         self._graphql_paused_until = 0.0
+        self._reading: dict[tuple[str, int], asyncio.Future[_Read | None]] = {}
         # The reads of the running task (each task, a delivery's gating and review, has its own).
         self._reads: contextvars.ContextVar[_Reads | None] = contextvars.ContextVar(
             f"github_reads_{id(self)}", default=None
@@ -268,7 +269,7 @@ class GitHubForge(HttpAdapter):
         """The pull, with one GraphQL read that also serves the evaluation's other reads
         (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``; the
         pull itself is read anew each time."""
-        read = await self._pull_read(repo, number)
+        read = await self._pull_read(repo, number, live=True)
         if read is not None:
             return read.pull
         return await self._rest_pull(repo, number)
@@ -317,9 +318,9 @@ class GitHubForge(HttpAdapter):
         A GraphQL read of a pull into ``branch`` in this task answers instead (its base's
         rules as a non-admin sees them, its rulesets, and the checks GitHub calls required).
         """
-        for read in self._recent(repo):
-            if read.pull.base_ref == branch and read.required is not None:
-                return read.required
+        read = await self._served(repo, lambda r: r.pull.base_ref == branch)
+        if read is not None and read.required is not None:
+            return read.required
         rulesets, classic = await asyncio.gather(
             self._ruleset_rules(repo, branch), self._classic_protection(repo, branch)
         )
@@ -380,9 +381,9 @@ class GitHubForge(HttpAdapter):
             )
 
     async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
-        for read in self._recent(repo):
-            if read.pull.head_sha == sha and read.results is not None:
-                return list(read.results)
+        read = await self._served(repo, lambda r: r.pull.head_sha == sha)
+        if read is not None and read.results is not None:
+            return list(read.results)
         owner, name = split_repo(repo)
         url_vars = {"owner": owner, "repo": name, "ref": sha, "per_page": PER_PAGE}
         statuses = await self._list(
@@ -404,7 +405,7 @@ class GitHubForge(HttpAdapter):
         )
 
     async def list_reviews(self, repo: str, number: int) -> list[Review]:
-        read = self._recent_pull(repo, number)
+        read = await self._served(repo, lambda r: r.pull.number == number)
         if read is not None and read.reviews is not None:
             return list(read.reviews)
         owner, name = split_repo(repo)
@@ -562,7 +563,7 @@ class GitHubForge(HttpAdapter):
         if not marker:
             raise ValueError("a comment marker must not be empty")
         me = await self.bot_login()
-        read = self._recent_pull(repo, number)
+        read = await self._served(repo, lambda r: r.pull.number == number)
         if read is not None and read.comments is not None:
             return marked_comment(read.comments, me, marker)
         owner, name = split_repo(repo)
@@ -861,10 +862,33 @@ class GitHubForge(HttpAdapter):
 
     # -- the GraphQL read of a pull ---------------------------------------------------
 
-    async def _pull_read(self, repo: str, number: int) -> _Read | None:
-        """A new GraphQL read of the pull, kept for this task's reads of its other parts;
-        ``None`` when GraphQL cannot serve (the caller reads over REST). The pull itself is
-        always read live: the check before posting a review must see a head pushed since."""
+    async def _pull_read(self, repo: str, number: int, *, live: bool = False) -> _Read | None:
+        """:meth:`_graphql_read`, kept for this task's later reads; shared by the reads of
+        the pull's parts that ask at once (the checks and the rules of one evaluation).
+        ``live``: a read of its own, never one that started before it was asked for."""
+        key = (repo.lower(), number)
+        running = None if live else self._reading.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._graphql_read(repo, number))
+            self._reading[key] = running
+            running.add_done_callback(
+                lambda done: self._reading.pop(key) if self._reading.get(key) is done else None
+            )
+        read = await asyncio.shield(running)
+        if read is not None:
+            reads = self._reads.get()
+            if reads is None:
+                reads = {}
+                self._reads.set(reads)
+            reads[key] = read
+            while len(reads) > READS_KEPT:
+                reads.pop(next(iter(reads)))
+        return read
+
+    async def _graphql_read(self, repo: str, number: int) -> _Read | None:
+        """A new GraphQL read of the pull; ``None`` when GraphQL cannot serve (the caller reads
+        over REST). The pull itself is always read live: the check before posting a review
+        must see a head pushed since."""
         if self.graphql_url is None or self._http.clock() < self._graphql_paused_until:
             return None
         owner, name = split_repo(repo)
@@ -903,13 +927,6 @@ class GitHubForge(HttpAdapter):
                 number,
                 "; ".join(f"{part}: {why}" for part, why in gathered.unread.items()),
             )
-        reads = self._reads.get()
-        if reads is None:
-            reads = {}
-            self._reads.set(reads)
-        reads[(repo.lower(), number)] = read
-        while len(reads) > READS_KEPT:
-            reads.pop(next(iter(reads)))
         return read
 
     def _pause_graphql(self, why: str) -> None:
@@ -973,21 +990,22 @@ class GitHubForge(HttpAdapter):
             comments = map_all(got.comments, comment_of, "pull_read")
         return _Read(self._http.clock(), pull, results, required, reviews, comments)
 
-    def _recent(self, repo: str) -> list[_Read]:
-        """This task's reads of pulls of ``repo`` younger than ``READ_REUSE_S``."""
+    async def _served(self, repo: str, which: Callable[[_Read], bool]) -> _Read | None:
+        """This task's read of the pull of ``repo`` that ``which`` picks; one older than
+        ``READ_REUSE_S`` is read anew (one query), and serves only if ``which`` still picks
+        it (the head may have moved). ``None``: no such read, the caller reads over REST."""
         reads = self._reads.get()
         if not reads:
-            return []
-        now = self._http.clock()
+            return None
         key = repo.lower()
-        return [
-            read
-            for (r, _), read in reads.items()
-            if r == key and 0 <= now - read.at <= READ_REUSE_S
-        ]
-
-    def _recent_pull(self, repo: str, number: int) -> _Read | None:
-        return next((r for r in self._recent(repo) if r.pull.number == number), None)
+        for (r, number), read in list(reads.items()):
+            if r != key or not which(read):
+                continue
+            if 0 <= self._http.clock() - read.at <= READ_REUSE_S:
+                return read
+            again = await self._pull_read(repo, number)
+            return again if again is not None and which(again) else None
+        return None
 
     def _forget(self, repo: str, changes: tuple[int | None, Part] | None) -> None:
         reads = self._reads.get()
