@@ -262,3 +262,21 @@ async def test_a_private_repository_of_others_is_not_found(
     )
     assert answer["data"]["repository"] is None
     assert [e["type"] for e in answer["errors"]] == ["NOT_FOUND"]
+
+
+@pytest.mark.sim_invalid_requests
+async def test_malformed_and_oversized_queries_are_refused_without_harm(
+    sim: Simulator, sim_server: SimServer, client: httpx.AsyncClient
+) -> None:
+    token, _ = scenario(sim)
+    url = f"{sim_server.github_api_url}/graphql"
+    auth = {"Authorization": f"bearer {token}"}
+    for body in ({"query": 7}, {"query": "{ viewer { login } }", "operationName": ["x"]}, []):
+        response = await client.post(url, json=body, headers=auth)
+        assert response.status_code == 400
+    deep = "query { " + "viewer { " * 3000 + "login" + " }" * 3001
+    for query in (deep, "query { " + "viewer { login } " * 20000 + "}"):
+        answer = await post(client, sim_server, token, query)
+        assert "data" not in answer and answer["errors"]
+    nobody = await client.post(url, json={"query": "{ viewer { login } }"})
+    assert nobody.status_code == 401
