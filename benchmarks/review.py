@@ -7,9 +7,15 @@ p50/p99 latency from the webhook delivery to the posted review, the forge API ca
 reviewed PR by operation id, counted from the simulator's request log (304 answers from the
 ETag cache are shown apart), and duplicate reviews (which must be 0).
 
+What a reviewed PR costs against the forge's rate limits (``request_cost``): GitHub GraphQL
+points and requests, REST calls that count, and REST 304s (which do not). With
+``--rest-baseline`` the same run is repeated with GitHub's GraphQL read turned off, and the
+ratio of rate-counted requests (GraphQL requests plus counted REST calls) is printed.
+
     python benchmarks/review.py             # 500 PRs on GitHub
     python benchmarks/review.py --prs 50 --forge gitea --json
     python benchmarks/review.py --prs 300 --before ../before   # interleaved, with ratios
+    python benchmarks/review.py --prs 100 --rest-baseline
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from reviewbot.sim.github_graphql import load_schema, schema_path
 from reviewbot.sim.serve_child import start_serve
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
@@ -61,6 +68,7 @@ def bot_env(
     forge: str,
     workers: int,
     src: str | None = None,
+    graphql: bool = True,
 ) -> dict[str, str]:
     config = data_dir.parent / "reviewbot.toml"
     # The required check is named in the rules as well as in branch protection: code that
@@ -81,6 +89,8 @@ def bot_env(
             "REVIEWBOT_WORKERS": str(workers),
         }
     )
+    if not graphql:  # only when off: code from before the setting would refuse the key
+        env["REVIEWBOT_GITHUB__GRAPHQL"] = "false"
     if src is not None:  # serve from another checkout's src/ (--before)
         env["PYTHONPATH"] = src
     return env
@@ -93,8 +103,10 @@ async def run(
     workers: int,
     rate: float = 0.0,
     src: str | None = None,
+    graphql: bool = True,
 ) -> dict[str, Any]:
     """The simulator runs here; the bot is a real ``reviewbot serve`` process."""
+    load_schema(schema_path())  # built before the clock starts, not on the first query
     sim = Simulator()
     async with SimServer(sim) as sim_server:
         tokens = {f: sim.add_user(f, BOT, bot=True) for f in ("github", "gitea")}
@@ -102,7 +114,7 @@ async def run(
         sim.create_repo(forge, REPO)
         sim.require_checks(forge, REPO, "main", ["ci/test"])
         with tempfile.TemporaryDirectory(prefix="reviewbot-bench-") as tmp:
-            env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers, src)
+            env = bot_env(Path(tmp) / "data", sim_server, tokens, forge, workers, src, graphql)
             # Its output is read and dropped, so the pipe never fills.
             proc, base, _reader = await start_serve(env, on_line=lambda _: None, line_s=60)
             sim.set_webhook(forge, url=f"{base}/webhooks/{forge}", secret=SECRET)
@@ -112,6 +124,7 @@ async def run(
                 result = await _measure(sim, forge, prs, concurrency, rate)
                 # The bot's CPU from its start listening to the last review (not its start).
                 result["bot_cpu_workload_s"] = round(process_cpu_s(proc.pid) - started_cpu, 2)
+                result.update(request_cost(sim, forge, result["reviewed"]))
             finally:
                 proc.terminate()
                 await proc.wait()
@@ -260,6 +273,46 @@ def comparison_table(rounds: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def request_cost(sim: Simulator, forge: str, reviewed: int) -> dict[str, Any]:
+    """Per reviewed PR: GitHub GraphQL requests and points (``rateLimit.cost`` of each
+    answer), REST calls that count against the rate limit, and REST 304s (which do not)."""
+    graphql = points = rest = not_modified = 0
+    for record in sim.requests:
+        if record.forge != forge:
+            continue
+        if record.operation_id == "graphql":
+            graphql += 1
+            data = (
+                record.response_body.get("data") if isinstance(record.response_body, dict) else None
+            )
+            cost = ((data or {}).get("rateLimit") or {}).get("cost")
+            points += cost if isinstance(cost, int) else 1
+        elif record.status == 304:
+            not_modified += 1
+        else:
+            rest += 1
+    per = max(reviewed, 1)
+    return {
+        "graphql_requests_per_pr": round(graphql / per, 3),
+        "graphql_points_per_pr": round(points / per, 3),
+        "rest_counted_calls_per_pr": round(rest / per, 3),
+        "rest_304_per_pr": round(not_modified / per, 3),
+        "rate_counted_requests_per_pr": round((graphql + rest) / per, 3),
+    }
+
+
+def rest_baseline(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """The same run with GitHub's GraphQL read off (REST only), and the cost ratios."""
+    rest = asyncio.run(
+        run(args.prs, args.forge, args.concurrency, args.workers, args.rate, graphql=False)
+    )
+    keys = ("rate_counted_requests_per_pr", "rest_counted_calls_per_pr", "rest_304_per_pr")
+    baseline = {f"rest_path_{key}": rest[key] for key in keys}
+    counted, before = result["rate_counted_requests_per_pr"], rest["rate_counted_requests_per_pr"]
+    baseline["rate_counted_ratio_vs_rest_path"] = round(counted / before, 3) if before else None
+    return baseline
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=500, help="pull requests (default 500)")
@@ -279,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also run serve from this checkout's src/, interleaved, and print the ratios",
     )
     parser.add_argument("--rounds", type=int, default=2, help="with --before: pairs to run")
+    parser.add_argument(
+        "--rest-baseline",
+        action="store_true",
+        help="run again with GitHub's GraphQL read off and print the cost ratio",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.before:
@@ -286,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rounds, indent=2) if args.json else table)
         return 0 if all(r["duplicate_reviews"] == 0 for r in rounds) else 1
     result = asyncio.run(run(args.prs, args.forge, args.concurrency, args.workers, args.rate))
+    if args.rest_baseline:
+        result.update(rest_baseline(args, result))
     if args.json:
         print(json.dumps(result, indent=2))
     else:

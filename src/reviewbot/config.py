@@ -76,6 +76,9 @@ class GitHubSettings(_Section):
     private_key_path: Path | None = None
     webhook_secret: SecretStr | None = None
     bot_login: str | None = None
+    # Read a pull (checks, rules, reviews, the state comment) with one GraphQL query; false:
+    # REST only. A part GraphQL cannot read is read over REST either way.
+    graphql: bool = True
 
     @field_validator("api_url")
     @classmethod

@@ -165,16 +165,19 @@ class ForgeHttp:
         body: bytes = b"",
         errors: ErrorMap | None = None,
         once: bool = False,
+        read: bool = False,
     ) -> HttpResult:
         """Send one logical request; returns a 2xx result or raises a typed forge error.
 
         ``errors`` maps statuses the operation gives a meaning of its own (a merge's
         409) to the error type to raise. ``once``: a single exchange, never retried nor
-        waited for (a health probe reports what it sees at once).
+        waited for (a health probe reports what it sees at once). ``read``: a POST that only
+        reads (a GraphQL query): not queued behind the writes, retried as a GET is unless
+        ``once``, never cached.
         """
         method = method.upper()
-        if method in IDEMPOTENT_METHODS:
-            return await self._send(operation, method, url, headers, body, errors, once)
+        if method in IDEMPOTENT_METHODS or read:
+            return await self._send(operation, method, url, headers, body, errors, once, read)
         async with self._write_lock:
             return await self._send(operation, method, url, headers, body, errors, once)
 
@@ -187,8 +190,9 @@ class ForgeHttp:
         body: bytes,
         errors: ErrorMap | None,
         once: bool = False,
+        read: bool = False,
     ) -> HttpResult:
-        idempotent = method in IDEMPOTENT_METHODS and not once
+        idempotent = (method in IDEMPOTENT_METHODS or read) and not once
         request_headers = dict(headers)
         cache_key = (url, _auth_scope(request_headers)) if method == "GET" else None
         cached = self._cache.get(cache_key) if cache_key else None

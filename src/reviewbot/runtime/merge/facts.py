@@ -14,7 +14,7 @@ import asyncio
 
 from reviewbot.config import Settings
 from reviewbot.core.merge import PrFacts
-from reviewbot.core.models import CheckResult, PullRequestSnapshot, RepoRef
+from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.forges.base import Forge
 
 
@@ -42,27 +42,18 @@ async def read_pr_facts(
     """The pull and, with ``merge``, its reviews, the base branch's rules, the check results
     of ``head`` (the pin; the pull's own head when ``None``) and whether the bot may merge.
 
-    Independent reads run at once: the pull, the reviews and a pinned head's checks first,
-    then what needs the pull (its base branch's rules, the merge permission, an unpinned
-    head's checks).
+    The pull is read first: on GitHub that one GraphQL query also answers the reviews, the
+    head's checks and the base's rules, which the reads after it then take from it. What
+    remains runs at once (on Gitea: the reviews, the rules, the checks and the permission).
     """
+    pull = await forge.get_pull(repo, number)
     if not merge:
-        return PrFacts.of_pull(await forge.get_pull(repo, number))
-
-    async def pinned_results() -> list[CheckResult] | None:
-        return None if head is None else await forge.check_results(repo, head)
-
-    pull, reviews, pinned = await asyncio.gather(
-        forge.get_pull(repo, number), forge.list_reviews(repo, number), pinned_results()
-    )
+        return PrFacts.of_pull(pull)
     at = head if head is not None else pull.head_sha
-
-    async def head_results() -> list[CheckResult]:
-        return pinned if pinned is not None else await forge.check_results(repo, at)
-
-    protection, results, missing = await asyncio.gather(
+    reviews, protection, results, missing = await asyncio.gather(
+        forge.list_reviews(repo, number),
         forge.required_checks(repo, pull.base_ref),
-        head_results(),
+        forge.check_results(repo, at),
         forge.merge_permission(repo, pull),
     )
     return PrFacts(pull, at, tuple(reviews), protection, tuple(results), missing)
