@@ -161,6 +161,7 @@ class _Read:
     required: RequiredChecks | None
     reviews: list[Review] | None
     comments: list[Comment] | None
+    viewer_permission: str | None = None  # a user token's role on the repository
 
 
 _Reads = dict[tuple[str, int], _Read]
@@ -440,6 +441,7 @@ class GitHubForge(HttpAdapter):
             payload["comments"] = [
                 {"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body} for c in comments
             ]
+        known = self._read_reviews(repo, number)
         data = await self._write(
             "submit_review",
             "POST",
@@ -450,7 +452,10 @@ class GitHubForge(HttpAdapter):
             changes=(number, Part.REVIEWS),
         )
         with response_shape("submit_review"):
-            return _review(as_dict(data, "submit_review"))
+            review = _review(as_dict(data, "submit_review"))
+        if known is not None:  # the reviews read before, and the one GitHub just answered
+            self._keep_reviews(repo, number, [*known, review])
+        return review
 
     async def merge(
         self, repo: str, number: int, *, head_sha: str, method: str = "merge"
@@ -483,6 +488,9 @@ class GitHubForge(HttpAdapter):
         return AccessFacts("github", repo, "token", shown=await self._shown_permissions(repo))
 
     async def _shown_permissions(self, repo: str) -> dict[str, bool] | None:
+        read = await self._served(repo, lambda r: r.viewer_permission is not None)
+        if read is not None:  # the one read said the token's role: no second request
+            return {"push": read.viewer_permission in ("ADMIN", "MAINTAIN", "WRITE")}
         owner, name = split_repo(repo)
         data = await self._get(
             "access", "/repos/{owner}/{repo}", {"owner": owner, "repo": name}, repo=repo
@@ -1018,7 +1026,9 @@ class GitHubForge(HttpAdapter):
         comments = None
         if Part.COMMENTS not in got.unread:
             comments = map_all(got.comments, comment_of, "pull_read")
-        return _Read(self._http.clock(), pull, results, required, reviews, comments)
+        return _Read(
+            self._http.clock(), pull, results, required, reviews, comments, got.viewer_permission
+        )
 
     async def _served(self, repo: str, which: Callable[[_Read], bool]) -> _Read | None:
         """This task's read of the pull of ``repo`` that ``which`` picks; one older than
@@ -1036,6 +1046,16 @@ class GitHubForge(HttpAdapter):
             again = await self._pull_read(repo, number)
             return again if again is not None and which(again) else None
         return None
+
+    def _read_reviews(self, repo: str, number: int) -> list[Review] | None:
+        """The reviews this task's read of the pull holds, without reading anything."""
+        read = (self._reads.get() or {}).get((repo.lower(), number))
+        return list(read.reviews) if read is not None and read.reviews is not None else None
+
+    def _keep_reviews(self, repo: str, number: int, reviews: list[Review]) -> None:
+        read = (self._reads.get() or {}).get((repo.lower(), number))
+        if read is not None:
+            read.reviews = reviews
 
     def _forget(self, repo: str, changes: tuple[int | None, Part] | None) -> None:
         reads = self._reads.get()

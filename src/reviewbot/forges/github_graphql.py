@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reviewbot.core.errors import ReviewbotError
+
 PAGE = 100
 MAX_PAGES = 10  # 1000 items of a list, the bound the REST listings keep too
 
@@ -42,6 +44,7 @@ query ReviewbotPullRead(
     resetAt
   }
   repository(owner: $owner, name: $name) {
+    viewerPermission
     pullRequest(number: $number) {
       number
       state
@@ -49,10 +52,19 @@ query ReviewbotPullRead(
       merged
       mergeable
       title
+      body
       url
       headRefName
       headRefOid
       baseRefName
+      headRepository {
+        nameWithOwner
+      }
+      baseRepository {
+        defaultBranchRef {
+          name
+        }
+      }
       mergeCommit {
         oid
       }
@@ -137,6 +149,7 @@ query ReviewbotPullRead(
           state
           body
           submittedAt
+          url
           commit {
             oid
           }
@@ -191,7 +204,7 @@ PART_OF_FIELD = {
 }
 
 
-class GraphQLUnusable(Exception):
+class GraphQLUnusable(ReviewbotError):
     """The answer does not hold the pull: the read as a whole goes to REST.
 
     ``rejected``: the server refused the query itself (a field it does not have, as an older
@@ -217,6 +230,7 @@ class Gathered:
     unread: dict[Part, str] = field(default_factory=dict)  # part -> why it was not read
     cursors: dict[Part, str] = field(default_factory=dict)  # parts with another page
     points: int = 0
+    viewer_permission: str | None = None  # the token's role (a user's; None for an App)
     pages: int = 0
 
 
@@ -263,6 +277,8 @@ def gather(answer: Any, into: Gathered | None = None) -> Gathered:
     cost = _at(data, "rateLimit", "cost")
     if into is None:
         got = Gathered(pull=pull, unread=unread)
+        role = _at(data, "repository", "viewerPermission")
+        got.viewer_permission = role if isinstance(role, str) else None
         wanted = set(Part)
     else:
         got = into
@@ -303,6 +319,7 @@ def _take(part: Part, pr: dict[str, Any], got: Gathered) -> None:
                     "commit_id": _at(node, "commit", "oid"),
                     "body": node.get("body") or "",
                     "submitted_at": node.get("submittedAt") or "",
+                    "html_url": node.get("url") or "",
                 }
             )
     elif part is Part.COMMENTS:
@@ -384,13 +401,21 @@ def _pull(pr: dict[str, Any]) -> dict[str, Any]:
         "state": "closed" if state == "merged" else state,
         "merged": bool(pr.get("merged")),
         "draft": bool(pr.get("isDraft")),
-        "head": {"sha": pr["headRefOid"], "ref": pr["headRefName"]},
-        "base": {"ref": pr["baseRefName"]},
+        "head": {
+            "sha": pr["headRefOid"],
+            "ref": pr["headRefName"],
+            "repo": {"full_name": _at(pr, "headRepository", "nameWithOwner")},
+        },
+        "base": {
+            "ref": pr["baseRefName"],
+            "repo": {"default_branch": _at(pr, "baseRepository", "defaultBranchRef", "name")},
+        },
         "user": _user(pr.get("author")),
         "labels": [{"name": n["name"]} for n in (_at(pr, "labels", "nodes") or ()) if n],
         "mergeable": mergeable,
         "title": pr.get("title") or "",
         "html_url": pr.get("url") or "",
+        "body": pr.get("body") or "",
         "merge_commit_sha": _at(pr, "mergeCommit", "oid"),
     }
 

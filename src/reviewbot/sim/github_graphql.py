@@ -298,7 +298,19 @@ class _Context:
                 f"Could not resolve to a Repository with the name '{owner}/{name}'.", "NOT_FOUND"
             )
         self._allowed("repos/get", repo)
-        return {"pullRequest": lambda info, number: self.pull_request(repo, number)}
+        return {
+            "pullRequest": lambda info, number: self.pull_request(repo, number),
+            "viewerPermission": self.viewer_permission(repo),
+        }
+
+    def viewer_permission(self, repo: SimRepo) -> str | None:
+        """A user's role on the repository, as ``permissions`` of REST ``repos/get`` shows it
+        to the same token (https://docs.github.com/en/graphql/reference/enums#repositorypermission);
+        an installation is no viewer with a role here."""
+        if self.who.installation_id is not None:
+            return None
+        role = self.sim.permission(repo, self.who.login)
+        return {"admin": "ADMIN", "write": "WRITE", "read": "READ"}.get(role)
 
     def pull_request(self, repo: SimRepo, number: int) -> Json:
         self._allowed("pulls/get", repo)
@@ -317,10 +329,13 @@ class _Context:
             "merged": pull.merged,
             "mergeable": "UNKNOWN" if mergeable is None else _MERGEABLE[bool(mergeable)],
             "title": pull.title,
+            "body": pull.body,
             "url": rest["html_url"],
             "headRefName": pull.head_ref,
             "headRefOid": pull.head_sha,
             "baseRefName": pull.base,
+            "headRepository": {"nameWithOwner": repo.full_name},  # the simulator has no forks
+            "baseRepository": {"defaultBranchRef": {"name": repo.default_branch}},
             "mergeCommit": {"oid": pull.merge_commit_sha} if pull.merge_commit_sha else None,
             "author": _actor(pull.author),
             "labels": _paged([{"name": n} for n in pull.labels]),
@@ -417,6 +432,7 @@ class _Context:
                 "submittedAt": forge_time(r.submitted_at) if r.submitted_at else None,
                 "commit": {"oid": r.commit_id} if r.commit_id else None,
                 "author": _actor(r.user),
+                "url": self.json.review(repo, pull, r)["html_url"],
             }
             for r in pull.reviews
             if r.state != "PENDING" or r.user == self.who.login

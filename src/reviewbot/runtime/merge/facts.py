@@ -26,18 +26,31 @@ def configured_checks(settings: Settings, forge: str, repo: str) -> tuple[str, .
 
 
 async def read_readiness_facts(
-    forge: Forge, repo: str, number: int, pull: PullRequestSnapshot | None = None
+    forge: Forge,
+    repo: str,
+    number: int,
+    pull: PullRequestSnapshot | None = None,
+    *,
+    live: PullRequestSnapshot | None = None,
 ) -> PrFacts:
     """What a merge-readiness answer about the PR now is judged on (the state comment, the
-    status page): a ``pull`` just read that is closed or merged needs nothing more; anything
-    else is the whole read at the pull's head."""
+    status page): a ``pull`` that is closed or merged needs nothing more; anything else is
+    the whole read at the pull's head. ``live``: the pull as read from the forge a moment ago
+    by the caller (just before posting a review), which then is not read again; a webhook's
+    pull never serves, as its mergeability may be old."""
     if pull is not None and (pull.merged or pull.state != "open"):
         return PrFacts.of_pull(pull)
-    return await read_pr_facts(forge, repo, number)
+    return await read_pr_facts(forge, repo, number, pull=live)
 
 
 async def read_pr_facts(
-    forge: Forge, repo: str, number: int, head: str | None = None, *, merge: bool = True
+    forge: Forge,
+    repo: str,
+    number: int,
+    head: str | None = None,
+    *,
+    merge: bool = True,
+    pull: PullRequestSnapshot | None = None,
 ) -> PrFacts:
     """The pull and, with ``merge``, its reviews, the base branch's rules, the check results
     of ``head`` (the pin; the pull's own head when ``None``) and whether the bot may merge.
@@ -46,7 +59,8 @@ async def read_pr_facts(
     head's checks and the base's rules, which the reads after it then take from it. What
     remains runs at once (on Gitea: the reviews, the rules, the checks and the permission).
     """
-    pull = await forge.get_pull(repo, number)
+    if pull is None:  # a caller's pull is one it has just read from the forge itself
+        pull = await forge.get_pull(repo, number)
     if not merge:
         return PrFacts.of_pull(pull)
     at = head if head is not None else pull.head_sha

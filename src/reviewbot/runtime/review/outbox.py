@@ -25,7 +25,7 @@ from typing import Protocol
 from reviewbot.core import errors
 from reviewbot.core.lease_history import EndReason, HistoryEntry
 from reviewbot.core.leases import Lease, LeaseClaim, LeaseTarget, Refused, Role
-from reviewbot.core.models import ReviewEvent, ReviewState
+from reviewbot.core.models import PullRequestSnapshot, ReviewEvent, ReviewState
 from reviewbot.core.prstate import HEAD_MOVED, DecisionKind
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
@@ -149,6 +149,9 @@ class PostOutcome:
         self.status = status  # posted, adopted, dropped, failed, retry, busy, skipped
         self.detail = detail
         self.review_id = review_id
+        # The pull as read live just before a review was posted: what the state comment
+        # after it may judge on instead of reading the pull again.
+        self.pull: PullRequestSnapshot | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -370,7 +373,7 @@ class OutboxDrainer:
             if review.state is ReviewState.PENDING:
                 raise PendingReview("the forge stored the review as pending", operation="submit")
             detail = f"review {review.id} posted at {row.head_sha}"
-            return await self._close(
+            closed = await self._close(
                 row,
                 POSTED,
                 detail,
@@ -378,6 +381,8 @@ class OutboxDrainer:
                 review.id,
                 fence,
             )
+            closed.pull = pull
+            return closed
         except (ForgeUnavailable, RateLimited) as exc:
             return self._retry(row, exc)
         except HeadMoved as exc:

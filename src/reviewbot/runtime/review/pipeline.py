@@ -434,8 +434,9 @@ class ReviewPipeline:
         # A forge that just could not be reached would only fail the edit after its retries.
         unreachable = outcome.decision.reason_code == ReasonCode.FORGE_UNREACHABLE.value
         if self.comments is not None and not unreachable:
+            live = next((p.pull for p in outcome.posts if p.pull is not None), None)
             outcome.state_comment = await self.comments.sync_locked(
-                request.forge, request.repo, request.number, outcome.pull or request.pull
+                request.forge, request.repo, request.number, outcome.pull or request.pull, live
             )
         return outcome
 

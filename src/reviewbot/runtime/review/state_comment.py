@@ -69,12 +69,19 @@ class StateComments:
             return await self.sync_locked(forge, repo, number, pull)
 
     async def sync_locked(
-        self, forge_name: str, repo: str, number: int, pull: PullRequestSnapshot | None
+        self,
+        forge_name: str,
+        repo: str,
+        number: int,
+        pull: PullRequestSnapshot | None,
+        live: PullRequestSnapshot | None = None,
     ) -> str:
+        """``pull``: the pull as the caller knows it (a webhook's may be old); ``live``: one
+        the caller read from the forge a moment ago, which serves as the read of the pull."""
         forge = self.forges[forge_name]
         try:
             # MERGE_READY and the other live fields: one read, judged as a merge would be.
-            facts = await read_readiness_facts(forge, repo, number, pull)
+            facts = await read_readiness_facts(forge, repo, number, pull, live=live)
             bot = await forge.bot_login()
             body = await self.store.run(self.render, forge_name, repo, number, facts, bot)
             if body is None:

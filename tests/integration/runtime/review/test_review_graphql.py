@@ -77,5 +77,5 @@ async def test_graphql_refused_or_failing_reviews_the_same_over_rest(
         assert bot.decisions(FORGE, number) == ["request_changes", "posted"]
         ops = operations(bot)
         # read over REST: the pull, its statuses and check runs, the branch's rules
-        assert ops["pulls/get"] >= 1 and ops["repos/get-combined-status-for-ref"] == 1
-        assert ops["checks/list-for-ref"] == 1 and ops["repos/get-branch-rules"] == 1
+        assert ops["pulls/get"] >= 1 and ops["repos/get-combined-status-for-ref"] >= 1
+        assert ops["checks/list-for-ref"] >= 1 and ops["repos/get-branch-rules"] >= 1
