@@ -13,8 +13,9 @@ result as ``output``. The session tools (the workflow-DB tools, ``record_finding
 registered here: they are resolved through the caller's session registry by the same
 :class:`~reviewbot.runtime.reviewers.tools.ToolDispatcher` as ``POST /api/v1/tools/{name}``.
 
-Every refusal is an MCP tool error (``isError``) whose structured content is the HTTP
-error body: ``{"error": CODE, "detail": TEXT, ...}``, the same code the REST route answers.
+Every refusal is an MCP tool error (``isError``) whose text is ``CODE: detail`` and then the
+HTTP error body ``{"error": CODE, "detail": TEXT, ...}`` as JSON, the same code the REST
+route answers; it carries no structured content (``mcp_server.error_result``).
 """
 
 from __future__ import annotations

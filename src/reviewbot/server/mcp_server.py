@@ -33,11 +33,28 @@ from reviewbot.service import Service
 log = logging.getLogger(__name__)
 
 
-def tool_result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+def tool_result(payload: dict[str, Any]) -> types.CallToolResult:
+    """A tool's answer: its JSON as structured content (matching the tool's output schema)
+    and as text, for clients that read only text."""
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(payload, indent=1, sort_keys=True))],
         structured_content=payload,
-        is_error=error,
+    )
+
+
+def error_result(exc: ReviewbotError) -> types.CallToolResult:
+    """A refusal as every MCP client reads it: ``isError`` with the code and detail as text
+    (``CODE: detail``), then the whole error body as JSON text. It carries no structured
+    content: a client checks a result's structured content against the tool's output
+    schema, and an error body would fail that check and hide the refusal behind a schema
+    error."""
+    body = exc.to_json()
+    return types.CallToolResult(
+        content=[
+            types.TextContent(text=f"{body['error']}: {body['detail']}"),
+            types.TextContent(text=json.dumps(body, indent=1, sort_keys=True)),
+        ],
+        is_error=True,
     )
 
 
@@ -74,11 +91,11 @@ def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> S
                 exc.code,
                 exc.detail,
             )
-            return tool_result(exc.to_json(), error=True)
+            return error_result(exc)
         except Exception:  # answered like the HTTP face answers it: named, never the trace
             log.exception("mcp call failed: tool=%s", params.name[:100])
             failed = ReviewbotError("the server failed; see its log", code="internal_error")
-            return tool_result(failed.to_json(), error=True)
+            return error_result(failed)
         log.info("mcp call: tool=%s caller=%s entry=%s", params.name, caller.name, caller.entry)
         return tool_result(payload)
 

@@ -39,7 +39,7 @@ from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
-from tests.integration.mcp_support import mcp_http
+from tests.integration.mcp_support import mcp_http, refused
 from tests.integration.merge_support import World, bot_world
 
 # Refusals for who the caller is, as opposed to what it asked for.
@@ -148,7 +148,7 @@ def outcome(result: Any) -> str | None:
     """The refusal code of an MCP result, or None when it ran."""
     if not result.is_error:
         return None
-    return str(result.structured_content["error"])
+    return refused(result)[0]
 
 
 async def over_mcp(client: Client, tools: list[str]) -> dict[str, str | None]:
