@@ -42,9 +42,11 @@ async def post(bot: Bot, path: str, body: dict[str, Any]) -> None:
     import aiohttp  # only here: the other paths need no client of their own
 
     headers = {"Authorization": f"Bearer {token(bot)}"}
-    async with aiohttp.ClientSession() as http:
-        async with http.post(bot.base_url + path, json=body, headers=headers) as resp:
-            assert resp.status in (200, 202), await resp.text()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(bot.base_url + path, json=body, headers=headers) as resp,
+    ):
+        assert resp.status in (200, 202), await resp.text()
 
 
 def without_the_bots_fields(document: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +68,12 @@ async def delivered(tmp_path: Path, send: str, forge: str) -> tuple[dict[str, An
                 "variables": {"note": "from the planner"},
                 "payload": {
                     "function": "review_pull_request",
-                    "args": {"forge": forge, "repository": REPO, "pr": pr.number, "head_sha": pr.head_sha},
+                    "args": {
+                        "forge": forge,
+                        "repository": REPO,
+                        "pr": pr.number,
+                        "head_sha": pr.head_sha,
+                    },
                     "from": "planner-agent",
                     "call_id": f"call-{forge}",
                 },
