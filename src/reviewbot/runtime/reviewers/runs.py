@@ -135,9 +135,10 @@ def received(db: Database, delivery_id: str | None) -> tuple[dict[str, Any], dic
     """The payload and kept headers of a journalled delivery, for ``delivery.json``.
 
     The payload is the body as received: the forge's event for a webhook, the Crew envelope
-    (which ``delivery_document`` lays out as an envelope) or the API body otherwise. A delivery the journal does not hold (a sweep, the command
-    line) or a body that is not a JSON object gives ``{}``; the headers are the ones the
-    journal keeps (never a signature or a token).
+    (which ``delivery_document`` lays out as an envelope) or the API body otherwise. A
+    delivery the journal does not hold (a sweep, the command line) or a body that is not a
+    JSON object gives ``{}``; the headers are the ones the journal keeps (never a signature
+    or a token).
     """
     if delivery_id is None:
         return {}, {}
