@@ -15,7 +15,17 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.runtime.health import ForgeProbes
-from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
+from reviewbot.server import (
+    capability,
+    entry,
+    health,
+    history,
+    leases,
+    reads,
+    runtime,
+    webhooks,
+    whoami,
+)
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
@@ -68,6 +78,7 @@ def create_app(service: Service) -> web.Application:
     history.add_routes(app)
     capability.add_routes(app)
     runtime.add_routes(app)
+    whoami.add_routes(app)
     ui_pages.add_routes(app)  # the status page: GET /, /pr/..., /login
     add_mcp_route(app, service)
     app.on_startup.append(_startup)

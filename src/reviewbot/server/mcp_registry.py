@@ -110,7 +110,7 @@ ToolFn = Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
 @dataclass(frozen=True)
 class McpTool:
     name: str
-    scope: str  # the token scope the tool needs
+    scope: str | None  # the token scope the tool needs (None: any active token)
     input: type[BaseModel]
     output: type[BaseModel]
     run: ToolFn
@@ -120,10 +120,14 @@ class McpTool:
     # as it refuses the route (NONE: every role serves it).
     group: Routes = Routes.NONE
 
+    @property
+    def needs(self) -> str:
+        return f"Needs scope {self.scope!r}" if self.scope else "Needs any active API token"
+
     def definition(self) -> types.Tool:
         return types.Tool(
             name=self.name,
-            description=f"{plain_text(self.description)}\n\nNeeds scope {self.scope!r}. "
+            description=f"{plain_text(self.description)}\n\n{self.needs}. "
             f"Example arguments: {json.dumps(self.example)}",
             input_schema=tool_schema(self.input, self.example),
             output_schema=self.output.model_json_schema(),
@@ -139,7 +143,7 @@ class Registry:
     def tool(
         self,
         *,
-        scope: str,
+        scope: str | None,
         input: type[M],
         output: type[BaseModel],
         example: dict[str, Any],
@@ -201,7 +205,9 @@ def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[
     if caller.token is not None:
         info = caller.token
         shown = [
-            t.definition() for t in registry if t.scope in info.scopes and served(service, t.group)
+            t.definition()
+            for t in registry
+            if (t.scope is None or t.scope in info.scopes) and served(service, t.group)
         ]
         if not served(service, Routes.WORK):
             return shown
@@ -237,11 +243,12 @@ async def call_tool(
     tool = registry.get(name)
     if tool is not None:
         check_served(env.service, tool.group, name)
-        info = env.caller.token_with(tool.scope)
-        require_scope(info, tool.scope)  # before the arguments, as a route before its body
-        route = WRITE_SCOPES.get(tool.scope)
-        if route is not None:  # a write: within the token's rate limit, as over REST
-            admit(env.service, token_caller(info), route)
+        info = env.caller.token_with(tool.scope or "read")
+        if tool.scope is not None:
+            require_scope(info, tool.scope)  # before the arguments, as a route before its body
+            route = WRITE_SCOPES.get(tool.scope)
+            if route is not None:  # a write: within the token's rate limit, as over REST
+                admit(env.service, token_caller(info), route)
         args = parse_args(tool.input, arguments)
         result = await tool.run(env, info, args)
         return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions, read_actions
+from reviewbot.server import actions, pull_actions, read_actions, whoami
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -288,3 +288,12 @@ async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str
     configuration on disk differs (restart_needed and its reasons). Same answer as
     GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)
+
+
+@TOOLS.tool(scope=None, name="whoami", input=whoami.NoArgs, output=whoami.Identity, example={})
+async def whoami_tool(env: ToolEnv, info: TokenInfo, args: whoami.NoArgs) -> dict[str, Any]:
+    """Who this call is made as: the token's name, id, scopes and repository binding (repo,
+    null for every repository), read from the store now, so a rescoped token answers its
+    new scopes and a revoked one is refused. Takes no arguments: only the calling token is
+    ever shown. Same answer as GET /api/v1/whoami."""
+    return whoami.whoami(info)

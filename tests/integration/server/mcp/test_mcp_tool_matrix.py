@@ -68,6 +68,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "resolve_capability": ("GET", "/api/v1/capability"),
     "lease_history": ("GET", "/api/v1/leases/history"),
     "runtime": ("GET", "/api/v1/runtime"),
+    "whoami": ("GET", "/api/v1/whoami"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 
@@ -100,7 +101,7 @@ def expected(tool: str, kind: Kind, entry: str) -> bool:
     assert kind.scopes is not None
     scopes = kind.scopes.split(",")
     if registered is not None:
-        return registered.scope in scopes
+        return registered.scope is None or registered.scope in scopes
     if kind.repo is not None or tool not in ("query_workflow_db", "mutate_workflow_db"):
         return False  # an API token's call session holds only these two, never when bound
     need = "db:write" if tool == "mutate_workflow_db" else "db:read"
