@@ -164,7 +164,7 @@ async def _review_eligible(
     if not eligible:
         return
     service = build_service(
-        settings, forges=forges, db=db, parts=Parts.REVIEW, client="reviewbot-cli"
+        settings, forges=forges, db=db, parts=Parts.REVIEW, client="reviewbot-replay"
     )
     async with service:
         parts = service.review

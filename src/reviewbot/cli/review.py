@@ -112,7 +112,7 @@ async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any
     configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     forge = make_forge(settings, ref.forge, on_wait=say_waiting(forge_url(settings, ref.forge)))
     service = build_service(
-        settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"
+        settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-review"
     )
     try:
         async with service:
