@@ -67,7 +67,13 @@ class TsClient:
         """``{"isError", "text", "structured"}``, or ``{"exception"}`` when the SDK rejected
         the result (for example for structured content outside the output schema)."""
         wait = float(opts.get("timeout_s", 30))
-        command = {"op": "call", "tool": tool, "arguments": dict(arguments), "timeout_s": wait}
+        command = {
+            "op": "call",
+            "tool": tool,
+            "arguments": dict(arguments),
+            "timeout_s": wait,
+            "progress": bool(opts.get("progress", False)),
+        }
         return await self._ask(command, timeout_s=wait + ANSWER_S)
 
     async def notification(self, method: str | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from reviewbot.server import (
     health,
     history,
     leases,
+    pr_watch,
     reads,
     runtime,
     webhooks,
@@ -70,6 +71,7 @@ def create_app(service: Service) -> web.Application:
     role.add(Routes.WORK, "POST", TOOLS_ROUTE, _tools)
     for method, path, handler in leases.routes():
         role.add(Routes.WORK, method, path, handler)
+    role.add(Routes.WORK, "POST", pr_watch.ROUTE, pr_watch.api_watch)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)
     app.router.add_get("/healthz", health.healthz)

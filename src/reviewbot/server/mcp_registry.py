@@ -96,12 +96,18 @@ class Caller:
         return self.token
 
 
+# Sends one JSON object to the client on the call's own stream (a progress notification).
+Notify = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class ToolEnv:
-    """What a tool runs with."""
+    """What a tool runs with: ``notify`` tells the client something before the result, on
+    the call's stream (``None`` when the client asked for no progress)."""
 
     service: Service
     caller: Caller
+    notify: Notify | None = None
 
 
 ToolFn = Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]

@@ -22,6 +22,7 @@ from reviewbot.core.errors import ReviewbotError
 from reviewbot.server.mcp_registry import (
     SESSION_TOOLS,
     Caller,
+    Notify,
     Registry,
     ToolEnv,
     call_tool,
@@ -61,6 +62,29 @@ def error_result(exc: ReviewbotError) -> types.CallToolResult:
 CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[Caller]]
 
 
+def progress_notifier(ctx: ServerRequestContext[Any, Any]) -> Notify | None:
+    """Sends a JSON object as a progress notification on this call's own stream (its
+    ``message``), when the client asked for progress (a ``progressToken``); the streamable
+    HTTP transport carries it on the POST's event stream, stdio on the pipe."""
+    meta: Any = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if isinstance(token, bool) or not isinstance(token, str | int):
+        return None
+    sent = 0
+
+    async def notify(data: dict[str, Any]) -> None:
+        nonlocal sent
+        sent += 1
+        note = types.ProgressNotification(
+            params=types.ProgressNotificationParams(
+                progress_token=token, progress=sent, message=json.dumps(data, sort_keys=True)
+            )
+        )
+        await ctx.session.send_notification(note, related_request_id=ctx.request_id)
+
+    return notify
+
+
 def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> Server[Any]:
     """One low-level MCP server over ``registry``; ``caller_of`` says who makes a request
     (from the HTTP request the route authenticated, or the token of a stdio process)."""
@@ -80,7 +104,7 @@ def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> S
         caller: Caller | None = None
         try:
             caller = await caller_of(ctx)
-            env = ToolEnv(service, caller)
+            env = ToolEnv(service, caller, notify=progress_notifier(ctx))
             payload = await call_tool(registry, env, params.name, params.arguments)
         except ReviewbotError as exc:
             who = caller.name if caller is not None else "unauthenticated"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions, read_actions, whoami
+from reviewbot.server import actions, pr_watch, pull_actions, read_actions, whoami
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -22,7 +22,18 @@ from reviewbot.server.lease_bodies import (
     WorkerBody,
     WorkerHeartbeatBody,
 )
-from reviewbot.server.mcp_outputs import CanonicalState, CapabilityAnswer, History, Runtime
+from reviewbot.server.mcp_outputs import (
+    CapabilityAnswer,
+    Explained,
+    History,
+    Lease,
+    Leases,
+    Merged,
+    PrState,
+    Queued,
+    Runtime,
+    Worker,
+)
 from reviewbot.server.mcp_registry import Registry, ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import CapabilityQuery, HistoryQuery, RuntimeQuery
@@ -34,74 +45,6 @@ TOOLS = Registry()
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
 PR = read_actions.PR_EXAMPLE  # every tool that names a PR documents this one spelling
 WORKER = "merger-bot-20260101T000000Z-1a2b3c4d"
-
-
-# --- results ---------------------------------------------------------------------------------
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Queued(_Out):
-    delivery_id: str
-    status: str
-
-
-class Worker(_Out):
-    worker_identity: str
-    name: str | None = None
-    role: str | None = None
-    registered_at: str | None = None
-    status: str | None = None
-    heartbeat_at: str | None = None
-
-
-class Target(_Out):
-    forge: str
-    repo: str
-    number: int
-    role: str
-
-
-class Lease(_Out):
-    target: Target
-    holder: str
-    epoch: int
-    head_sha: str | None
-    phase: str
-    expires_at: str
-    expires_in_s: float
-
-
-class Leases(_Out):
-    leases: list[Lease]
-
-
-class Merged(_Out):
-    merged: bool
-    head_sha: str | None = None
-    merge_commit_sha: str | None = None
-    already_merged: bool = False
-    approvers: list[str] = Field(default_factory=list)
-
-
-class Explained(_Out):
-    """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
-    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
-    explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
-
-    decisions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class PrState(_Out):
-    pr: str
-    state: str
-    draft: bool
-    head_sha: str
-    leases: list[Lease]
-    state_comment: str | None = None
-    canonical: CanonicalState
 
 
 class ExplainArgs(BaseModel):
@@ -297,3 +240,30 @@ async def whoami_tool(env: ToolEnv, info: TokenInfo, args: whoami.NoArgs) -> dic
     new scopes and a revoked one is refused. Takes no arguments: only the calling token is
     ever shown. Same answer as GET /api/v1/whoami."""
     return whoami.whoami(info)
+
+
+class Watched(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    pr: str
+    worker: str
+    role: str
+    head_sha: str | None
+    events: list[dict[str, Any]]
+    cursor: str
+
+
+@TOOLS.tool(
+    group=Routes.WORK,
+    scope="lease",
+    input=pr_watch.WatchBody,
+    output=Watched,
+    example={"pr": PR, "role": "merger", "worker_identity": WORKER, "wait_s": 30},
+)
+async def watch_pr(env: ToolEnv, info: TokenInfo, args: pr_watch.WatchBody) -> dict[str, Any]:
+    """Wait (at most wait_s, capped at 60) until your PR changes in a way your worker must
+    know: head_moved, checks_red, unmergeable, lease_granted (the lease you waited for),
+    lease_expiring, lease_lost. Each event is also sent at once as a progress notification
+    (its message is the event's JSON) when you ask for progress. Pass the answer's cursor to
+    the next call to be told only what changed since. Same as POST /api/v1/leases/watch."""
+    return await pr_watch.watch_pr(env.service, info, args, env.notify)

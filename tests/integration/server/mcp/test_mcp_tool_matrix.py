@@ -69,6 +69,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "lease_history": ("GET", "/api/v1/leases/history"),
     "runtime": ("GET", "/api/v1/runtime"),
     "whoami": ("GET", "/api/v1/whoami"),
+    "watch_pr": ("POST", "/api/v1/leases/watch"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 

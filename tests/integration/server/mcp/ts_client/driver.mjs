@@ -7,7 +7,8 @@
 //
 // Commands arrive one JSON object a line on stdin, each answered by one JSON line on stdout:
 //   {"op": "list"}                              -> {"tools": [names]}
-//   {"op": "call", "tool": T, "arguments": {}}  -> {"isError", "text": [...], "structured"}
+//   {"op": "call", "tool": T, "arguments": {}, "progress": true?}
+//                                               -> {"isError", "text": [...], "structured"}
 //                                                  or {"exception": message} when the SDK
 //                                                  itself rejects the result
 // Every notification the server sends is printed as {"notification": {method, params}}.
@@ -68,7 +69,17 @@ for await (const line of lines) {
       const result = await client.callTool(
         { name: command.tool, arguments: command.arguments ?? {} },
         undefined,
-        { timeout: (command.timeout_s ?? 30) * 1000 },
+        {
+          timeout: (command.timeout_s ?? 30) * 1000,
+          // Asking for progress sends a progressToken: the server's notifications on this
+          // call's stream arrive here, before the result.
+          ...(command.progress
+            ? {
+                onprogress: (progress) =>
+                  emit({ notification: { method: "notifications/progress", params: progress } }),
+              }
+            : {}),
+        },
       );
       emit({
         isError: result.isError === true,
