@@ -170,18 +170,9 @@ async def agent_session(
             assert status == 200
             await take_turn(served, token, target, mine, head)
 
+        wait = {"pr": ref, "role": "merger", "worker_identity": mine, "wait_s": 60}
         (watched, _), _ = await asyncio.gather(
-            agent.call(
-                "watch_pr",
-                {
-                    "pr": ref,
-                    "role": "merger",
-                    "worker_identity": mine,
-                    "wait_s": 60,
-                    "cursor": first["cursor"],
-                },
-                progress=True,
-            ),  # fmt: skip
+            agent.call("watch_pr", {**wait, "cursor": first["cursor"]}, progress=True),
             hand_over(),
         )
         assert watched is not None
