@@ -108,10 +108,14 @@ def build_server(registry: Registry, service: Service, caller_of: CallerOf) -> S
             payload = await call_tool(registry, env, params.name, params.arguments)
         except ReviewbotError as exc:
             who = caller.name if caller is not None else "unauthenticated"
+            session = caller.session if caller is not None else None
             log.warning(
-                "mcp call refused: tool=%s caller=%s code=%s detail=%s",
+                "mcp call refused: tool=%s caller=%s owner=%s parent=%s code=%s detail=%s",
                 params.name[:100],
                 who,
+                # A session's tools are owned by its run; a token's call by the token.
+                session.run_id if session is not None else who,
+                (session.parent_id if session is not None else None) or "-",
                 exc.code,
                 exc.detail,
             )

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.workflowdb.access import DBAccess
 from tests.integration import ts_mcp_support as ts
 from tests.integration.mcp_support import mcp_http, mcp_stdio, refused
 from tests.integration.merge_support import REPO, World
@@ -118,3 +119,24 @@ async def test_both_clients_read_the_refusals_over_stdio(local: Local, sim: Any)
         from_py = [refused(await py.call_tool(tool, args)) for tool, args, _ in asks]
     assert [code for code, _ in from_ts] == [code for _, _, code in asks]
     assert from_ts == from_py
+
+
+async def test_a_refused_session_call_over_mcp_is_logged_with_owner_and_parent(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    sessions = world.service.sessions
+    sessions.open_run("run-log", db_access=DBAccess.READ_WRITE)  # registered no tool
+    step = sessions.open_child("run-log", "reviewer-1")
+    token = sessions.issue_token(step.id, ttl_s=600)
+    with caplog.at_level("WARNING"):
+        async with mcp_http(world.base, token) as client:
+            code, _ = refused(await client.call_tool("mutate_workflow_db", {"sql": "SELECT 1"}))
+    assert code == "not_session_owner"
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    (mcp_line,) = [line for line in lines if line.startswith("mcp call refused")]
+    (tool_line,) = [line for line in lines if line.startswith("tool call refused")]
+    for line in (mcp_line, tool_line):
+        assert "owner=run-log" in line and "parent=run-log" in line, line
+        assert "code=not_session_owner" in line, line
+    assert "caller=session:run-log/reviewer-1" in mcp_line
+    assert "caller=run-log/reviewer-1" in tool_line
