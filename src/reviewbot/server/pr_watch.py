@@ -98,6 +98,11 @@ async def watch_pr(
 ) -> dict[str, Any]:
     """Wait (bounded) until the caller's PR changes in a way its worker must know."""
     body, api = await _as_worker(service, info, body, "lease")
+    if await database(service).run(api.leases.workers.get, body.worker_identity) is None:
+        raise Refused(
+            f"worker {body.worker_identity!r} is not registered: register_worker first",
+            code="worker_unproven",
+        )
     leases = service.settings.leases
     warn_s = body.warn_s if body.warn_s is not None else leases.lease_s - leases.renew_s
     sub = Subscriber(body.worker_identity, body.role.value, warn_s)

@@ -213,6 +213,10 @@ async def test_a_watch_is_refused_what_a_lease_call_is_refused(world: World) -> 
     # Another token's worker: refused before anything is read.
     status, answer = await w.call("POST", "/api/v1/leases/watch", mine, body)
     assert (status, answer["error"]) == (403, "not_worker_owner")
+    # A worker nobody registered is unproven: there is nothing to watch for.
+    ghost = {**body, "worker_identity": their_worker.replace("theirs", "ghost")}
+    status, answer = await w.call("POST", "/api/v1/leases/watch", mine, ghost)
+    assert (status, answer["error"]) == (404, "worker_unproven")
     # Without the lease scope, or bound elsewhere (in any casing).
     status, answer = await w.call("POST", "/api/v1/leases/watch", w.token("read"), body)
     assert (status, answer["error"]) == (403, "missing_scope")
