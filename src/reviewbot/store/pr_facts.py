@@ -46,9 +46,8 @@ def recorded_pull(db: Database, forge: str, repo: str, number: int) -> RecordedP
                 failing = tuple(str(name) for name in json.loads(verdict["failed"] or "[]"))
             attempt = tx.one(
                 "SELECT 1 FROM merge_attempts WHERE forge = ? AND repo = ? AND number = ? "
-                "AND head_sha = ? AND (status = 'not_mergeable' OR codes LIKE "
-                "'%not_mergeable%') LIMIT 1",
-                (forge, repo, number, head),
+                "AND head_sha = ? AND (status = 'not_mergeable' OR codes LIKE ?) LIMIT 1",
+                (forge, repo, number, head, "%not_mergeable%"),
             )
             refused = attempt is not None
         recent = tx.all(
