@@ -61,14 +61,22 @@ async def watch(
     *,
     wait_s: float,
     on_event: OnEvent | None = None,
+    keep_alive: Callable[[], Awaitable[object]] | None = None,
+    keep_alive_s: float = 5.0,
 ) -> tuple[list[PrEvent], PrSnapshot]:
     """Look at the PR until something ``sub`` is told about changed since ``before``, or
     ``wait_s`` (at most :data:`MAX_WAIT_S`) passed; every event is handed to ``on_event`` as
-    it is found. Answers the events and the last snapshot (the next call's ``before``)."""
+    it is found. ``keep_alive`` runs at the start and every ``keep_alive_s`` while waiting (a
+    watching worker is alive: it keeps its place in a lease's line). Answers the events and
+    the last snapshot (the next call's ``before``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(wait_s, 0.0), MAX_WAIT_S)
     forge, repo, number = target
+    kept_at: float | None = None
     while True:
+        if keep_alive is not None and (kept_at is None or loop.time() - kept_at >= keep_alive_s):
+            kept_at = loop.time()
+            await keep_alive()
         after = await db.run(read_snapshot, db, leases, clock, forge, repo, number)
         events = pr_events(before, after, sub)
         if events or loop.time() >= deadline:

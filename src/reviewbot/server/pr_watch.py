@@ -11,7 +11,9 @@ it is found, as a progress notification on the call's own stream (``notification
 whose ``message`` is the event's JSON) to a client that asked for progress.
 
 The scope is ``lease``, the worker must be the caller's own (``not_worker_owner``) and the
-repository within the token's binding, as for every lease call. The cursor holds only the
+repository within the token's binding, as for every lease call. A watch is a sign of life of
+its worker (it heartbeats the worker while it waits), so a waiter that watches keeps its
+place in the lease's line. The cursor holds only the
 caller's own lease (never another holder's epoch); a cursor that does not read is refused.
 """
 
@@ -135,6 +137,9 @@ async def watch_pr(
             before,
             wait_s=body.wait_s,
             on_event=on_event,
+            # The watch is a sign of life of its worker, as a worker heartbeat is.
+            keep_alive=lambda: database(service).run(api.leases.worker_heartbeat, sub.worker),
+            keep_alive_s=min(leases.retry_s, leases.renew_s / 2),
         )
     finally:
         _open[key] -= 1

@@ -37,6 +37,13 @@ async def worker(w: World, token: str, name: str) -> str:
     return str(body["worker_identity"])
 
 
+def heartbeat_at(w: World, worker: str) -> float:
+    with w.db.read() as tx:
+        row = tx.one("SELECT heartbeat_at FROM workers WHERE identity = ?", (worker,))
+    assert row is not None
+    return float(row[0])
+
+
 def target(pr: Any) -> dict[str, Any]:
     return {"forge": FORGE, "repo": REPO, "number": pr.number, "role": "merger"}
 
@@ -69,8 +76,10 @@ async def test_the_long_poll_tells_each_change_once(world: World) -> None:
     first = await watch(w, token, {**base, "head_sha": pr.head_sha, "warn_s": 3600, "wait_s": 0})
     assert kinds(first) == ["lease_granted", "lease_expiring"]
     assert first["events"][0]["epoch"] == lease["epoch"] and first["head_sha"] == pr.head_sha
+    heard = heartbeat_at(w, me)
     again = await watch(w, token, {**base, "cursor": first["cursor"], "wait_s": 0, "warn_s": 3600})
     assert again["events"] == []
+    assert heartbeat_at(w, me) > heard  # a watch is a sign of life of its worker
 
     # Waiting: the head moves while the watch is held open; it answers with the move.
     async def push() -> str:
