@@ -21,12 +21,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reviewbot.core import lease_line
 from reviewbot.core import leases as core
-from reviewbot.core.clock import Clock
+from reviewbot.core.clock import Clock, iso
 from reviewbot.core.lease_history import (
     EndReason,
     HistoryEntry,
@@ -35,13 +36,16 @@ from reviewbot.core.lease_history import (
     lapse_reason,
     with_unrecorded_lapses,
 )
+from reviewbot.core.lease_line import LineView, ordinal
 from reviewbot.core.leases import (
     DEFAULT_TIMING,
+    NO_DETAILS,
     AcquireRequest,
     Granted,
     GrantKind,
     Lease,
     LeaseClaim,
+    LeaseDetails,
     LeaseTarget,
     LeaseTiming,
     Phase,
@@ -52,9 +56,10 @@ from reviewbot.core.leases import (
 )
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.store import lease_history
+from reviewbot.store import lease_history, lease_waiters
 from reviewbot.store.database import Database, OnDatabase, Params, Row, Tx, row_as
 from reviewbot.store.epochs import EpochStore, target_name
+from reviewbot.store.lease_waiters import details_of, details_params
 from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
 
 if TYPE_CHECKING:
@@ -64,6 +69,9 @@ log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 TARGET_LOCKS = 0x52424C53  # the advisory-lock space of lease targets ("RBLS")
+# The actor of a grant made from the line on behalf of its first waiter (after a release,
+# or when another call found the holder lapsed).
+LINE_ACTOR = "line"
 
 
 class LeaseRefused(LeaseStoreError):
@@ -104,7 +112,27 @@ def _lease(row: Row) -> Lease:
         row,
         target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
         phase=lambda r: Phase(r["phase"]),
+        details=details_of,
     )
+
+
+@dataclass(frozen=True)
+class LineStatus:
+    """Where a worker stands for a target: granted (its live lease), waiting (its place,
+    1 = next), or neither; and how many live waiters the line has."""
+
+    granted: Lease | None
+    position: int | None
+    waiting: int
+
+
+@dataclass(frozen=True)
+class _Grant:
+    """A grant one transaction made, for telemetry once it committed."""
+
+    lease: Lease
+    kind: GrantKind
+    previous: Lease | None
 
 
 class LeaseStore(OnDatabase):
@@ -211,9 +239,22 @@ class LeaseStore(OnDatabase):
         *,
         ttl_s: float | None = None,
         actor: str = "reviewbot",
+        details: LeaseDetails = NO_DETAILS,
+        wait: bool = False,
     ) -> Lease:
-        """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
-        request = AcquireRequest(target, worker, head_sha, ttl_s)
+        """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``).
+
+        While others wait in the target's line, a free target goes to the first of them
+        (:mod:`reviewbot.core.lease_line`), never to a caller further back or not in line.
+        ``wait``: a refused caller joins the line (or, in it, keeps its place and is heard
+        from), and the refusal names its ``position``; a caller in line is treated so even
+        without ``wait``."""
+        request = AcquireRequest(target, worker, head_sha, ttl_s, details)
+        core.check_full_sha(head_sha)
+        core.lease_term(self.timing, ttl_s)  # a malformed request never joins a line
+        grants: list[_Grant] = []
+        refusal: Refused | None = None
+        lease: Lease | None = None
         with self.db.write(serialized=False) as tx:
             _lock_targets(tx, target)
             now = self.clock()
@@ -223,28 +264,164 @@ class LeaseStore(OnDatabase):
                 )
             # First the caller's own lapse, if any: its old claims stay ended.
             self._touch_worker(tx, worker, now)
-            stored = self.lease_in(tx, target)
-            current = self.seen_in(tx, stored)
-            high_water = self.epochs.high_water(tx, target)
-            result = core.acquire(current, high_water, request, now, self.timing)
-            if isinstance(result, Refused):
-                self._refused(target, worker, result)
-                raise LeaseRefused(result)
-            lease = result.lease
-            if result.kind is not GrantKind.RENEWED:
-                self.epochs.raise_to(tx, target, lease.epoch)
-            self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
-            self._record_grant(tx, stored, current, result.kind, lease, now, actor)
-            if result.kind is not GrantKind.RENEWED and self.history_days is not None:
-                lease_history.prune(tx, now - self.history_days * 86400.0)
-        if self.telemetry is not None:
+            current = self.seen_in(tx, self.lease_in(tx, target))
+            holds = current is not None and current.live(now) and current.holder == worker
+            waiting = [w for w, _ in lease_waiters.for_target(tx, target)]
+            queued = not holds and (wait or any(w.worker == worker for w in waiting))
+            if queued:
+                lease_waiters.join(tx, request, now, waiting)
+            line = self._settle_in(tx, target, now, actor, grants, caller=worker)
+            if queued:
+                mine = [g.lease for g in grants if g.lease.holder == worker]
+                if mine:
+                    lease = mine[0]
+                else:
+                    refusal = self._waiting(tx, target, worker, line, now)
+            else:
+                lease, refusal = self._acquire_in(tx, request, now, actor, grants)
+                if refusal is not None and not grants:
+                    # Nothing changed: roll back, not even the caller's liveness moves.
+                    self._refused(target, worker, refusal)
+                    raise LeaseRefused(refusal)
+        self._tell(grants, now)
+        if refusal is not None:
+            self._refused(target, worker, refusal)
+            raise LeaseRefused(refusal)
+        assert lease is not None
+        return lease
+
+    def _acquire_in(
+        self, tx: Tx, request: AcquireRequest, now: float, actor: str, grants: list[_Grant]
+    ) -> tuple[Lease | None, Refused | None]:
+        """The plain acquire of a caller not in line, inside its transaction."""
+        target = request.target
+        stored = self.lease_in(tx, target)
+        current = self.seen_in(tx, stored)
+        high_water = self.epochs.high_water(tx, target)
+        result = core.acquire(current, high_water, request, now, self.timing)
+        if isinstance(result, Refused):
+            return None, result
+        self._grant(tx, stored, current, result, now, actor, grants)
+        return result.lease, None
+
+    def _grant(
+        self,
+        tx: Tx,
+        stored: Lease | None,
+        current: Lease | None,
+        result: Granted,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+    ) -> None:
+        """Persist a grant or renewal: the epoch mark, the row and its history."""
+        lease = result.lease
+        if result.kind is not GrantKind.RENEWED:
+            self.epochs.raise_to(tx, lease.target, lease.epoch)
+        self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
+        self._record_grant(tx, stored, current, result.kind, lease, now, actor)
+        if result.kind is not GrantKind.RENEWED and self.history_days is not None:
+            lease_history.prune(tx, now - self.history_days * 86400.0)
+        grants.append(_Grant(lease, result.kind, current))
+
+    def _settle_in(
+        self,
+        tx: Tx,
+        target: LeaseTarget,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+        *,
+        caller: str | None = None,
+    ) -> LineView:
+        """Inside the target's transaction: drop the waiters that went silent and, when the
+        target is free, grant it to the first live waiter (``actor`` when that is
+        ``caller``, else :data:`LINE_ACTOR`). The line as it stands afterwards."""
+        rows = lease_waiters.for_target(tx, target)
+        heard = {w.worker: at for w, at in rows}
+        line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
+        gone = [w.worker for w in line.stale]
+        stored = self.lease_in(tx, target)
+        current = self.seen_in(tx, stored)
+        granted: str | None = None
+        waiter = lease_line.successor(current, line, now)
+        while waiter is not None:
+            try:
+                result = core.acquire(
+                    current, self.epochs.high_water(tx, target), waiter.request(), now, self.timing
+                )
+            except ValueError:  # it asked for a term the settings no longer allow
+                gone.append(waiter.worker)
+                line = line.without(waiter.worker)
+                waiter = lease_line.successor(current, line, now)
+                continue
+            assert isinstance(result, Granted)
+            who = actor if waiter.worker == caller else LINE_ACTOR
+            self._grant(tx, stored, current, result, now, who, grants)
+            granted = waiter.worker
+            break
+        lease_waiters.remove(tx, target, [*gone, *([granted] if granted else [])])
+        return line if granted is None else line.without(granted)
+
+    def _waiting(
+        self, tx: Tx, target: LeaseTarget, worker: str, line: LineView, now: float
+    ) -> Refused:
+        """The refusal of a caller that waits in line: the holder, and the caller's place."""
+        current = self.seen_in(tx, self.lease_in(tx, target))
+        position = line.position(worker)
+        assert position is not None and current is not None
+        return Refused(
+            ReasonCode.LEASE_HELD,
+            f"{target} is held by {current.holder} until {iso(current.expires_at)};"
+            f" you are {ordinal(position)} in line ({len(line.live)} waiting)",
+            holder=current.holder,
+            expires_at=current.expires_at,
+            position=position,
+        )
+
+    def _tell(self, grants: list[_Grant], now: float) -> None:
+        """Telemetry of the grants a committed transaction made."""
+        if self.telemetry is None:
+            return
+        for grant in grants:
+            current = grant.previous
             lapsed = current is not None and current.phase_at(now) is Phase.EXPIRED
-            if lapsed and result.kind is not GrantKind.RENEWED:
+            if lapsed and grant.kind is not GrantKind.RENEWED:
                 assert current is not None
                 self.telemetry.lease_expired(current)
             previous = current.holder if current is not None else None
-            self.telemetry.lease_granted(lease, str(result.kind), previous=previous)
-        return lease
+            self.telemetry.lease_granted(grant.lease, str(grant.kind), previous=previous)
+
+    # --- the line -------------------------------------------------------------------------------
+
+    def leave_line(self, target: LeaseTarget, worker: str) -> bool:
+        """Take ``worker`` out of the target's line (it stopped waiting); whether it was in."""
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, target)
+            return lease_waiters.remove(tx, target, [worker]) > 0
+
+    def settle_line(self, target: LeaseTarget) -> Lease | None:
+        """Grant the target to the first live waiter if it is free now (the holder released
+        or lapsed); the lease granted, if any. Every acquire and release does this itself."""
+        grants: list[_Grant] = []
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, target)
+            now = self.clock()
+            self._settle_in(tx, target, now, LINE_ACTOR, grants)
+        self._tell(grants, now)
+        return grants[0].lease if grants else None
+
+    def line_status(self, target: LeaseTarget, worker: str) -> LineStatus:
+        """Was ``worker`` granted ``target``, and if not, where is it in the line? A read:
+        a free target is granted only by the next acquire, release or :meth:`settle_line`."""
+        with self.db.read() as tx:
+            now = self.clock()
+            current = self.seen_in(tx, self.lease_in(tx, target))
+            rows = lease_waiters.for_target(tx, target)
+        heard = {w.worker: at for w, at in rows}
+        line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
+        held = current is not None and current.live(now) and current.holder == worker
+        return LineStatus(current if held else None, line.position(worker), len(line.live))
 
     def _refused(self, target: LeaseTarget, worker: str, refusal: Refused) -> None:
         if self.telemetry is not None:
@@ -308,6 +485,7 @@ class LeaseStore(OnDatabase):
             reason=reason,
             actor=actor,
             previous_holder=previous_holder,
+            details=lease.details,
         )
 
     def heartbeat(self, claim: LeaseClaim, *, actor: str = "reviewbot") -> Lease:
@@ -530,6 +708,7 @@ class LeaseStore(OnDatabase):
         reason: str,
         actor: str,
     ) -> Lease:
+        grants: list[_Grant] = []
         with self.db.write(serialized=False) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
@@ -546,6 +725,9 @@ class LeaseStore(OnDatabase):
                 lease_history.renew(tx, entry)  # a heartbeat adds no row
             else:
                 lease_history.append(tx, entry)
+                # The target is free: the first in its line is granted it now.
+                self._settle_in(tx, claim.target, now, actor, grants)
+        self._tell(grants, now)
         return result.lease
 
     def seen_in(self, tx: Tx, lease: Lease | None) -> Lease | None:
@@ -565,12 +747,15 @@ class LeaseStore(OnDatabase):
     def _store(tx: Tx, lease: Lease, *, reset_writes: bool = False) -> None:
         tx.execute(
             "INSERT INTO leases (forge, repo, number, role, holder, epoch, head_sha, phase, ttl_s,"
-            " acquired_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " acquired_at, heartbeat_at, expires_at, target_branch, target_sha, session_id,"
+            " issue, blocker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (forge, repo, number, role) DO UPDATE SET holder = excluded.holder,"
             " epoch = excluded.epoch, head_sha = excluded.head_sha, phase = excluded.phase,"
             " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
-            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at"
-            + (", writes = 0" if reset_writes else ""),
+            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at,"
+            " target_branch = excluded.target_branch, target_sha = excluded.target_sha,"
+            " session_id = excluded.session_id, issue = excluded.issue,"
+            " blocker = excluded.blocker" + (", writes = 0" if reset_writes else ""),
             (
                 *_key(lease.target),
                 lease.holder,
@@ -581,6 +766,7 @@ class LeaseStore(OnDatabase):
                 lease.acquired_at,
                 lease.heartbeat_at,
                 lease.expires_at,
+                *details_params(lease.details),
             ),
         )
 
