@@ -60,20 +60,15 @@ def renew(tx: Tx, entry: HistoryEntry) -> None:
     once, and later renewals update that one."""
     t = entry.target
     key = (t.forge, t.repo, t.number, t.role.value, entry.epoch)
-    row = tx.one(
-        f"SELECT id FROM lease_history WHERE {_EPOCH_WHERE}"
-        " AND event IN ('granted', 'takeover', 'renewed')"
-        " ORDER BY CASE WHEN event = 'renewed' THEN 1 ELSE 0 END, id DESC LIMIT 1",
-        key,
-    )
-    if row is None:
-        append(tx, replace(entry, renewed_at=entry.at))
-        return
-    tx.execute(
+    changed = tx.execute(
         "UPDATE lease_history SET renewed_at = ?, expires_at = ?, target_branch = ?,"
-        " target_sha = ?, session_id = ?, issue = ?, blocker = ? WHERE id = ?",
-        (entry.at, entry.expires_at, *details_params(entry.details), row["id"]),
-    )
+        " target_sha = ?, session_id = ?, issue = ?, blocker = ? WHERE id = (SELECT id FROM"
+        f" lease_history WHERE {_EPOCH_WHERE} AND event IN ('granted', 'takeover', 'renewed')"
+        " ORDER BY CASE WHEN event = 'renewed' THEN 1 ELSE 0 END, id DESC LIMIT 1)",
+        (entry.at, entry.expires_at, *details_params(entry.details), *key),
+    ).rowcount
+    if changed == 0:
+        append(tx, replace(entry, renewed_at=entry.at))
 
 
 def prune(tx: Tx, before: float, *, limit: int = PRUNE_BATCH) -> int:

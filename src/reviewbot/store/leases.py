@@ -106,11 +106,13 @@ def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
         tx.lock_text(name, space=TARGET_LOCKS)
 
 
-def _lease(row: Row) -> Lease:
+def _lease(row: Row, target: LeaseTarget | None = None) -> Lease:
+    """The lease of a ``leases`` row (``target``: the row's target, when the caller knows it,
+    so it is not parsed and checked again)."""
     return row_as(
         Lease,
         row,
-        target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
+        target=lambda r: target or LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
         phase=lambda r: Phase(r["phase"]),
         details=details_of,
     )
@@ -124,6 +126,7 @@ class LineStatus:
     granted: Lease | None
     position: int | None
     waiting: int
+    free: bool  # nobody holds the target live: the next acquire or settle grants it
 
 
 @dataclass(frozen=True)
@@ -196,14 +199,16 @@ class LeaseStore(OnDatabase):
             raise UnknownWorker(f"no worker {identity} is registered (unproven)")
         return record
 
-    def _touch_worker(self, tx: Tx, identity: str, now: float) -> None:
-        """Record a sign of life of ``identity``, inside a write transaction.
+    def _touch_worker(self, tx: Tx, identity: str, now: float, heard: float | None = None) -> None:
+        """Record a sign of life of ``identity``, inside a write transaction (``heard``: its
+        last heartbeat, when the caller read it already).
 
         A worker that was silent for a lease term lost its claims when it fell silent; a
         new sign of life must not revive them, so they are ended first: their expiry is
         brought forward to the lapse and an ``expired`` row is written.
         """
-        heard = self.workers.heartbeat_at(tx, identity)
+        if heard is None:
+            heard = self.workers.heartbeat_at(tx, identity)
         if heard is None:
             return
         if now >= core.worker_lapse_at(heard, self.timing):
@@ -258,27 +263,37 @@ class LeaseStore(OnDatabase):
         with self.db.write(serialized=False) as tx:
             _lock_targets(tx, target)
             now = self.clock()
-            if self.workers.heartbeat_at(tx, worker) is None:
+            heard = self.workers.heartbeat_at(tx, worker)
+            if heard is None:
                 raise UnknownWorker(
                     f"no worker {worker} is registered (unproven); register it first"
                 )
             # First the caller's own lapse, if any: its old claims stay ended.
-            self._touch_worker(tx, worker, now)
-            current = self.seen_in(tx, self.lease_in(tx, target))
-            holds = current is not None and current.live(now) and current.holder == worker
-            waiting = [w for w, _ in lease_waiters.for_target(tx, target)]
-            queued = not holds and (wait or any(w.worker == worker for w in waiting))
+            self._touch_worker(tx, worker, now, heard)
+            stored, current = self._held_in(tx, target)
+            live = current is not None and current.live(now)
+            holds = live and current is not None and current.holder == worker
+            queued = wait and not holds
+            line: LineView | None = None
+            if queued or not live:  # a live claim leaves the line as it is
+                rows = lease_waiters.for_target(tx, target)
+                if queued:
+                    lease_waiters.join(tx, request, now, [w for w, _ in rows])
+                    rows = lease_waiters.for_target(tx, target)
+                line = self._settle_in(
+                    tx, target, now, actor, grants, caller=worker, rows=rows, seen=(stored, current)
+                )
             if queued:
-                lease_waiters.join(tx, request, now, waiting)
-            line = self._settle_in(tx, target, now, actor, grants, caller=worker)
-            if queued:
+                assert line is not None
                 mine = [g.lease for g in grants if g.lease.holder == worker]
                 if mine:
                     lease = mine[0]
                 else:
                     refusal = self._waiting(tx, target, worker, line, now)
             else:
-                lease, refusal = self._acquire_in(tx, request, now, actor, grants)
+                lease, refusal = self._acquire_in(
+                    tx, request, now, actor, grants, (stored, current)
+                )
                 if refusal is not None and not grants:
                     # Nothing changed: roll back, not even the caller's liveness moves.
                     self._refused(target, worker, refusal)
@@ -291,12 +306,20 @@ class LeaseStore(OnDatabase):
         return lease
 
     def _acquire_in(
-        self, tx: Tx, request: AcquireRequest, now: float, actor: str, grants: list[_Grant]
+        self,
+        tx: Tx,
+        request: AcquireRequest,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+        seen: tuple[Lease | None, Lease | None],
     ) -> tuple[Lease | None, Refused | None]:
-        """The plain acquire of a caller not in line, inside its transaction."""
+        """The plain acquire of a caller not waiting in line, inside its transaction
+        (``seen``: the target's stored row and that row with its holder's liveness)."""
         target = request.target
-        stored = self.lease_in(tx, target)
-        current = self.seen_in(tx, stored)
+        stored, current = seen
+        if grants:  # the line was granted the target just now
+            stored, current = self._held_in(tx, target)
         high_water = self.epochs.high_water(tx, target)
         result = core.acquire(current, high_water, request, now, self.timing)
         if isinstance(result, Refused):
@@ -316,9 +339,11 @@ class LeaseStore(OnDatabase):
     ) -> None:
         """Persist a grant or renewal: the epoch mark, the row and its history."""
         lease = result.lease
-        if result.kind is not GrantKind.RENEWED:
+        if result.kind is GrantKind.RENEWED:
+            self._store_renewal(tx, lease)
+        else:
             self.epochs.raise_to(tx, lease.target, lease.epoch)
-        self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
+            self._store(tx, lease, reset_writes=True)
         self._record_grant(tx, stored, current, result.kind, lease, now, actor)
         if result.kind is not GrantKind.RENEWED and self.history_days is not None:
             lease_history.prune(tx, now - self.history_days * 86400.0)
@@ -333,16 +358,21 @@ class LeaseStore(OnDatabase):
         grants: list[_Grant],
         *,
         caller: str | None = None,
+        rows: list[tuple[lease_line.Waiter, float | None]] | None = None,
+        seen: tuple[Lease | None, Lease | None] | None = None,
     ) -> LineView:
         """Inside the target's transaction: drop the waiters that went silent and, when the
         target is free, grant it to the first live waiter (``actor`` when that is
-        ``caller``, else :data:`LINE_ACTOR`). The line as it stands afterwards."""
-        rows = lease_waiters.for_target(tx, target)
+        ``caller``, else :data:`LINE_ACTOR`). The line as it stands afterwards. ``rows`` and
+        ``seen``: the line and the lease as the caller read them in this transaction."""
+        if rows is None:
+            rows = lease_waiters.for_target(tx, target)
+        if not rows:
+            return LineView((), ())
         heard = {w.worker: at for w, at in rows}
         line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
         gone = [w.worker for w in line.stale]
-        stored = self.lease_in(tx, target)
-        current = self.seen_in(tx, stored)
+        stored, current = seen if seen is not None else self._held_in(tx, target)
         granted: str | None = None
         waiter = lease_line.successor(current, line, now)
         while waiter is not None:
@@ -367,7 +397,7 @@ class LeaseStore(OnDatabase):
         self, tx: Tx, target: LeaseTarget, worker: str, line: LineView, now: float
     ) -> Refused:
         """The refusal of a caller that waits in line: the holder, and the caller's place."""
-        current = self.seen_in(tx, self.lease_in(tx, target))
+        _, current = self._held_in(tx, target)
         position = line.position(worker)
         assert position is not None and current is not None
         return Refused(
@@ -411,6 +441,23 @@ class LeaseStore(OnDatabase):
         self._tell(grants, now)
         return grants[0].lease if grants else None
 
+    def granted(self, target: LeaseTarget, worker: str) -> Lease | None:
+        """``worker``'s live lease of ``target``, if it holds one now (granted from the line
+        or by its own acquire): one read, no write lock, cheap enough to poll."""
+        with self.db.read() as tx:
+            now = self.clock()
+            row = tx.one(
+                "SELECT l.*, w.heartbeat_at AS worker_heartbeat_at FROM leases AS l"
+                " LEFT JOIN workers AS w ON w.identity = l.holder WHERE l.forge = ?"
+                " AND l.repo = ? AND l.number = ? AND l.role = ? AND l.holder = ?"
+                " AND l.phase = 'claimed' AND l.expires_at > ?",
+                (*_key(target), worker, now),
+            )
+        if row is None:
+            return None
+        lease = core.with_worker_liveness(_lease(row), row["worker_heartbeat_at"], self.timing)
+        return lease if lease.live(now) else None
+
     def line_status(self, target: LeaseTarget, worker: str) -> LineStatus:
         """Was ``worker`` granted ``target``, and if not, where is it in the line? A read:
         a free target is granted only by the next acquire, release or :meth:`settle_line`."""
@@ -420,8 +467,11 @@ class LeaseStore(OnDatabase):
             rows = lease_waiters.for_target(tx, target)
         heard = {w.worker: at for w, at in rows}
         line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
-        held = current is not None and current.live(now) and current.holder == worker
-        return LineStatus(current if held else None, line.position(worker), len(line.live))
+        live = current is not None and current.live(now)
+        held = live and current is not None and current.holder == worker
+        return LineStatus(
+            current if held else None, line.position(worker), len(line.live), free=not live
+        )
 
     def _refused(self, target: LeaseTarget, worker: str, refusal: Refused) -> None:
         if self.telemetry is not None:
@@ -489,7 +539,29 @@ class LeaseStore(OnDatabase):
         )
 
     def heartbeat(self, claim: LeaseClaim, *, actor: str = "reviewbot") -> Lease:
-        """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held)."""
+        """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held).
+
+        The live claim of a live worker is renewed by one conditional write (as
+        :meth:`check_held` fences), its worker's sign of life and its grant's history row:
+        a renewal costs what a renewal should. Anything else (a lapsed claim or worker, a
+        stale epoch) takes the full path, which explains the refusal."""
+        with self.db.write(serialized=False) as tx:
+            _lock_targets(tx, claim.target)
+            now = self.clock()
+            row = tx.one(
+                f"UPDATE leases SET heartbeat_at = ?, expires_at = ? + ttl_s WHERE {_TARGET_WHERE}"
+                " AND holder = ? AND epoch = ? AND phase = 'claimed' AND expires_at > ? AND"
+                " NOT EXISTS (SELECT 1 FROM workers AS w WHERE w.identity = leases.holder"
+                " AND w.heartbeat_at + ? <= ?) RETURNING *",
+                (now, now, *_key(claim.target), claim.worker, claim.epoch, now,
+                 self.timing.lease_s, now),
+            )  # fmt: skip
+            if row is not None:
+                lease = _lease(row, claim.target)
+                self.workers.touch(tx, claim.worker, now)
+                entry = self._entry(lease, LeaseEvent.RENEWED, now, actor)
+                lease_history.renew(tx, entry)  # a heartbeat adds no row
+                return lease
         return self._transition(claim, core.heartbeat, LeaseEvent.RENEWED, "", actor)
 
     def release(
@@ -713,13 +785,21 @@ class LeaseStore(OnDatabase):
             _lock_targets(tx, claim.target)
             now = self.clock()
             # A refusal rolls this back: a refused call changes nothing, not even liveness.
-            self._touch_worker(tx, claim.worker, now)
-            result = step(self.seen_in(tx, self.lease_in(tx, claim.target)), claim, now)
+            # The lease is read with its holder's heartbeat before the caller's sign of life:
+            # a claim whose worker lapsed is judged lapsed (and refused) as it would be after.
+            stored, heard = self._row_in(tx, claim.target)
+            seen = None if stored is None else core.with_worker_liveness(stored, heard, self.timing)
+            mine = stored is not None and stored.holder == claim.worker
+            self._touch_worker(tx, claim.worker, now, heard if mine else None)
+            result = step(seen, claim, now)
             if isinstance(result, Refused):
                 self._refused(claim.target, claim.worker, result)
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
-            self._store(tx, result.lease)
+            if event is LeaseEvent.RENEWED:
+                self._store_renewal(tx, result.lease)
+            else:
+                self._store(tx, result.lease)
             entry = self._entry(result.lease, event, now, actor, reason=reason)
             if event is LeaseEvent.RENEWED:
                 lease_history.renew(tx, entry)  # a heartbeat adds no row
@@ -737,11 +817,50 @@ class LeaseStore(OnDatabase):
         heard = self.workers.heartbeat_at(tx, lease.holder)
         return core.with_worker_liveness(lease, heard, self.timing)
 
+    def _held_in(self, tx: Tx, target: LeaseTarget) -> tuple[Lease | None, Lease | None]:
+        """The target's stored row and the same with its holder's liveness applied
+        (:meth:`lease_in` and :meth:`seen_in` in one read)."""
+        stored, heard = self._row_in(tx, target)
+        if stored is None:
+            return None, None
+        return stored, core.with_worker_liveness(stored, heard, self.timing)
+
+    @staticmethod
+    def _row_in(tx: Tx, target: LeaseTarget) -> tuple[Lease | None, float | None]:
+        """The target's stored row and its holder's last heartbeat, in one read."""
+        row = tx.one(
+            "SELECT l.*, w.heartbeat_at AS worker_heartbeat_at FROM leases AS l"
+            " LEFT JOIN workers AS w ON w.identity = l.holder WHERE l.forge = ? AND l.repo = ?"
+            " AND l.number = ? AND l.role = ?",
+            _key(target),
+        )
+        if row is None:
+            return None, None
+        heard = row["worker_heartbeat_at"]
+        return _lease(row, target), None if heard is None else float(heard)
+
+    @staticmethod
+    def _store_renewal(tx: Tx, lease: Lease) -> None:
+        """Write a renewal of the live claim ``lease``: its new expiry (and term, details)."""
+        tx.execute(
+            "UPDATE leases SET ttl_s = ?, heartbeat_at = ?, expires_at = ?, target_branch = ?,"
+            f" target_sha = ?, session_id = ?, issue = ?, blocker = ? WHERE {_TARGET_WHERE}"
+            " AND epoch = ?",
+            (
+                lease.ttl_s,
+                lease.heartbeat_at,
+                lease.expires_at,
+                *details_params(lease.details),
+                *_key(lease.target),
+                lease.epoch,
+            ),
+        )
+
     @staticmethod
     def lease_in(tx: Tx, target: LeaseTarget) -> Lease | None:
         """The stored row of ``target`` inside an open transaction (phase as stored)."""
         row = tx.one(f"SELECT * FROM leases WHERE {_TARGET_WHERE}", _key(target))
-        return None if row is None else _lease(row)
+        return None if row is None else _lease(row, target)
 
     @staticmethod
     def _store(tx: Tx, lease: Lease, *, reset_writes: bool = False) -> None:
