@@ -13,6 +13,7 @@ and exit status 1; with ``--json`` its JSON also goes to stdout.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -25,13 +26,16 @@ from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import (
     Lease,
     LeaseClaim,
+    LeaseDetails,
     LeaseTarget,
     Role,
     lease_json,
     refusal_view,
+    wait_term,
 )
 from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
+from reviewbot.runtime.lease_line import acquire_waiting
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -71,7 +75,29 @@ def register(sub: Any) -> None:
     _target_args(acq)
     acq.add_argument("--head", required=True, metavar="SHA", help="the head SHA to pin")
     acq.add_argument("--ttl", type=float, metavar="SECONDS", help="lease term (default: settings)")
+    acq.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait in the PR's line up to this long (0: join it and print the position);"
+        " at most leases.max_wait_s",
+    )
+    acq.add_argument("--target-branch", help="the branch the work targets (kept on the lease)")
+    acq.add_argument("--target-sha", metavar="SHA", help="that branch's commit the work is on")
+    acq.add_argument("--session-id", help="the holder's session")
+    acq.add_argument("--issue", help="the issue the work is for")
+    acq.add_argument("--blocker", help="what blocks the work")
     acq.set_defaults(func=_acquire)
+
+    leave = _sub(
+        commands,
+        "leave",
+        "leave a PR's lease line (stop waiting)",
+        "Take the worker out of the line of a PR and role; it no longer waits for the lease.",
+        "reviewbot lease leave gitea:acme/api#12 --role merger --worker ID",
+    )
+    _target_args(leave)
+    leave.set_defaults(func=_leave)
 
     for name, text, func in (
         ("heartbeat", "push the lease's expiry one term ahead", _heartbeat),
@@ -212,9 +238,39 @@ def _register(args: argparse.Namespace) -> int:
 
 def _acquire(args: argparse.Namespace) -> int:
     target = target_of(args)
-    return _run(
-        args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl, actor="cli")
-    )
+
+    def step(store: LeaseStore) -> Lease:
+        details = LeaseDetails(
+            args.target_branch, args.target_sha, args.session_id, args.issue, args.blocker
+        )
+        if args.wait is None:
+            return store.acquire(
+                target, args.worker, args.head, ttl_s=args.ttl, actor="cli", details=details
+            )
+        waiting = acquire_waiting(
+            store,
+            target,
+            args.worker,
+            args.head,
+            wait_s=wait_term(store.timing, args.wait),
+            ttl_s=args.ttl,
+            actor="cli",
+            details=details,
+        )
+        return asyncio.run(waiting)
+
+    return _run(args, step)
+
+
+def _leave(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with lease_store() as store:
+        left = store.leave_line(target, args.worker)
+    if args.json:
+        print(json.dumps({"worker_identity": args.worker, "left": left}, indent=2))
+    else:
+        print(f"{args.worker} {'left' if left else 'was not in'} the line of {target}")
+    return 0
 
 
 def _heartbeat(args: argparse.Namespace) -> int:

@@ -15,14 +15,22 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
-from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
+from reviewbot.core.leases import (
+    Role,
+    WorkerOwner,
+    is_reserved_worker_name,
+    lease_json,
+    wait_term,
+)
 from reviewbot.core.models import MAX_NUMBER, RepoRef, repo_key
+from reviewbot.runtime.lease_line import acquire_waiting
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.errors import Conflict
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
+    LineBody,
     MergeBody,
     WorkerBody,
     WorkerHeartbeatBody,
@@ -174,18 +182,43 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
             "the bot holds no leases there",
             code="repo_not_configured",
         )
+    leases = api.leases
     try:
-        lease = await database(service).run(
-            api.leases.acquire,
-            body.target(),
-            body.worker_identity,
-            body.head_sha,
-            ttl_s=body.ttl_s,
-            actor=str(_owner(info)),
-        )
+        details = body.details()
+        target = body.target()
+        actor = str(_owner(info))
+        if body.wait_s is None:
+            lease = await database(service).run(
+                lambda: leases.acquire(
+                    target,
+                    body.worker_identity,
+                    body.head_sha,
+                    ttl_s=body.ttl_s,
+                    actor=actor,
+                    details=details,
+                )
+            )
+        else:
+            lease = await acquire_waiting(
+                leases,
+                target,
+                body.worker_identity,
+                body.head_sha,
+                wait_s=wait_term(leases.timing, body.wait_s),
+                ttl_s=body.ttl_s,
+                actor=actor,
+                details=details,
+            )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
-    return lease_json(lease, api.leases.clock())
+    return lease_json(lease, leases.clock())
+
+
+async def leave_line(service: Service, info: TokenInfo, body: LineBody) -> dict[str, Any]:
+    """The caller's worker stops waiting for the target: it leaves the line."""
+    body, api = await _as_worker(service, info, body, "lease")
+    left = await database(service).run(api.leases.leave_line, body.target(), body.worker_identity)
+    return {"worker_identity": body.worker_identity, "left": left}
 
 
 async def transition_lease(
