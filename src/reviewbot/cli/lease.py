@@ -3,6 +3,7 @@
 The same store as ``reviewbot serve`` (settings, data dir). ``register`` mints a worker
 identity; ``acquire`` claims the reviewer or merger lease of a pull request at a head SHA and
 prints its epoch (the fencing token every later call carries); ``heartbeat`` keeps it alive;
+``--wait`` waits in the PR's line, first come, first served (``leave`` stops waiting);
 ``release`` ends it (``--reason`` is kept in the history); ``list`` shows holder, epoch,
 head, phase and time left; ``history`` shows every grant, renewal, release, expiry, takeover
 and supersession of a PR's leases, with who and why. A refusal
