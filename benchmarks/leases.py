@@ -326,8 +326,7 @@ def describe(results: dict[str, Any]) -> str:
             f" {c['cycles_per_s']:.0f} acquire+write+release cycles/s ({c['cycles']} cycles),"
             f" {c['refused']} refused acquires, {c['lock_errors']} lock errors,"
             f" {len(c['history_violations'])} history violations",
-            f"fairness:    cycles per process {c['per_process']}, max/min"
-            f" {c['fairness']:.2f}",
+            f"fairness:    cycles per process {c['per_process']}, max/min {c['fairness']:.2f}",
             f"spread:      {s['processes']} processes, one target each, {s['seconds']:g} s:"
             f" {s['cycles_per_s']:.0f} cycles/s ({s['cycles']} cycles),"
             f" {s['lock_errors']} lock errors",
@@ -359,8 +358,7 @@ def compare(rounds: list[dict[str, dict[str, Any]]]) -> str:
         n_med, o_med = statistics.median(now), statistics.median(old)
         ratio = (n_med / o_med if larger else o_med / n_med) if n_med and o_med else float("nan")
         lines.append(
-            f"{label:22} {min(now):9.2f} {n_med:9.2f} {min(old):10.2f} {o_med:10.2f}"
-            f" {ratio:7.2f}"
+            f"{label:22} {min(now):9.2f} {n_med:9.2f} {min(old):10.2f} {o_med:10.2f} {ratio:7.2f}"
         )
     last = rounds[-1]
     lines.append(

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from reviewbot.core.lease_line import Waiter, next_seq
-from reviewbot.core.leases import DETAIL_FIELDS, AcquireRequest, LeaseDetails, LeaseTarget, Role
+from reviewbot.core.leases import (
+    DETAIL_FIELDS,
+    NO_DETAILS,
+    AcquireRequest,
+    LeaseDetails,
+    LeaseTarget,
+    Role,
+)
 from reviewbot.store.database import Row, Tx, row_as
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
@@ -23,11 +30,15 @@ def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
 
 def details_of(row: Row) -> LeaseDetails:
     """The declared details of a ``leases``, ``lease_history`` or ``lease_waiters`` row."""
-    return LeaseDetails(*(row[name] for name in DETAIL_FIELDS))
+    values = [row[name] for name in DETAIL_FIELDS]
+    if not any(v is not None for v in values):
+        return NO_DETAILS  # most claims declare nothing: nothing to build or check
+    return LeaseDetails(*values)
 
 
 def details_params(details: LeaseDetails) -> tuple[str | None, ...]:
-    return tuple(getattr(details, name) for name in DETAIL_FIELDS)
+    d = details
+    return (d.target_branch, d.target_sha, d.session_id, d.issue, d.blocker)
 
 
 def _waiter(row: Row) -> Waiter:

@@ -57,7 +57,7 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store import lease_history, lease_waiters
-from reviewbot.store.database import Database, OnDatabase, Params, Row, Tx, row_as
+from reviewbot.store.database import SQLITE, Database, OnDatabase, Params, Row, Tx, row_as
 from reviewbot.store.epochs import EpochStore, target_name
 from reviewbot.store.lease_waiters import details_of, details_params
 from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
@@ -102,6 +102,8 @@ def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
 
 def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
     """Hold the targets' locks until the transaction ends (in one order: no deadlock)."""
+    if tx.dialect == SQLITE:
+        return  # BEGIN IMMEDIATE holds the database write lock already
     for name in sorted({target_name(t) for t in targets}):
         tx.lock_text(name, space=TARGET_LOCKS)
 
