@@ -62,9 +62,9 @@ def for_target(tx: Tx, target: LeaseTarget) -> list[tuple[Waiter, float | None]]
     return [(_waiter(r), r["worker_heartbeat_at"]) for r in rows]
 
 
-def join(tx: Tx, request: AcquireRequest, now: float, line: Sequence[Waiter]) -> None:
+def join(tx: Tx, request: AcquireRequest, now: float, line: Sequence[Waiter]) -> Waiter:
     """Put the requester in line (at the back) or, when it is in line already, keep its
-    place and record what it asks for now and that it was heard from."""
+    place and record what it asks for now and that it was heard from; its row."""
     mine = next((w for w in line if w.worker == request.worker), None)
     seq = mine.seq if mine is not None else next_seq(line)
     joined = mine.joined_at if mine is not None else now
@@ -87,6 +87,8 @@ def join(tx: Tx, request: AcquireRequest, now: float, line: Sequence[Waiter]) ->
             *details_params(request.details),
         ),
     )
+    r = request
+    return Waiter(r.target, r.worker, seq, r.head_sha, r.ttl_s, joined, now, r.details)
 
 
 def remove(tx: Tx, target: LeaseTarget, workers: Iterable[str]) -> int:

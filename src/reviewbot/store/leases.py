@@ -254,8 +254,8 @@ class LeaseStore(OnDatabase):
         While others wait in the target's line, a free target goes to the first of them
         (:mod:`reviewbot.core.lease_line`), never to a caller further back or not in line.
         ``wait``: a refused caller joins the line (or, in it, keeps its place and is heard
-        from), and the refusal names its ``position``; a caller in line is treated so even
-        without ``wait``."""
+        from), and the refusal names its ``position``. Without it the caller never joins:
+        a held target (or one just granted to the first waiter) is refused at once."""
         request = AcquireRequest(target, worker, head_sha, ttl_s, details)
         core.check_full_sha(head_sha)
         core.lease_term(self.timing, ttl_s)  # a malformed request never joins a line
@@ -279,9 +279,9 @@ class LeaseStore(OnDatabase):
             line: LineView | None = None
             if queued or not live:  # a live claim leaves the line as it is
                 rows = lease_waiters.for_target(tx, target)
-                if queued:
-                    lease_waiters.join(tx, request, now, [w for w, _ in rows])
-                    rows = lease_waiters.for_target(tx, target)
+                if queued:  # the caller was heard from just now
+                    me = lease_waiters.join(tx, request, now, [w for w, _ in rows])
+                    rows = [*((w, at) for w, at in rows if w.worker != worker), (me, now)]
                 line = self._settle_in(
                     tx, target, now, actor, grants, caller=worker, rows=rows, seen=(stored, current)
                 )
@@ -291,7 +291,9 @@ class LeaseStore(OnDatabase):
                 if mine:
                     lease = mine[0]
                 else:
-                    refusal = self._waiting(tx, target, worker, line, now)
+                    holder = grants[-1].lease if grants else current
+                    assert holder is not None
+                    refusal = self._waiting(target, worker, line, holder)
             else:
                 lease, refusal = self._acquire_in(
                     tx, request, now, actor, grants, (stored, current)
@@ -395,13 +397,11 @@ class LeaseStore(OnDatabase):
         lease_waiters.remove(tx, target, [*gone, *([granted] if granted else [])])
         return line if granted is None else line.without(granted)
 
-    def _waiting(
-        self, tx: Tx, target: LeaseTarget, worker: str, line: LineView, now: float
-    ) -> Refused:
+    @staticmethod
+    def _waiting(target: LeaseTarget, worker: str, line: LineView, current: Lease) -> Refused:
         """The refusal of a caller that waits in line: the holder, and the caller's place."""
-        _, current = self._held_in(tx, target)
         position = line.position(worker)
-        assert position is not None and current is not None
+        assert position is not None
         return Refused(
             ReasonCode.LEASE_HELD,
             f"{target} is held by {current.holder} until {iso(current.expires_at)};"
