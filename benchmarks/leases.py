@@ -213,15 +213,13 @@ def wait_in_line(
                 if not stay:
                     store.leave_line(t, identity)  # type: ignore[attr-defined]
                 return None
-            # The first in line is granted at the holder's release: it looks often. The others
-            # only need to notice when they move up.
-            pause = 0.0003 if position == 1 else min(0.002 * (position - 1), 0.01)
-            time.sleep(pause * random.uniform(0.8, 1.2))
+            # The nearer the front, the sooner the grant: the first in line looks most often.
+            time.sleep(min(0.0003 * position, 0.004) * random.uniform(0.8, 1.2))
             granted = store.granted(t, identity)  # type: ignore[attr-defined]
             if granted is not None:
                 return granted, waits
             polls += 1
-            if polls % (16 if position == 1 else 2) == 0:
+            if polls % 16 == 0:
                 status = store.line_status(t, identity)  # type: ignore[attr-defined]
                 if status.free or status.position is None or time.monotonic() - heard > 2.0:
                     break
