@@ -196,16 +196,15 @@ def wait_in_line(
     store: LeaseStore, t: LeaseTarget, identity: str, deadline: float, *, stay: bool = False
 ) -> tuple[Any, int] | None:
     """Join the target's line and wait for the grant, as a waiting agent does: between two
-    acquires it only reads whether it was granted (``granted``, no write lock), the more
-    often the nearer the front it stands, and asks again when the target is free, it is no
-    longer in line, or to be heard from. ``None``: time ran out (it leaves the line)."""
+    acquires it only reads whether it was granted (``granted``, no write lock), and asks
+    again when the target is free, it is no longer in line, or to be heard from. ``None``:
+    time ran out (it leaves the line)."""
     waits = 0
     while True:
         try:
             return store.acquire(t, identity, HEAD, ttl_s=60, wait=True), waits  # type: ignore[call-arg]
-        except LeaseRefused as exc:
+        except LeaseRefused:
             waits += 1
-            position = exc.refusal.position or 1
         heard = time.monotonic()
         polls = 0
         while True:
@@ -213,8 +212,10 @@ def wait_in_line(
                 if not stay:
                     store.leave_line(t, identity)  # type: ignore[attr-defined]
                 return None
-            # The nearer the front, the sooner the grant: the first in line looks most often.
-            time.sleep(min(0.0003 * position, 0.004) * random.uniform(0.8, 1.2))
+            # Every waiter looks every millisecond: a place in line read a while ago is stale
+            # (the line moves at every release), so looking less often further back only
+            # delays the one that has just become first.
+            time.sleep(0.001 * random.uniform(0.8, 1.2))
             granted = store.granted(t, identity)  # type: ignore[attr-defined]
             if granted is not None:
                 return granted, waits
@@ -223,7 +224,6 @@ def wait_in_line(
                 status = store.line_status(t, identity)  # type: ignore[attr-defined]
                 if status.free or status.position is None or time.monotonic() - heard > 2.0:
                     break
-                position = status.position
 
 
 def crowd(

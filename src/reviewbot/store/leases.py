@@ -262,7 +262,7 @@ class LeaseStore(OnDatabase):
         grants: list[_Grant] = []
         refusal: Refused | None = None
         lease: Lease | None = None
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, target)
             now = self.clock()
             heard = self.workers.heartbeat_at(tx, worker)
@@ -428,7 +428,7 @@ class LeaseStore(OnDatabase):
 
     def leave_line(self, target: LeaseTarget, worker: str) -> bool:
         """Take ``worker`` out of the target's line (it stopped waiting); whether it was in."""
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, target)
             return lease_waiters.remove(tx, target, [worker]) > 0
 
@@ -436,7 +436,7 @@ class LeaseStore(OnDatabase):
         """Grant the target to the first live waiter if it is free now (the holder released
         or lapsed); the lease granted, if any. Every acquire and release does this itself."""
         grants: list[_Grant] = []
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, target)
             now = self.clock()
             self._settle_in(tx, target, now, LINE_ACTOR, grants)
@@ -547,7 +547,7 @@ class LeaseStore(OnDatabase):
         :meth:`check_held` fences), its worker's sign of life and its grant's history row:
         a renewal costs what a renewal should. Anything else (a lapsed claim or worker, a
         stale epoch) takes the full path, which explains the refusal."""
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
             row = tx.one(
@@ -608,7 +608,7 @@ class LeaseStore(OnDatabase):
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
         repo = repo_key(repo)
         changed: list[Lease] = []
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, *(LeaseTarget(forge, repo, number, role) for role in Role))
             now = self.clock()
             rows = tx.all(
@@ -783,7 +783,7 @@ class LeaseStore(OnDatabase):
         actor: str,
     ) -> Lease:
         grants: list[_Grant] = []
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
             # A refusal rolls this back: a refused call changes nothing, not even liveness.
