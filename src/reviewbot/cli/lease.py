@@ -32,11 +32,10 @@ from reviewbot.core.leases import (
     Role,
     lease_json,
     refusal_view,
-    wait_term,
 )
 from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.runtime.lease_line import acquire_waiting
+from reviewbot.runtime.lease_line import acquire_lease
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -244,21 +243,11 @@ def _acquire(args: argparse.Namespace) -> int:
         details = LeaseDetails(
             args.target_branch, args.target_sha, args.session_id, args.issue, args.blocker
         )
-        if args.wait is None:
-            return store.acquire(
-                target, args.worker, args.head, ttl_s=args.ttl, actor="cli", details=details
-            )
-        waiting = acquire_waiting(
-            store,
-            target,
-            args.worker,
-            args.head,
-            wait_s=wait_term(store.timing, args.wait),
-            ttl_s=args.ttl,
-            actor="cli",
-            details=details,
-        )
-        return asyncio.run(waiting)
+        acquiring = acquire_lease(
+            store, target, args.worker, args.head, wait_s=args.wait, ttl_s=args.ttl,
+            actor="cli", details=details,
+        )  # fmt: skip
+        return asyncio.run(acquiring)
 
     return _run(args, step)
 

@@ -16,12 +16,44 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from reviewbot.core.leases import NO_DETAILS, Lease, LeaseDetails, LeaseTarget
+from reviewbot.core.leases import NO_DETAILS, Lease, LeaseDetails, LeaseTarget, wait_term
 from reviewbot.runtime.claims import Sleep
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 
 POLL_S = 0.05  # how often a waiting call reads whether it was granted
 REFRESH_S = 1.0  # at most this long between two acquires of a waiting call
+
+
+async def acquire_lease(
+    leases: LeaseStore,
+    target: LeaseTarget,
+    worker: str,
+    head_sha: str,
+    *,
+    wait_s: float | None,
+    ttl_s: float | None = None,
+    actor: str = "reviewbot",
+    details: LeaseDetails = NO_DETAILS,
+) -> Lease:
+    """An acquire as a caller asks for it: plain (``wait_s`` ``None``: a held target is
+    refused at once, the line untouched) or waiting in line up to ``wait_s`` seconds, which
+    must be within ``leases.max_wait_s`` (``ValueError`` otherwise)."""
+    if wait_s is None:
+        return await leases.run(
+            lambda: leases.acquire(
+                target, worker, head_sha, ttl_s=ttl_s, actor=actor, details=details
+            )
+        )
+    return await acquire_waiting(
+        leases,
+        target,
+        worker,
+        head_sha,
+        wait_s=wait_term(leases.timing, wait_s),
+        ttl_s=ttl_s,
+        actor=actor,
+        details=details,
+    )
 
 
 async def acquire_waiting(

@@ -20,10 +20,9 @@ from reviewbot.core.leases import (
     WorkerOwner,
     is_reserved_worker_name,
     lease_json,
-    wait_term,
 )
 from reviewbot.core.models import MAX_NUMBER, RepoRef, repo_key
-from reviewbot.runtime.lease_line import acquire_waiting
+from reviewbot.runtime.lease_line import acquire_lease as acquire_lease_in_line
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.errors import Conflict
@@ -184,31 +183,16 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
         )
     leases = api.leases
     try:
-        details = body.details()
-        target = body.target()
-        actor = str(_owner(info))
-        if body.wait_s is None:
-            lease = await database(service).run(
-                lambda: leases.acquire(
-                    target,
-                    body.worker_identity,
-                    body.head_sha,
-                    ttl_s=body.ttl_s,
-                    actor=actor,
-                    details=details,
-                )
-            )
-        else:
-            lease = await acquire_waiting(
-                leases,
-                target,
-                body.worker_identity,
-                body.head_sha,
-                wait_s=wait_term(leases.timing, body.wait_s),
-                ttl_s=body.ttl_s,
-                actor=actor,
-                details=details,
-            )
+        lease = await acquire_lease_in_line(
+            leases,
+            body.target(),
+            body.worker_identity,
+            body.head_sha,
+            wait_s=body.wait_s,
+            ttl_s=body.ttl_s,
+            actor=str(_owner(info)),
+            details=body.details(),
+        )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
     return lease_json(lease, leases.clock())
