@@ -3,6 +3,7 @@
 The same store as ``reviewbot serve`` (settings, data dir). ``register`` mints a worker
 identity; ``acquire`` claims the reviewer or merger lease of a pull request at a head SHA and
 prints its epoch (the fencing token every later call carries); ``heartbeat`` keeps it alive;
+``--wait`` waits in the PR's line, first come, first served (``leave`` stops waiting);
 ``release`` ends it (``--reason`` is kept in the history); ``register``, ``acquire``,
 ``heartbeat`` and ``release`` act as a client and need ``--client`` and ``--session-id`` (or
 ``REVIEWBOT_CLIENT`` and ``REVIEWBOT_SESSION_ID``), never guessed; ``list`` shows holder, epoch,
@@ -15,6 +16,7 @@ and exit status 1; with ``--json`` its JSON also goes to stdout.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -27,6 +29,7 @@ from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import (
     Lease,
     LeaseClaim,
+    LeaseDetails,
     LeaseTarget,
     Role,
     lease_json,
@@ -34,6 +37,7 @@ from reviewbot.core.leases import (
 )
 from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
+from reviewbot.runtime.lease_line import acquire_lease
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -73,8 +77,29 @@ def register(sub: Any) -> None:
     _target_args(acq)
     acq.add_argument("--head", required=True, metavar="SHA", help="the head SHA to pin")
     acq.add_argument("--ttl", type=float, metavar="SECONDS", help="lease term (default: settings)")
-    add_client_args(acq)
+    add_client_args(acq)  # --session-id is also the session kept on the lease
+    acq.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait in the PR's line up to this long (0: join it and print the position);"
+        " at most leases.max_wait_s",
+    )
+    acq.add_argument("--target-branch", help="the branch the work targets (kept on the lease)")
+    acq.add_argument("--target-sha", metavar="SHA", help="that branch's commit the work is on")
+    acq.add_argument("--issue", help="the issue the work is for")
+    acq.add_argument("--blocker", help="what blocks the work")
     acq.set_defaults(func=_acquire)
+
+    leave = _sub(
+        commands,
+        "leave",
+        "leave a PR's lease line (stop waiting)",
+        "Take the worker out of the line of a PR and role; it no longer waits for the lease.",
+        "reviewbot lease leave gitea:acme/api#12 --role merger --worker ID",
+    )
+    _target_args(leave)
+    leave.set_defaults(func=_leave)
 
     for name, text, func in (
         ("heartbeat", "push the lease's expiry one term ahead", _heartbeat),
@@ -217,11 +242,32 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def _acquire(args: argparse.Namespace) -> int:
-    actor = declared_actor(*declared_client(args))
+    client, session = declared_client(args)
+    actor = declared_actor(client, session)
     target = target_of(args)
-    return _run(
-        args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl, actor=actor)
-    )
+
+    def step(store: LeaseStore) -> Lease:
+        details = LeaseDetails(
+            args.target_branch, args.target_sha, session, args.issue, args.blocker
+        )
+        acquiring = acquire_lease(
+            store, target, args.worker, args.head, wait_s=args.wait, ttl_s=args.ttl,
+            actor=actor, details=details,
+        )  # fmt: skip
+        return asyncio.run(acquiring)
+
+    return _run(args, step)
+
+
+def _leave(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with lease_store() as store:
+        left = store.leave_line(target, args.worker)
+    if args.json:
+        print(json.dumps({"worker_identity": args.worker, "left": left}, indent=2))
+    else:
+        print(f"{args.worker} {'left' if left else 'was not in'} the line of {target}")
+    return 0
 
 
 def _heartbeat(args: argparse.Namespace) -> int:

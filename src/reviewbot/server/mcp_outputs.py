@@ -127,6 +127,11 @@ class Lease(_Out):
     expires_in_s: float
 
 
+class LeftLine(_Out):
+    worker_identity: str
+    left: bool
+
+
 class Leases(_Out):
     leases: list[Lease]
 

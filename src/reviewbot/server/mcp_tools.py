@@ -18,6 +18,7 @@ from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
+    LineBody,
     MergeBody,
     WorkerBody,
     WorkerHeartbeatBody,
@@ -28,6 +29,7 @@ from reviewbot.server.mcp_outputs import (
     History,
     Lease,
     Leases,
+    LeftLine,
     Merged,
     PrState,
     Queued,
@@ -150,8 +152,24 @@ async def worker_heartbeat(
 async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
     """Take the reviewer or merger lease of a PR, pinned to head_sha. The answer's
     epoch fences every later call; a lease held by another live worker is refused
-    lease_held with its holder and expiry."""
+    lease_held with its holder and expiry. With wait_s the worker waits in the PR's line
+    (first come, first served) up to wait_s seconds, or joins it and is told its position
+    at once (wait_s 0); asking again keeps its place. Optional: target_branch, target_sha,
+    session_id, issue and blocker say what the claim is for."""
     return await actions.acquire_lease(env.service, info, args)
+
+
+@TOOLS.tool(
+    group=Routes.WORK,
+    scope="lease",
+    input=LineBody,
+    output=LeftLine,
+    example={"pr": PR, "role": "merger", "worker_identity": WORKER},
+)
+async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
+    """Stop waiting for a lease: the worker leaves the PR's line (left: whether it was in
+    it). A waiter that stops asking is dropped from the line by itself after a while."""
+    return await actions.leave_line(env.service, info, args)
 
 
 _CLAIM = {"pr": PR, "role": "merger", "worker_identity": WORKER, "epoch": 3}

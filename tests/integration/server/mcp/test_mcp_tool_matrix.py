@@ -61,6 +61,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "acquire_lease": ("POST", "/api/v1/leases/acquire"),
     "heartbeat_lease": ("POST", "/api/v1/leases/heartbeat"),
     "release_lease": ("POST", "/api/v1/leases/release"),
+    "leave_lease_line": ("POST", "/api/v1/leases/leave"),
     "merge_pr": ("POST", "/api/v1/merges"),
     "list_leases": ("GET", "/api/v1/leases"),
     "explain": ("GET", "/api/v1/decisions"),
