@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     _target_args(acq)
     acq.add_argument("--head", required=True, metavar="SHA", help="the head SHA to pin")
     acq.add_argument("--ttl", type=float, metavar="SECONDS", help="lease term (default: settings)")
-    add_client_args(acq)  # --session-id is also the session kept on the lease
+    add_client_args(acq)  # --session-id is also kept on the lease
     acq.add_argument(
         "--wait",
         type=float,
@@ -247,8 +247,10 @@ def _acquire(args: argparse.Namespace) -> int:
     target = target_of(args)
 
     def step(store: LeaseStore) -> Lease:
+        # The session kept on the lease is the one given as --session-id (a re-asked acquire
+        # without details keeps those its first one declared).
         details = LeaseDetails(
-            args.target_branch, args.target_sha, session, args.issue, args.blocker
+            args.target_branch, args.target_sha, args.session_id, args.issue, args.blocker
         )
         acquiring = acquire_lease(
             store, target, args.worker, args.head, wait_s=args.wait, ttl_s=args.ttl,

@@ -147,7 +147,9 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
     assert "epoch" not in held and "epoch" not in held["detail"]  # never the holder's epoch
     ghost = other.replace("other", "ghost")
-    code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
+    code, unproven = await cli.json(
+        "lease", "acquire", ref, "--worker", ghost, "--head", "ab12" * 10
+    )
     assert code == 1 and unproven["error"] == "worker_unproven"
 
     sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
