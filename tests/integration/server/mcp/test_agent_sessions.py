@@ -1,8 +1,8 @@
 """Whole agent sessions against a real ``reviewbot serve``, one driven by the official
 TypeScript SDK client and one by the official Python SDK client: whoami, acquire the merger
-lease behind another agent that holds it, receive the grant as a notification on the
-stream, resolve the capability, merge at the pinned head, and read the code of every
-refusal met on the way."""
+lease waiting in the PR's line behind another agent that holds it, receive the grant (made
+by the line when the holder releases) as a notification on the stream, resolve the
+capability, merge at the pinned head, and read the code of every refusal met on the way."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class Session(Protocol):
     ``notes`` are the events received as notifications on the stream."""
 
     notes: list[dict[str, Any]]
+    detail: str  # of the last refusal
 
     async def call(
         self, tool: str, args: dict[str, Any], *, progress: bool = False
@@ -43,6 +44,7 @@ class PySession:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.notes: list[dict[str, Any]] = []
+        self.detail = ""
 
     async def call(
         self, tool: str, args: dict[str, Any], *, progress: bool = False
@@ -54,7 +56,8 @@ class PySession:
             tool, args, progress_callback=on_progress if progress else None
         )
         if result.is_error:
-            return None, py_refused(result)[0]
+            code, self.detail = py_refused(result)
+            return None, code
         assert isinstance(result.structured_content, dict)
         return result.structured_content, None
 
@@ -62,6 +65,7 @@ class PySession:
 class TsSession:
     def __init__(self, client: ts.TsClient) -> None:
         self.client = client
+        self.detail = ""
 
     @property
     def notes(self) -> list[dict[str, Any]]:
@@ -76,7 +80,8 @@ class TsSession:
     ) -> tuple[dict[str, Any] | None, str | None]:
         answer = await self.client.call(tool, args, progress=progress)
         if answer.get("isError"):
-            return None, ts.refused(answer)[0]
+            code, self.detail = ts.refused(answer)
+            return None, code
         return ts.ok(answer), None
 
 
@@ -136,12 +141,14 @@ async def agent_session(
         assert worker is not None
         mine = worker["worker_identity"]
 
-        # Behind the other agent: refused with the holder named.
+        # Behind the other agent: it joins the PR's line (wait_s 0 answers at once) and is
+        # refused lease_held with its place in line.
         _, code = await agent.call(
             "acquire_lease",
-            {"pr": ref, "role": "merger", "worker_identity": mine, "head_sha": head},
+            {"pr": ref, "role": "merger", "worker_identity": mine, "head_sha": head, "wait_s": 0},
         )
         seen.append(str(code))
+        assert "you are 1st in line" in agent.detail, agent.detail
         capability, _ = await agent.call(
             "resolve_capability", {"pr": ref, "role": "merge", "worker": mine}
         )
@@ -167,8 +174,7 @@ async def agent_session(
                 served, "POST", "/api/v1/leases/release", other_token,
                 {**target, "worker_identity": other["worker_identity"], "epoch": held["epoch"]},
             )  # fmt: skip
-            assert status == 200
-            await take_turn(served, token, target, mine, head)
+            assert status == 200  # the line grants the lease to its first waiter
 
         wait = {"pr": ref, "role": "merger", "worker_identity": mine, "wait_s": 60}
         (watched, _), _ = await asyncio.gather(
@@ -196,17 +202,6 @@ async def agent_session(
     live = sim.pull(FORGE, REPO, pr.number)
     assert live.merged and merged["merge_commit_sha"] == live.merge_commit_sha
     return seen
-
-
-async def take_turn(
-    served: ServeProcess, token: str, target: dict[str, Any], worker: str, head: str
-) -> None:
-    """The waiting agent's turn comes: it takes the lease the other one released."""
-    status, got = await rest(
-        served, "POST", "/api/v1/leases/acquire", token,
-        {**target, "worker_identity": worker, "head_sha": head},
-    )  # fmt: skip
-    assert status == 200, got
 
 
 @pytest.mark.parametrize("kind", ["typescript", "python"])
