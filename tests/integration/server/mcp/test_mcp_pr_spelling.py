@@ -47,6 +47,7 @@ async def test_every_tool_documents_pr_and_plain_text(world: World) -> None:
         "resolve_capability",
         "lease_history",
         "watch_pr",
+        "leave_lease_line",
     }
     assert set(PR_TOOLS) == expected
     async with mcp_http(world.base, world.token("read,review,lease,merge")) as client:
