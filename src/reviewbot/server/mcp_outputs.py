@@ -6,11 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class Merged(_Out):
+    merged: bool
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
+    already_merged: bool = False
+    approvers: list[str] = Field(default_factory=list)
+
+
+class LeftLine(_Out):
+    """Whether a worker was in the line it left (``leave_lease_line``)."""
+
+    worker_identity: str
+    left: bool
 
 
 class StateLease(_Out):

@@ -23,7 +23,14 @@ from reviewbot.server.lease_bodies import (
     WorkerBody,
     WorkerHeartbeatBody,
 )
-from reviewbot.server.mcp_outputs import CanonicalState, CapabilityAnswer, History, Runtime
+from reviewbot.server.mcp_outputs import (
+    CanonicalState,
+    CapabilityAnswer,
+    History,
+    LeftLine,
+    Merged,
+    Runtime,
+)
 from reviewbot.server.mcp_registry import Registry, ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import CapabilityQuery, HistoryQuery, RuntimeQuery
@@ -75,21 +82,8 @@ class Lease(_Out):
     expires_in_s: float
 
 
-class LeftLine(_Out):
-    worker_identity: str
-    left: bool
-
-
 class Leases(_Out):
     leases: list[Lease]
-
-
-class Merged(_Out):
-    merged: bool
-    head_sha: str | None = None
-    merge_commit_sha: str | None = None
-    already_merged: bool = False
-    approvers: list[str] = Field(default_factory=list)
 
 
 class Explained(_Out):
@@ -213,27 +207,19 @@ async def worker_heartbeat(
 async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
     """Take the reviewer or merger lease of a PR, pinned to head_sha. The answer's
     epoch fences every later call; a lease held by another live worker is refused
-    lease_held with its holder and expiry. With wait_s the worker waits in the PR's line
-    (first come, first served) up to wait_s seconds, or joins it and is told its position
-    at once (wait_s 0); asking again keeps its place. Optional: target_branch, target_sha,
-    session_id, issue and blocker say what the claim is for."""
+    lease_held with its holder and expiry, or with wait_s the worker waits in the PR's line
+    (first come, first served; wait_s 0: join it and learn its position)."""
     return await actions.acquire_lease(env.service, info, args)
 
 
-@TOOLS.tool(
-    group=Routes.WORK,
-    scope="lease",
-    input=LineBody,
-    output=LeftLine,
-    example={"pr": PR, "role": "merger", "worker_identity": WORKER},
-)
-async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
-    """Stop waiting for a lease: the worker leaves the PR's line (left: whether it was in
-    it). A waiter that stops asking is dropped from the line by itself after a while."""
-    return await actions.leave_line(env.service, info, args)
-
-
 _CLAIM = {"pr": PR, "role": "merger", "worker_identity": WORKER, "epoch": 3}
+_LINE = {k: v for k, v in _CLAIM.items() if k != "epoch"}
+
+
+@TOOLS.tool(scope="lease", input=LineBody, output=LeftLine, example=_LINE, group=Routes.WORK)
+async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
+    """Stop waiting for a lease: the worker leaves the PR's line (left: it was in it)."""
+    return await actions.leave_line(env.service, info, args)
 
 
 @TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)

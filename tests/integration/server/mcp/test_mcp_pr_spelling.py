@@ -40,6 +40,7 @@ async def test_every_tool_documents_pr_and_plain_text(world: World) -> None:
         "explain",
         "pr_state",
         "acquire_lease",
+        "leave_lease_line",
         "heartbeat_lease",
         "release_lease",
         "merge_pr",

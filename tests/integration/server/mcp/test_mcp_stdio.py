@@ -119,8 +119,9 @@ async def test_a_bound_token_and_a_revoked_one_over_stdio(local: Local, sim: Sim
     async with mcp_stdio(local.env_with(token)) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
         assert listed == {"explain", "pr_state", "list_leases", "register_worker",
-                          "worker_heartbeat", "acquire_lease", "heartbeat_lease",
-                          "release_lease", "resolve_capability", "lease_history",
+                          "worker_heartbeat", "acquire_lease", "leave_lease_line",
+                          "heartbeat_lease", "release_lease", "resolve_capability",
+                          "lease_history",
                           "runtime"}  # fmt: skip
         identity = ok(
             await call(client, "register_worker", name="b", client="t", session_id="s", role="m")
