@@ -13,6 +13,7 @@ time); who is stale is the store's clock's business.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 
@@ -76,14 +77,12 @@ async def acquire_waiting(
     deadline = monotonic() + wait_s
     refresh_s = min(REFRESH_S, leases.timing.line_ttl_s / 3)
 
-    def acquire() -> Lease:
-        return leases.acquire(
-            target, worker, head_sha, ttl_s=ttl_s, actor=actor, details=details, wait=True
-        )
-
+    acquire = functools.partial(
+        leases.acquire, target, worker, head_sha, ttl_s=ttl_s, actor=actor, details=details
+    )
     while True:
         try:
-            return await leases.run(acquire)
+            return await leases.run(acquire, wait=True)
         except LeaseRefused:
             if monotonic() >= deadline:
                 raise

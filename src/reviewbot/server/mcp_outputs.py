@@ -12,6 +12,21 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class Merged(_Out):
+    merged: bool
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
+    already_merged: bool = False
+    approvers: list[str] = Field(default_factory=list)
+
+
+class LeftLine(_Out):
+    """Whether a worker was in the line it left (``leave_lease_line``)."""
+
+    worker_identity: str
+    left: bool
+
+
 class StateLease(_Out):
     role: str
     holder: str
@@ -127,21 +142,8 @@ class Lease(_Out):
     expires_in_s: float
 
 
-class LeftLine(_Out):
-    worker_identity: str
-    left: bool
-
-
 class Leases(_Out):
     leases: list[Lease]
-
-
-class Merged(_Out):
-    merged: bool
-    head_sha: str | None = None
-    merge_commit_sha: str | None = None
-    already_merged: bool = False
-    approvers: list[str] = Field(default_factory=list)
 
 
 class Explained(_Out):

@@ -152,27 +152,19 @@ async def worker_heartbeat(
 async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
     """Take the reviewer or merger lease of a PR, pinned to head_sha. The answer's
     epoch fences every later call; a lease held by another live worker is refused
-    lease_held with its holder and expiry. With wait_s the worker waits in the PR's line
-    (first come, first served) up to wait_s seconds, or joins it and is told its position
-    at once (wait_s 0); asking again keeps its place. Optional: target_branch, target_sha,
-    session_id, issue and blocker say what the claim is for."""
+    lease_held with its holder and expiry, or with wait_s the worker waits in the PR's line
+    (first come, first served; wait_s 0: join it and learn its position)."""
     return await actions.acquire_lease(env.service, info, args)
 
 
-@TOOLS.tool(
-    group=Routes.WORK,
-    scope="lease",
-    input=LineBody,
-    output=LeftLine,
-    example={"pr": PR, "role": "merger", "worker_identity": WORKER},
-)
-async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
-    """Stop waiting for a lease: the worker leaves the PR's line (left: whether it was in
-    it). A waiter that stops asking is dropped from the line by itself after a while."""
-    return await actions.leave_line(env.service, info, args)
-
-
 _CLAIM = {"pr": PR, "role": "merger", "worker_identity": WORKER, "epoch": 3}
+_LINE = {k: v for k, v in _CLAIM.items() if k != "epoch"}
+
+
+@TOOLS.tool(scope="lease", input=LineBody, output=LeftLine, example=_LINE, group=Routes.WORK)
+async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
+    """Stop waiting for a lease: the worker leaves the PR's line (left: it was in it)."""
+    return await actions.leave_line(env.service, info, args)
 
 
 @TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
