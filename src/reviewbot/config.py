@@ -34,7 +34,7 @@ from pydantic_settings import (
 )
 
 from reviewbot.core.errors import ReviewbotError
-from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S
+from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S, MAX_WAIT_S
 from reviewbot.core.models import RepoRef
 from reviewbot.core.quota import Rate, RouteClass
 from reviewbot.core.sandbox import (
@@ -134,6 +134,10 @@ class LeaseSettings(_Section):
     retry_s: float = Field(DEFAULT_TIMING.retry_s, gt=0)
     # The longest term a caller may ask for (ttl_s); longer requests are refused.
     max_lease_s: float = Field(DEFAULT_TIMING.max_lease_s, gt=0, le=MAX_TTL_S)
+    # A waiter in a target's line silent this long has left it (default: renew_s).
+    line_ttl_s: float = Field(DEFAULT_TIMING.line_ttl_s, gt=0)
+    # The longest wait_s one acquire may ask for.
+    max_wait_s: float = Field(DEFAULT_TIMING.max_wait_s, ge=0, le=MAX_WAIT_S)
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaseSettings:
@@ -149,6 +153,13 @@ class LeaseSettings(_Section):
             raise ValueError(
                 f"renew_s ({self.renew_s:g}) must be greater than 1.2 x retry_s "
                 f"({1.2 * self.retry_s:g})"
+            )
+        if "line_ttl_s" not in self.model_fields_set:
+            self.line_ttl_s = self.renew_s
+        if not 1.2 * self.retry_s < self.line_ttl_s <= self.lease_s:
+            raise ValueError(
+                f"line_ttl_s ({self.line_ttl_s:g}) must be greater than 1.2 x retry_s "
+                f"({1.2 * self.retry_s:g}) and at most lease_s ({self.lease_s:g})"
             )
         return self
 
@@ -536,6 +547,7 @@ def read_private_key(path: Path) -> bytes:
 _OTHER_VARIABLES = frozenset(
     {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_TOOLS_SOCKET", "REVIEWBOT_RUN_FOLDER"}
     | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV", "REVIEWBOT_INVOKED_AS"}
+    | {"REVIEWBOT_TOKEN", "REVIEWBOT_CLIENT", "REVIEWBOT_SESSION_ID"}
 )
 
 

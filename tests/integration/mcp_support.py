@@ -13,7 +13,7 @@ import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
 
 READ_TIMEOUT_S = 30.0  # a bound for calls that normally take milliseconds
 
@@ -48,9 +48,22 @@ def ok(result: CallToolResult) -> dict[str, Any]:
 
 
 def refused(result: CallToolResult) -> tuple[str, str]:
-    """The reason code and detail of a call that must have been refused."""
+    """The reason code and detail of a call that must have been refused, read as every MCP
+    client reads them: from the text (``CODE: detail``, then the error body as JSON). An
+    error result carries no structured content, which a client would check against the
+    tool's output schema."""
     assert result.is_error, result.structured_content
-    body = result.structured_content
-    if not isinstance(body, dict):  # the text block carries the same JSON
-        body = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert result.structured_content is None, result.structured_content
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    body = json.loads(texts[1])
+    assert texts[0] == f"{body['error']}: {body['detail']}"
     return str(body["error"]), str(body["detail"])
+
+
+def refusal_body(result: CallToolResult) -> dict[str, Any]:
+    """The whole error body of a refused call (code, detail and extra fields)."""
+    refused(result)
+    block = result.content[1]
+    assert isinstance(block, TextContent)
+    body: dict[str, Any] = json.loads(block.text)
+    return body

@@ -5,11 +5,13 @@ The server is reached in process with the official client; no store or forge is 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from reviewbot.config import Settings
@@ -88,19 +90,40 @@ async def test_a_call_answers_structured_content_and_text(client: Client) -> Non
 async def test_refusals_and_failures_are_tool_errors_with_a_code(client: Client) -> None:
     async with client:
         held = await client.call_tool("refusing", {"n": 1})
-        assert held.is_error and held.structured_content == {
+        assert held.is_error and error_body(held) == {
             "error": "lease_held",
             "detail": "not now",
             "holder": "w-1",
         }
         bad = await client.call_tool("double", {"n": 0})
-        assert bad.is_error and bad.structured_content["error"] == "invalid_request"
-        assert "n" in bad.structured_content["detail"]
+        assert bad.is_error and error_body(bad)["error"] == "invalid_request"
+        assert "n" in error_body(bad)["detail"]
         scoped = await client.call_tool("scoped", {"n": "not even a number"})
-        assert scoped.structured_content["error"] == "missing_scope"  # before the arguments
+        assert error_body(scoped)["error"] == "missing_scope"  # before the arguments
         broken = await client.call_tool("broken", {"n": 1})
-        assert broken.is_error and broken.structured_content["error"] == "internal_error"
+        assert broken.is_error and error_body(broken)["error"] == "internal_error"
         assert "secret-internal-detail" not in str(broken.content)
+
+
+async def test_an_error_result_carries_no_structured_content_against_the_schema(
+    client: Client,
+) -> None:
+    # A client checks structured content against the tool's output schema ({"n": int}): an
+    # error body there would fail that check and hide the refusal. The code and detail are
+    # the first text block, the whole body the second.
+    async with client:
+        held = await client.call_tool("refusing", {"n": 1})
+    assert held.is_error and held.structured_content is None
+    first = held.content[0]
+    assert isinstance(first, TextContent) and first.text == "lease_held: not now"
+
+
+def error_body(result: CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is None
+    block = result.content[1]
+    assert isinstance(block, TextContent)
+    body: dict[str, Any] = json.loads(block.text)
+    return body
 
 
 def test_a_registration_needs_a_unique_name_and_a_valid_example() -> None:
@@ -120,7 +143,7 @@ def test_every_tool_is_documented_with_a_valid_example(tool: Any) -> None:
     definition = tool.definition()
     assert definition.output_schema is not None
     assert definition.input_schema["examples"] == [tool.example]
-    assert tool.scope in ("read", "review", "lease", "merge")
+    assert tool.scope in ("read", "review", "lease", "merge", None)  # None: whoami alone
 
 
 def test_every_tool_is_in_the_agents_page_table() -> None:

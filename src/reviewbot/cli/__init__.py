@@ -49,6 +49,50 @@ class CommandError(ReviewbotError):
 
 
 INVOKED_AS_ENV = "REVIEWBOT_INVOKED_AS"
+CLIENT_ENV = "REVIEWBOT_CLIENT"
+SESSION_ID_ENV = "REVIEWBOT_SESSION_ID"
+MAX_DECLARED_CHARS = 200
+
+
+def add_client_args(parser: argparse.ArgumentParser) -> None:
+    """``--client`` and ``--session-id``: who acts, declared by the caller, never guessed."""
+    parser.add_argument(
+        "--client", help=f"the program acting (default: ${CLIENT_ENV}; one of them is required)"
+    )
+    parser.add_argument(
+        "--session-id",
+        help=f"the session it acts in (default: ${SESSION_ID_ENV}; one of them is required)",
+    )
+
+
+def declared_client(
+    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
+) -> tuple[str, str]:
+    """The client and session the caller declared (flags first, then the environment); a
+    missing one is refused naming both flags and both variables."""
+    client = (args.client or environ.get(CLIENT_ENV, "")).strip()
+    session = (args.session_id or environ.get(SESSION_ID_ENV, "")).strip()
+    missing = [
+        name for name, value in (("--client", client), ("--session-id", session)) if not value
+    ]
+    if missing:
+        raise CommandError(
+            f"{' and '.join(missing)} missing: this command acts as a client, so declare "
+            f"--client NAME and --session-id ID (or set {CLIENT_ENV} and {SESSION_ID_ENV}); "
+            "reviewbot never guesses who acts",
+            exit_status=2,
+        )
+    for name, value in (("--client", client), ("--session-id", session)):
+        if len(value) > MAX_DECLARED_CHARS or not value.isprintable():
+            raise CommandError(
+                f"{name}: at most {MAX_DECLARED_CHARS} printable characters", exit_status=2
+            )
+    return client, session
+
+
+def declared_actor(client: str, session: str) -> str:
+    """The actor a lease's history records for a command-line call."""
+    return f"cli client {client!r} session {session!r}"
 
 
 def invoked_as(argv0: str | None = None, environ: Mapping[str, str] = os.environ) -> str:

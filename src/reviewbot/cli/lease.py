@@ -3,7 +3,10 @@
 The same store as ``reviewbot serve`` (settings, data dir). ``register`` mints a worker
 identity; ``acquire`` claims the reviewer or merger lease of a pull request at a head SHA and
 prints its epoch (the fencing token every later call carries); ``heartbeat`` keeps it alive;
-``release`` ends it (``--reason`` is kept in the history); ``list`` shows holder, epoch,
+``--wait`` waits in the PR's line, first come, first served (``leave`` stops waiting);
+``release`` ends it (``--reason`` is kept in the history); ``register``, ``acquire``,
+``heartbeat`` and ``release`` act as a client and need ``--client`` and ``--session-id`` (or
+``REVIEWBOT_CLIENT`` and ``REVIEWBOT_SESSION_ID``), never guessed; ``list`` shows holder, epoch,
 head, phase and time left; ``history`` shows every grant, renewal, release, expiry, takeover
 and supersession of a PR's leases, with who and why. A refusal
 (``lease_held``, ``superseded``, ``lease_not_held``, ``worker_unproven``) is one line on stderr
@@ -13,18 +16,20 @@ and exit status 1; with ``--json`` its JSON also goes to stdout.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, add_client_args, declared_actor, declared_client
 from reviewbot.config import load_settings
 from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
 from reviewbot.core.leases import (
     Lease,
     LeaseClaim,
+    LeaseDetails,
     LeaseTarget,
     Role,
     lease_json,
@@ -32,6 +37,7 @@ from reviewbot.core.leases import (
 )
 from reviewbot.core.models import FORGES, PullRef
 from reviewbot.runtime.lease_history import read_lease_history
+from reviewbot.runtime.lease_line import acquire_lease
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.workers import LeaseStoreError
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -56,8 +62,7 @@ def register(sub: Any) -> None:
         "reviewbot lease register --name agent7 --client my-script --session-id run-42",
     )
     reg.add_argument("--name", required=True, help="1-40 letters, digits, '.' or '_'")
-    reg.add_argument("--client", default="reviewbot-cli", help="the program acting")
-    reg.add_argument("--session-id", default="cli", help="the session it acts in")
+    add_client_args(reg)
     reg.add_argument("--role", default="merger", help="what it does (free text)")
     reg.set_defaults(func=_register)
 
@@ -66,12 +71,35 @@ def register(sub: Any) -> None:
         "acquire",
         "claim a lease at a head SHA",
         "Claim the lease of a PR and role at a head; the same worker at the same head renews.",
-        "reviewbot lease acquire gitea:acme/api#12 --role merger --worker ID --head SHA",
+        "reviewbot lease acquire gitea:acme/api#12 --role merger --worker ID --head SHA "
+        "--client my-script --session-id run-42",
     )
     _target_args(acq)
     acq.add_argument("--head", required=True, metavar="SHA", help="the head SHA to pin")
     acq.add_argument("--ttl", type=float, metavar="SECONDS", help="lease term (default: settings)")
+    add_client_args(acq)  # --session-id is also kept on the lease
+    acq.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait in the PR's line up to this long (0: join it and print the position);"
+        " at most leases.max_wait_s",
+    )
+    acq.add_argument("--target-branch", help="the branch the work targets (kept on the lease)")
+    acq.add_argument("--target-sha", metavar="SHA", help="that branch's commit the work is on")
+    acq.add_argument("--issue", help="the issue the work is for")
+    acq.add_argument("--blocker", help="what blocks the work")
     acq.set_defaults(func=_acquire)
+
+    leave = _sub(
+        commands,
+        "leave",
+        "leave a PR's lease line (stop waiting)",
+        "Take the worker out of the line of a PR and role; it no longer waits for the lease.",
+        "reviewbot lease leave gitea:acme/api#12 --role merger --worker ID",
+    )
+    _target_args(leave)
+    leave.set_defaults(func=_leave)
 
     for name, text, func in (
         ("heartbeat", "push the lease's expiry one term ahead", _heartbeat),
@@ -82,10 +110,12 @@ def register(sub: Any) -> None:
             name,
             text,
             f"{text[0].upper()}{text[1:]}; refused unless (worker, epoch) is the live claim.",
-            f"reviewbot lease {name} gitea:acme/api#12 --role merger --worker ID --epoch 3",
+            f"reviewbot lease {name} gitea:acme/api#12 --role merger --worker ID --epoch 3 "
+            "--client my-script --session-id run-42",
         )
         _target_args(p)
         p.add_argument("--epoch", type=int, required=True, help="the epoch acquire printed")
+        add_client_args(p)
         if name == "release":
             p.add_argument(
                 "--reason",
@@ -196,10 +226,11 @@ def _run(args: argparse.Namespace, step: Callable[[LeaseStore], Lease]) -> int:
 
 
 def _register(args: argparse.Namespace) -> int:
+    client, session = declared_client(args)
     with lease_store() as store:
         try:
             record = store.workers.register(
-                args.name, client=args.client, session_id=args.session_id, role=args.role
+                args.name, client=client, session_id=session, role=args.role
             )
         except (LeaseStoreError, ValueError) as exc:
             raise refuse(args, exc) from None
@@ -211,21 +242,47 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def _acquire(args: argparse.Namespace) -> int:
+    client, session = declared_client(args)
+    actor = declared_actor(client, session)
     target = target_of(args)
-    return _run(
-        args, lambda s: s.acquire(target, args.worker, args.head, ttl_s=args.ttl, actor="cli")
-    )
+
+    def step(store: LeaseStore) -> Lease:
+        # The session kept on the lease is the one given as --session-id (a re-asked acquire
+        # without details keeps those its first one declared).
+        details = LeaseDetails(
+            args.target_branch, args.target_sha, args.session_id, args.issue, args.blocker
+        )
+        acquiring = acquire_lease(
+            store, target, args.worker, args.head, wait_s=args.wait, ttl_s=args.ttl,
+            actor=actor, details=details,
+        )  # fmt: skip
+        return asyncio.run(acquiring)
+
+    return _run(args, step)
+
+
+def _leave(args: argparse.Namespace) -> int:
+    target = target_of(args)
+    with lease_store() as store:
+        left = store.leave_line(target, args.worker)
+    if args.json:
+        print(json.dumps({"worker_identity": args.worker, "left": left}, indent=2))
+    else:
+        print(f"{args.worker} {'left' if left else 'was not in'} the line of {target}")
+    return 0
 
 
 def _heartbeat(args: argparse.Namespace) -> int:
+    actor = declared_actor(*declared_client(args))
     claim = LeaseClaim(target_of(args), args.worker, args.epoch)
-    return _run(args, lambda s: s.heartbeat(claim, actor="cli"))
+    return _run(args, lambda s: s.heartbeat(claim, actor=actor))
 
 
 def _release(args: argparse.Namespace) -> int:
+    actor = declared_actor(*declared_client(args))
     claim = LeaseClaim(target_of(args), args.worker, args.epoch)
     reason = EndReason(args.reason)
-    return _run(args, lambda s: s.release(claim, reason=reason, actor="cli"))
+    return _run(args, lambda s: s.release(claim, reason=reason, actor=actor))
 
 
 def _history(args: argparse.Namespace) -> int:

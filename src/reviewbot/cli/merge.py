@@ -7,8 +7,10 @@ Every refusal names its code (head_moved, not_approved, changes_requested, check
 not_mergeable, superseded, lease_not_held) and exits with status 1.
 
 With ``--worker ID --epoch E`` the merge runs under that merger lease (from ``reviewbot lease
-acquire``). Without them the command registers a worker, acquires the merger lease at SHA,
-merges and releases. Uses the same settings and store as ``reviewbot serve``.
+acquire``). Without them the command registers a worker for the declared ``--client`` and
+``--session-id`` (or ``REVIEWBOT_CLIENT`` and ``REVIEWBOT_SESSION_ID``; required, never
+guessed), acquires the merger lease at SHA, merges and releases. Uses the same settings and
+store as ``reviewbot serve``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 from typing import Any
 
-from reviewbot.cli import CommandError
+from reviewbot.cli import CommandError, add_client_args, declared_client
 from reviewbot.cli.lease import parse_pr
 from reviewbot.config import Settings, load_settings
 from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
@@ -36,7 +37,8 @@ def register(sub: Any) -> None:
         "merge",
         help="merge a pull request at exactly the approved head",
         description=__doc__,
-        epilog="Examples:\n  reviewbot merge gitea:acme/api#12 --head 3f2c9e1d...\n"
+        epilog="Examples:\n  reviewbot merge gitea:acme/api#12 --head 3f2c9e1d... "
+        "--client my-script --session-id run-42\n"
         "  reviewbot merge github:acme/api#7 --head SHA --worker ID --epoch 4 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -48,6 +50,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--worker", metavar="ID", help="a worker holding the merger lease")
     parser.add_argument("--epoch", type=int, help="the epoch of that lease")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    add_client_args(parser)
     parser.set_defaults(func=_merge)
 
 
@@ -55,6 +58,8 @@ def _merge(args: argparse.Namespace) -> int:
     ref = parse_pr(args.pr)
     if (args.worker is None) != (args.epoch is None):
         raise CommandError("--worker and --epoch go together (or leave both out)")
+    if args.worker is None:  # the command registers a worker of its own: for whom?
+        args.client, args.session_id = declared_client(args)
     settings = load_settings()
     require(effective_access(settings.db_access), DBAccess.READ_WRITE)
     result = asyncio.run(_run(settings, ref, args))
@@ -93,8 +98,8 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
                 await db.run(
                     leases.workers.register,
                     "reviewbot.cli",
-                    client="reviewbot-merge",
-                    session_id=f"pid-{os.getpid()}",
+                    client=args.client,
+                    session_id=args.session_id,
                     role="merger",
                 )
             ).identity

@@ -169,7 +169,7 @@ async def _review_eligible(
         forges=forges,
         db=db,
         parts=Parts.REVIEW,
-        client="reviewbot-cli",
+        client="reviewbot-replay",
         tools_endpoint=service_tools_sockets,  # each review run's own tools socket
     )
     async with service:

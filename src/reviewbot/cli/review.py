@@ -116,7 +116,7 @@ async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any
         settings,
         forges={ref.forge: forge},
         parts=Parts.REVIEW,
-        client="reviewbot-cli",
+        client="reviewbot-review",
         tools_endpoint=service_tools_sockets,  # each review run's own tools socket
     )
     try:

@@ -1,7 +1,9 @@
 """``reviewbot token``: bearer tokens for the API and the Crew endpoint.
 
 ``create`` prints the new token once (only its SHA-256 is stored); ``list`` shows names,
-scopes and bindings; ``revoke`` ends a token at once; ``link`` prints a signed, expiring
+scopes and bindings; ``revoke`` ends a token at once; ``rescope`` gives a token new scopes
+and binding from its next call on; ``whoami`` shows the token of ``REVIEWBOT_TOKEN`` (or
+``--token``) as the store holds it now; ``link`` prints a signed, expiring
 sign-in link to the status page for a token with the read scope. Scopes: read, review, lease, merge,
 db:read, db:write. ``--repo FORGE:OWNER/NAME`` binds a token to one repository.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -17,7 +20,16 @@ from reviewbot.cli import CommandError, invoked_as
 from reviewbot.config import load_settings
 from reviewbot.core.clock import iso
 from reviewbot.store import ui_sessions
-from reviewbot.store.tokens import SCOPES, TokenError, create_token, list_tokens, revoke_token
+from reviewbot.store.tokens import (
+    SCOPES,
+    TokenError,
+    TokenInfo,
+    create_token,
+    list_tokens,
+    lookup_token,
+    rescope_token,
+    revoke_token,
+)
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
 from reviewbot.workflowdb.bootstrap import open_existing_store, open_store
 
@@ -66,6 +78,34 @@ def register(sub: Any) -> None:
     revoke.add_argument("token", metavar="NAME|ID")
     revoke.add_argument("--json", action="store_true", help="print JSON for scripts")
     revoke.set_defaults(func=_revoke)
+
+    rescope = commands.add_parser(
+        "rescope",
+        help="give a token new scopes and binding",
+        description="Replace the scopes and the repository binding of the active token with "
+        "this name (or id). Every route reads the token at each call: the change holds from "
+        "its next call on.",
+        epilog="Example:\n  reviewbot token rescope agent-1 --scopes read --repo gitea:acme/api",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rescope.add_argument("token", metavar="NAME|ID")
+    rescope.add_argument("--scopes", required=True, help="comma-separated, e.g. read,review")
+    rescope.add_argument("--repo", help="bind it to FORGE:OWNER/NAME (default: every repository)")
+    rescope.add_argument("--json", action="store_true", help="print JSON for scripts")
+    rescope.set_defaults(func=_rescope)
+
+    whoami = commands.add_parser(
+        "whoami",
+        help="the token of REVIEWBOT_TOKEN as the store holds it now",
+        description="Show the name, id, scopes and repository binding of the token given by "
+        "--token or REVIEWBOT_TOKEN, read from the store now (as GET /api/v1/whoami and the "
+        "whoami MCP tool answer it). An unknown or revoked token fails with its reason.",
+        epilog="Example:\n  REVIEWBOT_TOKEN=rbt_... reviewbot token whoami --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    whoami.add_argument("--token", help="the bearer token (default: $REVIEWBOT_TOKEN)")
+    whoami.add_argument("--json", action="store_true", help="print JSON for scripts")
+    whoami.set_defaults(func=_whoami)
 
     link = commands.add_parser(
         "link",
@@ -159,6 +199,46 @@ def _revoke(args: argparse.Namespace) -> int:
     else:
         for t in revoked:
             print(f"revoked token {t.id} {t.name!r}")
+    return 0
+
+
+def _rescope(args: argparse.Namespace) -> int:
+    db = _open(DBAccess.READ_WRITE)
+    try:
+        info = rescope_token(db, args.token, scopes=args.scopes, repo=args.repo)
+    except TokenError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        db.close()
+    if args.json:
+        print(json.dumps(info.to_json()))
+    else:
+        print(f"token {info.id} {info.name!r}: {_described(info)}")
+    return 0
+
+
+def _described(info: TokenInfo) -> str:
+    return f"scopes {','.join(info.scopes)}, {info.repo or 'every repository'}"
+
+
+def _whoami(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("REVIEWBOT_TOKEN") or None
+    if token is None:
+        raise CommandError("give a token: --token TOKEN or REVIEWBOT_TOKEN")
+    db = _open(DBAccess.READ)
+    try:
+        info = lookup_token(db, token)
+    finally:
+        db.close()
+    # The one check every entry path makes: unknown and revoked tokens answer nothing more.
+    if info is None:
+        raise CommandError("unauthorized: unknown token")
+    if not info.active:
+        raise CommandError(f"unauthorized: token {info.name!r} was revoked")
+    if args.json:
+        print(json.dumps(info.to_json()))
+    else:
+        print(f"token {info.id} {info.name!r} ({info.prefix}...): {_described(info)}")
     return 0
 
 

@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from reviewbot.core.clock import iso
-from reviewbot.core.leases import Lease, LeaseTarget, Phase
+from reviewbot.core.leases import NO_DETAILS, Lease, LeaseDetails, LeaseTarget, Phase
 
 
 class LeaseEvent(StrEnum):
@@ -70,6 +70,7 @@ class HistoryEntry:
     previous_holder: str | None = None  # a takeover's former holder
     recorded: bool = True  # False: a lapse seen by the clock, not yet written
     renewed_at: float | None = None  # a grant's last renewal (then expires_at is its term)
+    details: LeaseDetails = NO_DETAILS  # what the claim is for, as its holder declared it
 
     def to_json(self) -> dict[str, Any]:
         t = self.target
@@ -89,6 +90,7 @@ class HistoryEntry:
             "previous_holder": self.previous_holder,
             "recorded": self.recorded,
             "renewed_at": None if self.renewed_at is None else iso(self.renewed_at),
+            **self.details.to_json(),
         }
 
     def line(self) -> str:
@@ -99,6 +101,8 @@ class HistoryEntry:
             text += f" from {self.previous_holder}"
         if self.renewed_at is not None:
             text += f"  renewed {iso(self.renewed_at)}"
+        if self.details.any():
+            text += f"  {self.details.words()}"
         if self.reason:
             text += f"  reason={self.reason}"
         if self.actor:

@@ -43,6 +43,8 @@ from reviewbot.core.reasons import ReasonCode
 
 # The ceiling of the ``max_lease_s`` setting itself.
 MAX_TTL_S = 3600.0
+# The ceiling of the ``max_wait_s`` setting: one HTTP call never waits in line longer.
+MAX_WAIT_S = 300.0
 # Hyphens are allowed in names (``claude-opus-4``): an identity is parsed from the right.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _IDENTITY = re.compile(
@@ -52,6 +54,8 @@ _IDENTITY = re.compile(
 _FULL_SHA = re.compile(r"^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$")
 # The bot's own workers are ``reviewbot`` and ``reviewbot.*``; no caller may take such a name.
 RESERVED_PREFIX = "reviewbot"
+# The longest free text a lease records about its work (branch, session, issue, blocker).
+MAX_DETAIL = 200
 
 
 class Role(StrEnum):
@@ -91,6 +95,12 @@ class LeaseTiming(Protocol):
     @property
     def max_lease_s(self) -> float: ...
 
+    @property
+    def line_ttl_s(self) -> float: ...
+
+    @property
+    def max_wait_s(self) -> float: ...
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -100,6 +110,9 @@ class Timing:
     renew_s: float = 10.0
     retry_s: float = 2.0
     max_lease_s: float = 900.0
+    # A waiter silent this long has left the line; the longest wait one acquire may ask for.
+    line_ttl_s: float = 10.0
+    max_wait_s: float = 30.0
 
 
 DEFAULT_TIMING = Timing()
@@ -132,6 +145,51 @@ class LeaseTarget:
 
 
 @dataclass(frozen=True)
+class LeaseDetails:
+    """What a claim is for, as its holder declares it (all optional): the branch its work
+    targets and that branch's commit it starts from, the holder's session, the issue it
+    works on and what blocks it. Shown in the lease, its history and ``explain``."""
+
+    target_branch: str | None = None
+    target_sha: str | None = None
+    session_id: str | None = None
+    issue: str | None = None
+    blocker: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in DETAIL_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not value or len(value) > MAX_DETAIL or any(ord(c) < 32 for c in value):
+                raise ValueError(f"{name} must be 1-{MAX_DETAIL} printable characters")
+        if self.target_sha is not None:
+            check_full_sha(self.target_sha, field="target_sha")
+
+    def any(self) -> bool:
+        return any(getattr(self, name) is not None for name in DETAIL_FIELDS)
+
+    def to_json(self) -> dict[str, str | None]:
+        return {name: getattr(self, name) for name in DETAIL_FIELDS}
+
+    def words(self) -> str:
+        """``branch=main@abc123def456 session=s-1 issue=#7 blocker=...`` (only what is set)."""
+        parts: list[str] = []
+        if self.target_branch is not None or self.target_sha is not None:
+            at = "" if self.target_sha is None else f"@{self.target_sha[:12]}"
+            parts.append(f"branch={self.target_branch or '?'}{at}")
+        for name, label in (("session_id", "session"), ("issue", "issue"), ("blocker", "blocker")):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{label}={value}")
+        return " ".join(parts)
+
+
+DETAIL_FIELDS = ("target_branch", "target_sha", "session_id", "issue", "blocker")
+NO_DETAILS = LeaseDetails()
+
+
+@dataclass(frozen=True)
 class Lease:
     target: LeaseTarget
     holder: str
@@ -142,6 +200,7 @@ class Lease:
     acquired_at: float
     heartbeat_at: float
     expires_at: float
+    details: LeaseDetails = NO_DETAILS
 
     def live(self, now: float) -> bool:
         return self.phase is Phase.CLAIMED and now < self.expires_at
@@ -163,6 +222,7 @@ class AcquireRequest:
     worker: str
     head_sha: str
     ttl_s: float | None = None  # None: the configured lease term
+    details: LeaseDetails = NO_DETAILS
 
 
 @dataclass(frozen=True)
@@ -189,6 +249,7 @@ class Refused:
     detail: str
     holder: str | None = None
     expires_at: float | None = None
+    position: int | None = None  # the caller's place in the target's line (1: next)
 
 
 LeaseResult = Granted | Refused
@@ -206,6 +267,17 @@ def lease_term(timing: LeaseTiming, ttl_s: float | None) -> float:
             f" {timing.max_lease_s:g} (max_lease_s), not {ttl_s:g}"
         )
     return ttl_s
+
+
+def wait_term(timing: LeaseTiming, wait_s: float) -> float:
+    """How long one acquire may wait in line: ``wait_s`` when it is 0 (join the line and
+    answer the position) up to ``max_wait_s``; a longer or malformed wait is refused, never
+    shortened, so a caller knows what it asked for."""
+    if not (0 <= wait_s <= timing.max_wait_s):
+        raise ValueError(
+            f"wait_s must be between 0 and {timing.max_wait_s:g} (max_wait_s), not {wait_s:g}"
+        )
+    return wait_s
 
 
 def worker_lapse_at(worker_heartbeat_at: float, timing: LeaseTiming) -> float:
@@ -250,7 +322,10 @@ def acquire(
                 expires_at=current.expires_at,
             )
         if current.head_sha == request.head_sha:
-            renewed = replace(current, ttl_s=term, heartbeat_at=now, expires_at=now + term)
+            details = request.details if request.details.any() else current.details
+            renewed = replace(
+                current, ttl_s=term, heartbeat_at=now, expires_at=now + term, details=details
+            )
             return Granted(renewed, GrantKind.RENEWED)
     epoch = max(current.epoch if current else 0, high_water) + 1
     kind = GrantKind.GRANTED
@@ -266,6 +341,7 @@ def acquire(
         acquired_at=now,
         heartbeat_at=now,
         expires_at=now + term,
+        details=request.details,
     )
     return Granted(lease, kind)
 
@@ -388,11 +464,11 @@ class WorkerOwner:
         return who if self.session is None else f"{who}, session {self.session}"
 
 
-def check_full_sha(sha: str) -> str:
+def check_full_sha(sha: str, *, field: str = "head_sha") -> str:
     """``sha`` when it is a full hex commit SHA (40 or 64 digits); ``ValueError`` otherwise."""
     if not _FULL_SHA.match(sha):
         raise ValueError(
-            f"head_sha must be a full commit SHA (40 or 64 hex digits), not {sha[:80]!r}"
+            f"{field} must be a full commit SHA (40 or 64 hex digits), not {sha[:80]!r}"
         )
     return sha
 
@@ -473,6 +549,7 @@ def lease_json(lease: Lease, now: float) -> dict[str, Any]:
         "acquired_at": iso(lease.acquired_at),
         "heartbeat_at": iso(lease.heartbeat_at),
         "ttl_s": lease.ttl_s,
+        **lease.details.to_json(),
     }
 
 
@@ -483,4 +560,6 @@ def refusal_view(refused: Refused) -> dict[str, object]:
         body["holder"] = refused.holder
     if refused.expires_at is not None:
         body["expires_at"] = iso(refused.expires_at)
+    if refused.position is not None:
+        body["position"] = refused.position
     return body

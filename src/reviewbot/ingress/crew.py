@@ -15,6 +15,7 @@ from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.payload import shown
 
 EVENT = "crew_call"
+SOURCE = "crew"
 
 
 def crew_call_id(envelope: Mapping[str, Any]) -> str | None:
@@ -64,3 +65,17 @@ def crew_trigger(
         # An explicit request is its own event: two calls are never folded into one.
         extra={"semantic": delivery_id, "read_from": target.read_from()},
     )
+
+
+def crew_call_parts(envelope: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The ``variables`` and the call (``payload``: function, args, from, call_id) of a Crew
+    envelope, or ``None`` when ``envelope`` is not one (its ``payload`` is not an object).
+
+    A step reading ``delivery.json`` finds the call where the documented read order looks:
+    ``payload.args`` and the call's flat keys, never ``payload.payload.args``.
+    """
+    call = envelope.get("payload")
+    if not isinstance(call, Mapping):
+        return None
+    variables = envelope.get("variables")
+    return (dict(variables) if isinstance(variables, Mapping) else {}), dict(call)

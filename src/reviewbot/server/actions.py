@@ -15,14 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
-from reviewbot.core.leases import Role, WorkerOwner, is_reserved_worker_name, lease_json
+from reviewbot.core.leases import (
+    Role,
+    WorkerOwner,
+    is_reserved_worker_name,
+    lease_json,
+)
 from reviewbot.core.models import MAX_NUMBER, RepoRef, repo_key
+from reviewbot.runtime.lease_line import acquire_lease as acquire_lease_in_line
 from reviewbot.runtime.merge.merger import MergeRequest
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.errors import Conflict
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
+    LineBody,
     MergeBody,
     WorkerBody,
     WorkerHeartbeatBody,
@@ -174,18 +181,28 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
             "the bot holds no leases there",
             code="repo_not_configured",
         )
+    leases = api.leases
     try:
-        lease = await database(service).run(
-            api.leases.acquire,
+        lease = await acquire_lease_in_line(
+            leases,
             body.target(),
             body.worker_identity,
             body.head_sha,
+            wait_s=body.wait_s,
             ttl_s=body.ttl_s,
             actor=str(_owner(info)),
+            details=body.details(),
         )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
-    return lease_json(lease, api.leases.clock())
+    return lease_json(lease, leases.clock())
+
+
+async def leave_line(service: Service, info: TokenInfo, body: LineBody) -> dict[str, Any]:
+    """The caller's worker stops waiting for the target: it leaves the line."""
+    body, api = await _as_worker(service, info, body, "lease")
+    left = await database(service).run(api.leases.leave_line, body.target(), body.worker_identity)
+    return {"worker_identity": body.worker_identity, "left": left}
 
 
 async def transition_lease(

@@ -15,7 +15,18 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.runtime.health import ForgeProbes
-from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
+from reviewbot.server import (
+    capability,
+    entry,
+    health,
+    history,
+    leases,
+    pr_watch,
+    reads,
+    runtime,
+    webhooks,
+    whoami,
+)
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
@@ -60,6 +71,7 @@ def create_app(service: Service) -> web.Application:
     role.add(Routes.WORK, "POST", TOOLS_ROUTE, _tools)
     for method, path, handler in leases.routes():
         role.add(Routes.WORK, method, path, handler)
+    role.add(Routes.WORK, "POST", pr_watch.ROUTE, pr_watch.api_watch)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)
     app.router.add_get("/healthz", health.healthz)
@@ -68,6 +80,7 @@ def create_app(service: Service) -> web.Application:
     history.add_routes(app)
     capability.add_routes(app)
     runtime.add_routes(app)
+    whoami.add_routes(app)
     ui_pages.add_routes(app)  # the status page: GET /, /pr/..., /login
     add_mcp_route(app, service)
     app.on_startup.append(_startup)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.lease_history import CALLER_RELEASE_REASONS, EndReason
-from reviewbot.core.leases import LeaseClaim, LeaseTarget, Role
+from reviewbot.core.leases import (
+    DETAIL_FIELDS,
+    MAX_DETAIL,
+    LeaseClaim,
+    LeaseDetails,
+    LeaseTarget,
+    Role,
+)
 from reviewbot.core.models import MAX_NUMBER, repo_key
 
 
@@ -47,6 +54,25 @@ class AcquireBody(TargetBody):
     worker_identity: str = Field(min_length=1, max_length=200)
     head_sha: str = Field(min_length=4, max_length=64)
     ttl_s: float | None = None
+    # Wait in the target's line up to this long (0: join it and answer the position at once);
+    # at most leases.max_wait_s. None: no line, a held target is refused at once.
+    wait_s: float | None = Field(None, allow_inf_nan=False)
+    # What the claim is for (all optional), kept on the lease and its history.
+    target_branch: str | None = Field(None, min_length=1, max_length=MAX_DETAIL)
+    target_sha: str | None = Field(None, min_length=40, max_length=64)
+    session_id: str | None = Field(None, min_length=1, max_length=MAX_DETAIL)
+    issue: str | None = Field(None, min_length=1, max_length=MAX_DETAIL)
+    blocker: str | None = Field(None, min_length=1, max_length=MAX_DETAIL)
+
+    def details(self) -> LeaseDetails:
+        """The declared details; ``ValueError`` names a malformed one."""
+        return LeaseDetails(*(getattr(self, name) for name in DETAIL_FIELDS))
+
+
+class LineBody(TargetBody):
+    """A worker leaving a target's line (it stopped waiting)."""
+
+    worker_identity: str = Field(min_length=1, max_length=200)
 
 
 class ClaimBody(TargetBody):

@@ -25,6 +25,7 @@ from reviewbot.server.body import read_model
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
+    LineBody,
     MergeBody,
     WorkerBody,
     WorkerHeartbeatBody,
@@ -40,6 +41,7 @@ def routes() -> list[tuple[str, str, Handler]]:
         ("POST", "/api/v1/leases/acquire", api_acquire),
         ("POST", "/api/v1/leases/heartbeat", api_heartbeat),
         ("POST", "/api/v1/leases/release", api_release),
+        ("POST", "/api/v1/leases/leave", api_leave),
         ("GET", "/api/v1/leases", api_list_leases),
         ("POST", "/api/v1/merges", api_merge),
     ]
@@ -82,6 +84,12 @@ async def api_heartbeat(request: web.Request) -> web.Response:
 
 async def api_release(request: web.Request) -> web.Response:
     return await _transition(request, release=True)
+
+
+async def api_leave(request: web.Request) -> web.Response:
+    info = await authenticate(request, "lease")
+    body = await read_model(request, LineBody)
+    return web.json_response(await actions.leave_line(request.app[SERVICE], info, body))
 
 
 async def api_list_leases(request: web.Request) -> web.Response:

@@ -1,16 +1,30 @@
-"""The results of the MCP read tools over the canonical PR state, capability resolution,
-lease history and runtime parity: the JSON their shared functions (``read_actions.py``,
-``pull_actions.pr_state``) answer, declared as each tool's output schema."""
+"""The results of the MCP tools: the JSON their shared functions (``actions.py``,
+``read_actions.py``, ``pull_actions.py``) answer, declared as each tool's output schema."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class Merged(_Out):
+    merged: bool
+    head_sha: str | None = None
+    merge_commit_sha: str | None = None
+    already_merged: bool = False
+    approvers: list[str] = Field(default_factory=list)
+
+
+class LeftLine(_Out):
+    """Whether a worker was in the line it left (``leave_lease_line``)."""
+
+    worker_identity: str
+    left: bool
 
 
 class StateLease(_Out):
@@ -99,3 +113,59 @@ class Runtime(_Out):
     schema_known: int
     mutations: str  # "refused" while a restart is needed: no review or merge by this process
     refusal_code: str | None
+
+
+# --- the results of the lease, merge and review tools ---------------------------------------
+
+
+class Queued(_Out):
+    delivery_id: str
+    status: str
+
+
+class Worker(_Out):
+    worker_identity: str
+    name: str | None = None
+    role: str | None = None
+    registered_at: str | None = None
+    status: str | None = None
+    heartbeat_at: str | None = None
+
+
+class Target(_Out):
+    forge: str
+    repo: str
+    number: int
+    role: str
+
+
+class Lease(_Out):
+    target: Target
+    holder: str
+    epoch: int
+    head_sha: str | None
+    phase: str
+    expires_at: str
+    expires_in_s: float
+
+
+class Leases(_Out):
+    leases: list[Lease]
+
+
+class Explained(_Out):
+    """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
+    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
+    explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
+
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class PrState(_Out):
+    pr: str
+    state: str
+    draft: bool
+    head_sha: str
+    leases: list[Lease]
+    state_comment: str | None = None
+    canonical: CanonicalState

@@ -13,8 +13,9 @@ result as ``output``. The session tools (the workflow-DB tools, ``record_finding
 registered here: they are resolved through the caller's session registry by the same
 :class:`~reviewbot.runtime.reviewers.tools.ToolDispatcher` as ``POST /api/v1/tools/{name}``.
 
-Every refusal is an MCP tool error (``isError``) whose structured content is the HTTP
-error body: ``{"error": CODE, "detail": TEXT, ...}``, the same code the REST route answers.
+Every refusal is an MCP tool error (``isError``) whose text is ``CODE: detail`` and then the
+HTTP error body ``{"error": CODE, "detail": TEXT, ...}`` as JSON, the same code the REST
+route answers; it carries no structured content (``mcp_server.error_result``).
 """
 
 from __future__ import annotations
@@ -95,12 +96,18 @@ class Caller:
         return self.token
 
 
+# Sends one JSON object to the client on the call's own stream (a progress notification).
+Notify = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class ToolEnv:
-    """What a tool runs with."""
+    """What a tool runs with: ``notify`` tells the client something before the result, on
+    the call's stream (``None`` when the client asked for no progress)."""
 
     service: Service
     caller: Caller
+    notify: Notify | None = None
 
 
 ToolFn = Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
@@ -109,7 +116,7 @@ ToolFn = Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
 @dataclass(frozen=True)
 class McpTool:
     name: str
-    scope: str  # the token scope the tool needs
+    scope: str | None  # the token scope the tool needs (None: any active token)
     input: type[BaseModel]
     output: type[BaseModel]
     run: ToolFn
@@ -119,10 +126,14 @@ class McpTool:
     # as it refuses the route (NONE: every role serves it).
     group: Routes = Routes.NONE
 
+    @property
+    def needs(self) -> str:
+        return f"Needs scope {self.scope!r}" if self.scope else "Needs any active API token"
+
     def definition(self) -> types.Tool:
         return types.Tool(
             name=self.name,
-            description=f"{plain_text(self.description)}\n\nNeeds scope {self.scope!r}. "
+            description=f"{plain_text(self.description)}\n\n{self.needs}. "
             f"Example arguments: {json.dumps(self.example)}",
             input_schema=tool_schema(self.input, self.example),
             output_schema=self.output.model_json_schema(),
@@ -138,7 +149,7 @@ class Registry:
     def tool(
         self,
         *,
-        scope: str,
+        scope: str | None,
         input: type[M],
         output: type[BaseModel],
         example: dict[str, Any],
@@ -200,7 +211,9 @@ def visible_tools(registry: Registry, service: Service, caller: Caller) -> list[
     if caller.token is not None:
         info = caller.token
         shown = [
-            t.definition() for t in registry if t.scope in info.scopes and served(service, t.group)
+            t.definition()
+            for t in registry
+            if (t.scope is None or t.scope in info.scopes) and served(service, t.group)
         ]
         if not served(service, Routes.WORK):
             return shown
@@ -236,11 +249,12 @@ async def call_tool(
     tool = registry.get(name)
     if tool is not None:
         check_served(env.service, tool.group, name)
-        info = env.caller.token_with(tool.scope)
-        require_scope(info, tool.scope)  # before the arguments, as a route before its body
-        route = WRITE_SCOPES.get(tool.scope)
-        if route is not None:  # a write: within the token's rate limit, as over REST
-            admit(env.service, token_caller(info), route)
+        info = env.caller.token_with(tool.scope or "read")
+        if tool.scope is not None:
+            require_scope(info, tool.scope)  # before the arguments, as a route before its body
+            route = WRITE_SCOPES.get(tool.scope)
+            if route is not None:  # a write: within the token's rate limit, as over REST
+                admit(env.service, token_caller(info), route)
         args = parse_args(tool.input, arguments)
         result = await tool.run(env, info, args)
         return tool.output.model_validate(result).model_dump(mode="json", exclude_unset=True)

@@ -13,16 +13,29 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions, read_actions
+from reviewbot.server import actions, pr_watch, pull_actions, read_actions, whoami
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
     ClaimBody,
+    LineBody,
     MergeBody,
     WorkerBody,
     WorkerHeartbeatBody,
 )
-from reviewbot.server.mcp_outputs import CanonicalState, CapabilityAnswer, History, Runtime
+from reviewbot.server.mcp_outputs import (
+    CapabilityAnswer,
+    Explained,
+    History,
+    Lease,
+    Leases,
+    LeftLine,
+    Merged,
+    PrState,
+    Queued,
+    Runtime,
+    Worker,
+)
 from reviewbot.server.mcp_registry import Registry, ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import CapabilityQuery, HistoryQuery, RuntimeQuery
@@ -34,74 +47,6 @@ TOOLS = Registry()
 HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
 PR = read_actions.PR_EXAMPLE  # every tool that names a PR documents this one spelling
 WORKER = "merger-bot-20260101T000000Z-1a2b3c4d"
-
-
-# --- results ---------------------------------------------------------------------------------
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Queued(_Out):
-    delivery_id: str
-    status: str
-
-
-class Worker(_Out):
-    worker_identity: str
-    name: str | None = None
-    role: str | None = None
-    registered_at: str | None = None
-    status: str | None = None
-    heartbeat_at: str | None = None
-
-
-class Target(_Out):
-    forge: str
-    repo: str
-    number: int
-    role: str
-
-
-class Lease(_Out):
-    target: Target
-    holder: str
-    epoch: int
-    head_sha: str | None
-    phase: str
-    expires_at: str
-    expires_in_s: float
-
-
-class Leases(_Out):
-    leases: list[Lease]
-
-
-class Merged(_Out):
-    merged: bool
-    head_sha: str | None = None
-    merge_commit_sha: str | None = None
-    already_merged: bool = False
-    approvers: list[str] = Field(default_factory=list)
-
-
-class Explained(_Out):
-    """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
-    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
-    explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
-
-    decisions: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class PrState(_Out):
-    pr: str
-    state: str
-    draft: bool
-    head_sha: str
-    leases: list[Lease]
-    state_comment: str | None = None
-    canonical: CanonicalState
 
 
 class ExplainArgs(BaseModel):
@@ -207,11 +152,19 @@ async def worker_heartbeat(
 async def acquire_lease(env: ToolEnv, info: TokenInfo, args: AcquireBody) -> dict[str, Any]:
     """Take the reviewer or merger lease of a PR, pinned to head_sha. The answer's
     epoch fences every later call; a lease held by another live worker is refused
-    lease_held with its holder and expiry."""
+    lease_held with its holder and expiry, or with wait_s the worker waits in the PR's line
+    (first come, first served; wait_s 0: join it and learn its position)."""
     return await actions.acquire_lease(env.service, info, args)
 
 
 _CLAIM = {"pr": PR, "role": "merger", "worker_identity": WORKER, "epoch": 3}
+_LINE = {k: v for k, v in _CLAIM.items() if k != "epoch"}
+
+
+@TOOLS.tool(scope="lease", input=LineBody, output=LeftLine, example=_LINE, group=Routes.WORK)
+async def leave_lease_line(env: ToolEnv, info: TokenInfo, args: LineBody) -> dict[str, Any]:
+    """Stop waiting for a lease: the worker leaves the PR's line (left: it was in it)."""
+    return await actions.leave_line(env.service, info, args)
 
 
 @TOOLS.tool(scope="lease", input=ClaimBody, output=Lease, example=_CLAIM, group=Routes.WORK)
@@ -290,3 +243,39 @@ async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str
     (mutations; refused with restart_required until it restarts). Same answer as
     GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)
+
+
+@TOOLS.tool(scope=None, name="whoami", input=whoami.NoArgs, output=whoami.Identity, example={})
+async def whoami_tool(env: ToolEnv, info: TokenInfo, args: whoami.NoArgs) -> dict[str, Any]:
+    """Who this call is made as: the token's name, id, scopes and repository binding (repo,
+    null for every repository), read from the store now, so a rescoped token answers its
+    new scopes and a revoked one is refused. Takes no arguments: only the calling token is
+    ever shown. Same answer as GET /api/v1/whoami."""
+    return whoami.whoami(info)
+
+
+class Watched(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    pr: str
+    worker: str
+    role: str
+    head_sha: str | None
+    events: list[dict[str, Any]]
+    cursor: str
+
+
+@TOOLS.tool(
+    group=Routes.WORK,
+    scope="lease",
+    input=pr_watch.WatchBody,
+    output=Watched,
+    example={"pr": PR, "role": "merger", "worker_identity": WORKER, "wait_s": 30},
+)
+async def watch_pr(env: ToolEnv, info: TokenInfo, args: pr_watch.WatchBody) -> dict[str, Any]:
+    """Wait (at most wait_s, capped at 60) until your PR changes in a way your worker must
+    know: head_moved, checks_red, unmergeable, lease_granted (the lease you waited for),
+    lease_expiring, lease_lost. Each event is also sent at once as a progress notification
+    (its message is the event's JSON) when you ask for progress. Pass the answer's cursor to
+    the next call to be told only what changed since. Same as POST /api/v1/leases/watch."""
+    return await pr_watch.watch_pr(env.service, info, args, env.notify)

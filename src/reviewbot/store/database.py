@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 BUSY_TIMEOUT_MS = 10_000
+LOCK_STEP_S = 0.0002  # how often a polling writer asks again for SQLite's write lock
 STORE_THREADS = 4  # the bound on store calls running at once for the event loop
 
 P = ParamSpec("P")
@@ -147,12 +149,18 @@ class Database(Protocol):
         """``sqlite`` or ``postgresql``."""
         ...
 
-    def write(self, *, durable: bool = False, serialized: bool = True) -> Any:
+    def write(
+        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+    ) -> Any:
         """Context manager: a write transaction that holds the write lock from its start.
 
         ``serialized=False`` (PostgreSQL): the transaction takes only the row locks its
         statements take, for the paths written to be safe under concurrency on their own
         (``FOR UPDATE SKIP LOCKED`` claims, ``ON CONFLICT`` inserts); SQLite ignores it.
+        ``poll_lock`` (SQLite): ask for the write lock every :data:`LOCK_STEP_S` instead of
+        through the busy handler, whose sleeps grow to 100 ms, so that processes contending
+        for one hot row take turns instead of the last writer winning again; PostgreSQL,
+        where waiters queue on the lock, ignores it.
         """
         ...
 
@@ -220,6 +228,24 @@ class _SQLiteTx:
 
     def lock_text(self, text: str, *, space: int) -> None:
         """Nothing: ``BEGIN IMMEDIATE`` holds the database write lock already."""
+
+
+def begin_immediate(
+    conn: sqlite3.Connection, *, wait_s: float = BUSY_TIMEOUT_MS / 1000, step_s: float = LOCK_STEP_S
+) -> None:
+    """``BEGIN IMMEDIATE`` on a connection without a busy timeout, asking again every
+    ``step_s`` while another connection writes, for at most ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(step_s)
 
 
 def connect_sqlite(
@@ -302,13 +328,23 @@ class SQLiteDatabase:
         return self._conns.get()
 
     @contextmanager
-    def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[_SQLiteTx]:
+    def write(
+        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+    ) -> Iterator[_SQLiteTx]:
         """``durable`` commits with ``synchronous=FULL`` (the delivery journal); every
-        transaction holds the database write lock, whatever ``serialized`` says."""
+        transaction holds the database write lock, whatever ``serialized`` says;
+        ``poll_lock`` waits for it in fine steps (see :meth:`Database.write`)."""
         conn = self._conn()
         if durable:
             conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("BEGIN IMMEDIATE")
+        if poll_lock:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                begin_immediate(conn)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        else:
+            conn.execute("BEGIN IMMEDIATE")
         try:
             yield _SQLiteTx(conn)
         except BaseException:

@@ -45,6 +45,7 @@ from reviewbot.store.database import (
     Database,
     Row,
     Tx,
+    begin_immediate,
     connect_sqlite,
     is_row_fault,
     opt_float,
@@ -406,17 +407,7 @@ LOCK_STEP_S = 0.0002
 
 def _begin(conn: sqlite3.Connection) -> None:
     """``BEGIN IMMEDIATE``, retrying every 0.2 ms while another connection writes."""
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(LOCK_STEP_S)
+    begin_immediate(conn, wait_s=LOCK_WAIT_S, step_s=LOCK_STEP_S)
 
 
 class CommitWatch:

@@ -16,6 +16,7 @@ from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.core.models import repo_key
 from reviewbot.store.database import Row, Tx, row_as, skip_locked
+from reviewbot.store.lease_waiters import details_of, details_params
 
 # A PR held for days by chatty workers still answers in one page.
 DEFAULT_LIMIT = 500
@@ -29,8 +30,9 @@ def append(tx: Tx, entry: HistoryEntry) -> None:
     t = entry.target
     tx.execute(
         "INSERT INTO lease_history (forge, repo, number, role, event, holder, epoch, head_sha,"
-        " at, expires_at, reason, actor, previous_holder, renewed_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " at, expires_at, reason, actor, previous_holder, renewed_at, target_branch, target_sha,"
+        " session_id, issue, blocker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+        " ?, ?)",
         (
             t.forge,
             t.repo,
@@ -46,6 +48,7 @@ def append(tx: Tx, entry: HistoryEntry) -> None:
             entry.actor,
             entry.previous_holder,
             entry.renewed_at,
+            *details_params(entry.details),
         ),
     )
 
@@ -57,19 +60,15 @@ def renew(tx: Tx, entry: HistoryEntry) -> None:
     once, and later renewals update that one."""
     t = entry.target
     key = (t.forge, t.repo, t.number, t.role.value, entry.epoch)
-    row = tx.one(
-        f"SELECT id FROM lease_history WHERE {_EPOCH_WHERE}"
-        " AND event IN ('granted', 'takeover', 'renewed')"
-        " ORDER BY CASE WHEN event = 'renewed' THEN 1 ELSE 0 END, id DESC LIMIT 1",
-        key,
-    )
-    if row is None:
+    changed = tx.execute(
+        "UPDATE lease_history SET renewed_at = ?, expires_at = ?, target_branch = ?,"
+        " target_sha = ?, session_id = ?, issue = ?, blocker = ? WHERE id = (SELECT id FROM"
+        f" lease_history WHERE {_EPOCH_WHERE} AND event IN ('granted', 'takeover', 'renewed')"
+        " ORDER BY CASE WHEN event = 'renewed' THEN 1 ELSE 0 END, id DESC LIMIT 1)",
+        (entry.at, entry.expires_at, *details_params(entry.details), *key),
+    ).rowcount
+    if changed == 0:
         append(tx, replace(entry, renewed_at=entry.at))
-        return
-    tx.execute(
-        "UPDATE lease_history SET renewed_at = ?, expires_at = ? WHERE id = ?",
-        (entry.at, entry.expires_at, row["id"]),
-    )
 
 
 def prune(tx: Tx, before: float, *, limit: int = PRUNE_BATCH) -> int:
@@ -103,6 +102,7 @@ def _entry(row: Row) -> HistoryEntry:
         row,
         target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
         event=lambda r: LeaseEvent(r["event"]),
+        details=details_of,
     )
 
 

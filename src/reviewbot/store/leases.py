@@ -21,12 +21,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reviewbot.core import lease_line
 from reviewbot.core import leases as core
-from reviewbot.core.clock import Clock
+from reviewbot.core.clock import Clock, iso
 from reviewbot.core.lease_history import (
     EndReason,
     HistoryEntry,
@@ -35,13 +36,16 @@ from reviewbot.core.lease_history import (
     lapse_reason,
     with_unrecorded_lapses,
 )
+from reviewbot.core.lease_line import LineView, ordinal
 from reviewbot.core.leases import (
     DEFAULT_TIMING,
+    NO_DETAILS,
     AcquireRequest,
     Granted,
     GrantKind,
     Lease,
     LeaseClaim,
+    LeaseDetails,
     LeaseTarget,
     LeaseTiming,
     Phase,
@@ -52,9 +56,10 @@ from reviewbot.core.leases import (
 )
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.store import lease_history
-from reviewbot.store.database import Database, OnDatabase, Params, Row, Tx, row_as
+from reviewbot.store import lease_history, lease_waiters
+from reviewbot.store.database import SQLITE, Database, OnDatabase, Params, Row, Tx, row_as
 from reviewbot.store.epochs import EpochStore, target_name
+from reviewbot.store.lease_waiters import details_of, details_params
 from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
 
 if TYPE_CHECKING:
@@ -64,6 +69,9 @@ log = logging.getLogger(__name__)
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
 TARGET_LOCKS = 0x52424C53  # the advisory-lock space of lease targets ("RBLS")
+# The actor of a grant made from the line on behalf of its first waiter (after a release,
+# or when another call found the holder lapsed).
+LINE_ACTOR = "line"
 
 
 class LeaseRefused(LeaseStoreError):
@@ -94,17 +102,42 @@ def _key(target: LeaseTarget) -> tuple[str, str, int, str]:
 
 def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
     """Hold the targets' locks until the transaction ends (in one order: no deadlock)."""
+    if tx.dialect == SQLITE:
+        return  # BEGIN IMMEDIATE holds the database write lock already
     for name in sorted({target_name(t) for t in targets}):
         tx.lock_text(name, space=TARGET_LOCKS)
 
 
-def _lease(row: Row) -> Lease:
+def _lease(row: Row, target: LeaseTarget | None = None) -> Lease:
+    """The lease of a ``leases`` row (``target``: the row's target, when the caller knows it,
+    so it is not parsed and checked again)."""
     return row_as(
         Lease,
         row,
-        target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
+        target=lambda r: target or LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
         phase=lambda r: Phase(r["phase"]),
+        details=details_of,
     )
+
+
+@dataclass(frozen=True)
+class LineStatus:
+    """Where a worker stands for a target: granted (its live lease), waiting (its place,
+    1 = next), or neither; and how many live waiters the line has."""
+
+    granted: Lease | None
+    position: int | None
+    waiting: int
+    free: bool  # nobody holds the target live: the next acquire or settle grants it
+
+
+@dataclass(frozen=True)
+class _Grant:
+    """A grant one transaction made, for telemetry once it committed."""
+
+    lease: Lease
+    kind: GrantKind
+    previous: Lease | None
 
 
 class LeaseStore(OnDatabase):
@@ -168,14 +201,16 @@ class LeaseStore(OnDatabase):
             raise UnknownWorker(f"no worker {identity} is registered (unproven)")
         return record
 
-    def _touch_worker(self, tx: Tx, identity: str, now: float) -> None:
-        """Record a sign of life of ``identity``, inside a write transaction.
+    def _touch_worker(self, tx: Tx, identity: str, now: float, heard: float | None = None) -> None:
+        """Record a sign of life of ``identity``, inside a write transaction (``heard``: its
+        last heartbeat, when the caller read it already).
 
         A worker that was silent for a lease term lost its claims when it fell silent; a
         new sign of life must not revive them, so they are ended first: their expiry is
         brought forward to the lapse and an ``expired`` row is written.
         """
-        heard = self.workers.heartbeat_at(tx, identity)
+        if heard is None:
+            heard = self.workers.heartbeat_at(tx, identity)
         if heard is None:
             return
         if now >= core.worker_lapse_at(heard, self.timing):
@@ -211,40 +246,234 @@ class LeaseStore(OnDatabase):
         *,
         ttl_s: float | None = None,
         actor: str = "reviewbot",
+        details: LeaseDetails = NO_DETAILS,
+        wait: bool = False,
     ) -> Lease:
-        """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``)."""
-        request = AcquireRequest(target, worker, head_sha, ttl_s)
-        with self.db.write(serialized=False) as tx:
+        """Grant or renew the lease, or raise :class:`LeaseRefused` (``lease_held``).
+
+        While others wait in the target's line, a free target goes to the first of them
+        (:mod:`reviewbot.core.lease_line`), never to a caller further back or not in line.
+        ``wait``: a refused caller joins the line (or, in it, keeps its place and is heard
+        from), and the refusal names its ``position``. Without it the caller never joins:
+        a held target (or one just granted to the first waiter) is refused at once."""
+        request = AcquireRequest(target, worker, head_sha, ttl_s, details)
+        core.check_full_sha(head_sha)
+        core.lease_term(self.timing, ttl_s)  # a malformed request never joins a line
+        grants: list[_Grant] = []
+        refusal: Refused | None = None
+        lease: Lease | None = None
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, target)
             now = self.clock()
-            if self.workers.heartbeat_at(tx, worker) is None:
+            heard = self.workers.heartbeat_at(tx, worker)
+            if heard is None:
                 raise UnknownWorker(
                     f"no worker {worker} is registered (unproven); register it first"
                 )
             # First the caller's own lapse, if any: its old claims stay ended.
-            self._touch_worker(tx, worker, now)
-            stored = self.lease_in(tx, target)
-            current = self.seen_in(tx, stored)
-            high_water = self.epochs.high_water(tx, target)
-            result = core.acquire(current, high_water, request, now, self.timing)
-            if isinstance(result, Refused):
-                self._refused(target, worker, result)
-                raise LeaseRefused(result)
-            lease = result.lease
-            if result.kind is not GrantKind.RENEWED:
-                self.epochs.raise_to(tx, target, lease.epoch)
-            self._store(tx, lease, reset_writes=result.kind is not GrantKind.RENEWED)
-            self._record_grant(tx, stored, current, result.kind, lease, now, actor)
-            if result.kind is not GrantKind.RENEWED and self.history_days is not None:
-                lease_history.prune(tx, now - self.history_days * 86400.0)
-        if self.telemetry is not None:
+            self._touch_worker(tx, worker, now, heard)
+            stored, current = self._held_in(tx, target)
+            live = current is not None and current.live(now)
+            holds = live and current is not None and current.holder == worker
+            queued = wait and not holds
+            line: LineView | None = None
+            if queued or not live:  # a live claim leaves the line as it is
+                rows = lease_waiters.for_target(tx, target)
+                if queued:  # the caller was heard from just now
+                    me = lease_waiters.join(tx, request, now, [w for w, _ in rows])
+                    rows = [*((w, at) for w, at in rows if w.worker != worker), (me, now)]
+                line = self._settle_in(
+                    tx, target, now, actor, grants, caller=worker, rows=rows, seen=(stored, current)
+                )
+            if queued:
+                assert line is not None
+                mine = [g.lease for g in grants if g.lease.holder == worker]
+                if mine:
+                    lease = mine[0]
+                else:
+                    holder = grants[-1].lease if grants else current
+                    assert holder is not None
+                    refusal = self._waiting(target, worker, line, holder)
+            else:
+                lease, refusal = self._acquire_in(
+                    tx, request, now, actor, grants, (stored, current)
+                )
+                if refusal is not None and not grants:
+                    # Nothing changed: roll back, not even the caller's liveness moves.
+                    self._refused(target, worker, refusal)
+                    raise LeaseRefused(refusal)
+        self._tell(grants, now)
+        if refusal is not None:
+            self._refused(target, worker, refusal)
+            raise LeaseRefused(refusal)
+        assert lease is not None
+        return lease
+
+    def _acquire_in(
+        self,
+        tx: Tx,
+        request: AcquireRequest,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+        seen: tuple[Lease | None, Lease | None],
+    ) -> tuple[Lease | None, Refused | None]:
+        """The plain acquire of a caller not waiting in line, inside its transaction
+        (``seen``: the target's stored row and that row with its holder's liveness)."""
+        target = request.target
+        stored, current = seen
+        if grants:  # the line was granted the target just now
+            stored, current = self._held_in(tx, target)
+        high_water = self.epochs.high_water(tx, target)
+        result = core.acquire(current, high_water, request, now, self.timing)
+        if isinstance(result, Refused):
+            return None, result
+        self._grant(tx, stored, current, result, now, actor, grants)
+        return result.lease, None
+
+    def _grant(
+        self,
+        tx: Tx,
+        stored: Lease | None,
+        current: Lease | None,
+        result: Granted,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+    ) -> None:
+        """Persist a grant or renewal: the epoch mark, the row and its history."""
+        lease = result.lease
+        if result.kind is GrantKind.RENEWED:
+            self._store_renewal(tx, lease)
+        else:
+            self.epochs.raise_to(tx, lease.target, lease.epoch)
+            self._store(tx, lease, reset_writes=True)
+        self._record_grant(tx, stored, current, result.kind, lease, now, actor)
+        if result.kind is not GrantKind.RENEWED and self.history_days is not None:
+            lease_history.prune(tx, now - self.history_days * 86400.0)
+        grants.append(_Grant(lease, result.kind, current))
+
+    def _settle_in(
+        self,
+        tx: Tx,
+        target: LeaseTarget,
+        now: float,
+        actor: str,
+        grants: list[_Grant],
+        *,
+        caller: str | None = None,
+        rows: list[tuple[lease_line.Waiter, float | None]] | None = None,
+        seen: tuple[Lease | None, Lease | None] | None = None,
+    ) -> LineView:
+        """Inside the target's transaction: drop the waiters that went silent and, when the
+        target is free, grant it to the first live waiter (``actor`` when that is
+        ``caller``, else :data:`LINE_ACTOR`). The line as it stands afterwards. ``rows`` and
+        ``seen``: the line and the lease as the caller read them in this transaction."""
+        if rows is None:
+            rows = lease_waiters.for_target(tx, target)
+        if not rows:
+            return LineView((), ())
+        heard = {w.worker: at for w, at in rows}
+        line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
+        gone = [w.worker for w in line.stale]
+        stored, current = seen if seen is not None else self._held_in(tx, target)
+        granted: str | None = None
+        waiter = lease_line.successor(current, line, now)
+        while waiter is not None:
+            try:
+                result = core.acquire(
+                    current, self.epochs.high_water(tx, target), waiter.request(), now, self.timing
+                )
+            except ValueError:  # it asked for a term the settings no longer allow
+                gone.append(waiter.worker)
+                line = line.without(waiter.worker)
+                waiter = lease_line.successor(current, line, now)
+                continue
+            assert isinstance(result, Granted)
+            who = actor if waiter.worker == caller else LINE_ACTOR
+            self._grant(tx, stored, current, result, now, who, grants)
+            granted = waiter.worker
+            break
+        lease_waiters.remove(tx, target, [*gone, *([granted] if granted else [])])
+        return line if granted is None else line.without(granted)
+
+    @staticmethod
+    def _waiting(target: LeaseTarget, worker: str, line: LineView, current: Lease) -> Refused:
+        """The refusal of a caller that waits in line: the holder, and the caller's place."""
+        position = line.position(worker)
+        assert position is not None
+        return Refused(
+            ReasonCode.LEASE_HELD,
+            f"{target} is held by {current.holder} until {iso(current.expires_at)};"
+            f" you are {ordinal(position)} in line ({len(line.live)} waiting)",
+            holder=current.holder,
+            expires_at=current.expires_at,
+            position=position,
+        )
+
+    def _tell(self, grants: list[_Grant], now: float) -> None:
+        """Telemetry of the grants a committed transaction made."""
+        if self.telemetry is None:
+            return
+        for grant in grants:
+            current = grant.previous
             lapsed = current is not None and current.phase_at(now) is Phase.EXPIRED
-            if lapsed and result.kind is not GrantKind.RENEWED:
+            if lapsed and grant.kind is not GrantKind.RENEWED:
                 assert current is not None
                 self.telemetry.lease_expired(current)
             previous = current.holder if current is not None else None
-            self.telemetry.lease_granted(lease, str(result.kind), previous=previous)
-        return lease
+            self.telemetry.lease_granted(grant.lease, str(grant.kind), previous=previous)
+
+    # --- the line -------------------------------------------------------------------------------
+
+    def leave_line(self, target: LeaseTarget, worker: str) -> bool:
+        """Take ``worker`` out of the target's line (it stopped waiting); whether it was in."""
+        with self.db.write(serialized=False, poll_lock=True) as tx:
+            _lock_targets(tx, target)
+            return lease_waiters.remove(tx, target, [worker]) > 0
+
+    def settle_line(self, target: LeaseTarget) -> Lease | None:
+        """Grant the target to the first live waiter if it is free now (the holder released
+        or lapsed); the lease granted, if any. Every acquire and release does this itself."""
+        grants: list[_Grant] = []
+        with self.db.write(serialized=False, poll_lock=True) as tx:
+            _lock_targets(tx, target)
+            now = self.clock()
+            self._settle_in(tx, target, now, LINE_ACTOR, grants)
+        self._tell(grants, now)
+        return grants[0].lease if grants else None
+
+    def granted(self, target: LeaseTarget, worker: str) -> Lease | None:
+        """``worker``'s live lease of ``target``, if it holds one now (granted from the line
+        or by its own acquire): one read, no write lock, cheap enough to poll."""
+        with self.db.read() as tx:
+            now = self.clock()
+            row = tx.one(
+                "SELECT l.*, w.heartbeat_at AS worker_heartbeat_at FROM leases AS l"
+                " LEFT JOIN workers AS w ON w.identity = l.holder WHERE l.forge = ?"
+                " AND l.repo = ? AND l.number = ? AND l.role = ? AND l.holder = ?"
+                " AND l.phase = 'claimed' AND l.expires_at > ?",
+                (*_key(target), worker, now),
+            )
+        if row is None:
+            return None
+        lease = core.with_worker_liveness(_lease(row), row["worker_heartbeat_at"], self.timing)
+        return lease if lease.live(now) else None
+
+    def line_status(self, target: LeaseTarget, worker: str) -> LineStatus:
+        """Was ``worker`` granted ``target``, and if not, where is it in the line? A read:
+        a free target is granted only by the next acquire, release or :meth:`settle_line`."""
+        with self.db.read() as tx:
+            now = self.clock()
+            current = self.seen_in(tx, self.lease_in(tx, target))
+            rows = lease_waiters.for_target(tx, target)
+        heard = {w.worker: at for w, at in rows}
+        line = lease_line.view([w for w, _ in rows], heard, now, self.timing.line_ttl_s)
+        live = current is not None and current.live(now)
+        held = live and current is not None and current.holder == worker
+        return LineStatus(
+            current if held else None, line.position(worker), len(line.live), free=not live
+        )
 
     def _refused(self, target: LeaseTarget, worker: str, refusal: Refused) -> None:
         if self.telemetry is not None:
@@ -308,10 +537,33 @@ class LeaseStore(OnDatabase):
             reason=reason,
             actor=actor,
             previous_holder=previous_holder,
+            details=lease.details,
         )
 
     def heartbeat(self, claim: LeaseClaim, *, actor: str = "reviewbot") -> Lease:
-        """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held)."""
+        """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held).
+
+        The live claim of a live worker is renewed by one conditional write (as
+        :meth:`check_held` fences), its worker's sign of life and its grant's history row:
+        a renewal costs what a renewal should. Anything else (a lapsed claim or worker, a
+        stale epoch) takes the full path, which explains the refusal."""
+        with self.db.write(serialized=False, poll_lock=True) as tx:
+            _lock_targets(tx, claim.target)
+            now = self.clock()
+            row = tx.one(
+                f"UPDATE leases SET heartbeat_at = ?, expires_at = ? + ttl_s WHERE {_TARGET_WHERE}"
+                " AND holder = ? AND epoch = ? AND phase = 'claimed' AND expires_at > ? AND"
+                " NOT EXISTS (SELECT 1 FROM workers AS w WHERE w.identity = leases.holder"
+                " AND w.heartbeat_at + ? <= ?) RETURNING *",
+                (now, now, *_key(claim.target), claim.worker, claim.epoch, now,
+                 self.timing.lease_s, now),
+            )  # fmt: skip
+            if row is not None:
+                lease = _lease(row, claim.target)
+                self.workers.touch(tx, claim.worker, now)
+                entry = self._entry(lease, LeaseEvent.RENEWED, now, actor)
+                lease_history.renew(tx, entry)  # a heartbeat adds no row
+                return lease
         return self._transition(claim, core.heartbeat, LeaseEvent.RENEWED, "", actor)
 
     def release(
@@ -356,7 +608,7 @@ class LeaseStore(OnDatabase):
         """Supersede every claim on the PR pinned to a head other than ``new_head``."""
         repo = repo_key(repo)
         changed: list[Lease] = []
-        with self.db.write(serialized=False) as tx:
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, *(LeaseTarget(forge, repo, number, role) for role in Role))
             now = self.clock()
             rows = tx.all(
@@ -530,22 +782,34 @@ class LeaseStore(OnDatabase):
         reason: str,
         actor: str,
     ) -> Lease:
-        with self.db.write(serialized=False) as tx:
+        grants: list[_Grant] = []
+        with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
             # A refusal rolls this back: a refused call changes nothing, not even liveness.
-            self._touch_worker(tx, claim.worker, now)
-            result = step(self.seen_in(tx, self.lease_in(tx, claim.target)), claim, now)
+            # The lease is read with its holder's heartbeat before the caller's sign of life:
+            # a claim whose worker lapsed is judged lapsed (and refused) as it would be after.
+            stored, heard = self._row_in(tx, claim.target)
+            seen = None if stored is None else core.with_worker_liveness(stored, heard, self.timing)
+            mine = stored is not None and stored.holder == claim.worker
+            self._touch_worker(tx, claim.worker, now, heard if mine else None)
+            result = step(seen, claim, now)
             if isinstance(result, Refused):
                 self._refused(claim.target, claim.worker, result)
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
-            self._store(tx, result.lease)
+            if event is LeaseEvent.RENEWED:
+                self._store_renewal(tx, result.lease)
+            else:
+                self._store(tx, result.lease)
             entry = self._entry(result.lease, event, now, actor, reason=reason)
             if event is LeaseEvent.RENEWED:
                 lease_history.renew(tx, entry)  # a heartbeat adds no row
             else:
                 lease_history.append(tx, entry)
+                # The target is free: the first in its line is granted it now.
+                self._settle_in(tx, claim.target, now, actor, grants)
+        self._tell(grants, now)
         return result.lease
 
     def seen_in(self, tx: Tx, lease: Lease | None) -> Lease | None:
@@ -555,22 +819,64 @@ class LeaseStore(OnDatabase):
         heard = self.workers.heartbeat_at(tx, lease.holder)
         return core.with_worker_liveness(lease, heard, self.timing)
 
+    def _held_in(self, tx: Tx, target: LeaseTarget) -> tuple[Lease | None, Lease | None]:
+        """The target's stored row and the same with its holder's liveness applied
+        (:meth:`lease_in` and :meth:`seen_in` in one read)."""
+        stored, heard = self._row_in(tx, target)
+        if stored is None:
+            return None, None
+        return stored, core.with_worker_liveness(stored, heard, self.timing)
+
+    @staticmethod
+    def _row_in(tx: Tx, target: LeaseTarget) -> tuple[Lease | None, float | None]:
+        """The target's stored row and its holder's last heartbeat, in one read."""
+        row = tx.one(
+            "SELECT l.*, w.heartbeat_at AS worker_heartbeat_at FROM leases AS l"
+            " LEFT JOIN workers AS w ON w.identity = l.holder WHERE l.forge = ? AND l.repo = ?"
+            " AND l.number = ? AND l.role = ?",
+            _key(target),
+        )
+        if row is None:
+            return None, None
+        heard = row["worker_heartbeat_at"]
+        return _lease(row, target), None if heard is None else float(heard)
+
+    @staticmethod
+    def _store_renewal(tx: Tx, lease: Lease) -> None:
+        """Write a renewal of the live claim ``lease``: its new expiry (and term, details)."""
+        tx.execute(
+            "UPDATE leases SET ttl_s = ?, heartbeat_at = ?, expires_at = ?, target_branch = ?,"
+            f" target_sha = ?, session_id = ?, issue = ?, blocker = ? WHERE {_TARGET_WHERE}"
+            " AND epoch = ?",
+            (
+                lease.ttl_s,
+                lease.heartbeat_at,
+                lease.expires_at,
+                *details_params(lease.details),
+                *_key(lease.target),
+                lease.epoch,
+            ),
+        )
+
     @staticmethod
     def lease_in(tx: Tx, target: LeaseTarget) -> Lease | None:
         """The stored row of ``target`` inside an open transaction (phase as stored)."""
         row = tx.one(f"SELECT * FROM leases WHERE {_TARGET_WHERE}", _key(target))
-        return None if row is None else _lease(row)
+        return None if row is None else _lease(row, target)
 
     @staticmethod
     def _store(tx: Tx, lease: Lease, *, reset_writes: bool = False) -> None:
         tx.execute(
             "INSERT INTO leases (forge, repo, number, role, holder, epoch, head_sha, phase, ttl_s,"
-            " acquired_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " acquired_at, heartbeat_at, expires_at, target_branch, target_sha, session_id,"
+            " issue, blocker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (forge, repo, number, role) DO UPDATE SET holder = excluded.holder,"
             " epoch = excluded.epoch, head_sha = excluded.head_sha, phase = excluded.phase,"
             " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
-            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at"
-            + (", writes = 0" if reset_writes else ""),
+            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at,"
+            " target_branch = excluded.target_branch, target_sha = excluded.target_sha,"
+            " session_id = excluded.session_id, issue = excluded.issue,"
+            " blocker = excluded.blocker" + (", writes = 0" if reset_writes else ""),
             (
                 *_key(lease.target),
                 lease.holder,
@@ -581,6 +887,7 @@ class LeaseStore(OnDatabase):
                 lease.acquired_at,
                 lease.heartbeat_at,
                 lease.expires_at,
+                *details_params(lease.details),
             ),
         )
 

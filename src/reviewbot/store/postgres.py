@@ -188,7 +188,9 @@ class PostgresDatabase:
             yield conn
 
     @contextmanager
-    def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[PgTx]:
+    def write(
+        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+    ) -> Iterator[PgTx]:
         with self._pool.connection() as conn:
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             try:

@@ -159,6 +159,28 @@ def revoke_token(db: Database, name_or_id: str, *, now: float) -> list[TokenInfo
     return [TokenInfo.from_row(r) for r in out if r is not None]
 
 
+def rescope_token(
+    db: Database, name_or_id: str, *, scopes: Iterable[str] | str, repo: str | None
+) -> TokenInfo:
+    """Give the active token with this name (or id) new scopes and binding (``repo``; ``None``
+    for every repository). Every entry path reads a token at each request, so the change
+    holds from the token's next call on."""
+    scope_list = parse_scopes(scopes)
+    binding = parse_repo_binding(repo)
+    by_id = name_or_id.isdigit()
+    sql = (
+        "UPDATE api_tokens SET scopes = ?, repo = ? "
+        + ("WHERE id = ?" if by_id else "WHERE name = ?")
+        + " AND revoked_at IS NULL RETURNING *"
+    )
+    key: int | str = int(name_or_id) if by_id else name_or_id
+    with db.write() as tx:
+        row = tx.one(sql, (",".join(scope_list), binding, key))
+    if row is None:
+        raise TokenError(f"no active token named or numbered {name_or_id!r}")
+    return TokenInfo.from_row(row)
+
+
 def lookup_token(db: Database, token: str) -> TokenInfo | None:
     """The token's description (revoked ones included), or ``None`` when unknown."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:

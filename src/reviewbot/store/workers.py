@@ -23,6 +23,7 @@ from reviewbot.core.leases import (
     WorkerRecord,
     WorkerStatus,
 )
+from reviewbot.store import lease_waiters
 from reviewbot.store.database import Database, OnDatabase, Tx, row_as, skip_locked
 
 log = logging.getLogger(__name__)
@@ -192,4 +193,5 @@ def prune_workers(db: Database, before: float, *, limit: int) -> int:
         if ids:
             marks = ", ".join("?" for _ in ids)
             tx.execute(f"DELETE FROM workers WHERE identity IN ({marks})", ids)
+            lease_waiters.remove_workers(tx, ids)  # and from every line they waited in
     return len(ids)

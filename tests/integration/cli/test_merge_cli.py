@@ -42,6 +42,9 @@ class Cli:
             # Each command is a new Python process; on a busy machine a few of them outlast
             # the default 15 s lease, and no test here is about expiry.
             "REVIEWBOT_LEASES__LEASE_S": "600",
+            # Who acts, declared as the documented variables (the flags win over them).
+            "REVIEWBOT_CLIENT": "release-script",
+            "REVIEWBOT_SESSION_ID": "run-981",
         }
 
     async def run(self, *args: str) -> tuple[int, str, str]:
@@ -114,9 +117,14 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     pr = sim.open_pr(forge, REPO, author="alice")
     ref = f"{forge}:{REPO}#{pr.number}"
     set_check(sim, forge, pr.head_sha, "success")
-    code, out, _ = await cli.run("lease", "register", "--name", "agent7")
+    code, out, _ = await cli.run(
+        "lease", "register", "--name", "agent7", "--client", "my-agent", "--session-id", "s-7"
+    )
     assert code == 0
     worker = out.strip()
+    assert cli.rows(f"SELECT client, session_id FROM workers WHERE identity = '{worker}'") == [
+        ("my-agent", "s-7")
+    ]
     code, lease = await cli.json(
         "lease", "acquire", ref, "--role", "merger", "--worker", worker, "--head", pr.head_sha
     )
@@ -139,7 +147,9 @@ async def test_an_outside_session_with_its_own_lease(cli: Cli, sim: Simulator) -
     assert held["holder"] == worker and held["expires_at"] == lease["expires_at"]
     assert "epoch" not in held and "epoch" not in held["detail"]  # never the holder's epoch
     ghost = other.replace("other", "ghost")
-    code, unproven = await cli.json("lease", "acquire", ref, "--worker", ghost, "--head", "ab12")
+    code, unproven = await cli.json(
+        "lease", "acquire", ref, "--worker", ghost, "--head", "ab12" * 10
+    )
     assert code == 1 and unproven["error"] == "worker_unproven"
 
     sim.submit_review(forge, REPO, pr.number, reviewer="bob", state="APPROVED")
@@ -180,6 +190,61 @@ async def test_a_head_pushed_before_the_merge_is_reviewed_again(cli: Cli, sim: S
     ]
     assert bot == [("APPROVED", pushed[0])]
     assert cli.rows("SELECT status, head_sha FROM merge_attempts") == [("head_moved", old)]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lease", "register", "--name", "agent7"],
+        ["lease", "acquire", "gitea:acme/api#1", "--worker", "w", "--head", "ab12" * 10],
+        ["lease", "heartbeat", "gitea:acme/api#1", "--worker", "w", "--epoch", "1"],
+        ["lease", "release", "gitea:acme/api#1", "--worker", "w", "--epoch", "1"],
+        ["merge", "gitea:acme/api#1", "--head", "ab12" * 10],
+    ],
+)
+async def test_a_command_acting_as_a_client_needs_client_and_session_declared(
+    cli: Cli, argv: list[str]
+) -> None:
+    # Nothing is guessed: without --client/--session-id (or REVIEWBOT_CLIENT and
+    # REVIEWBOT_SESSION_ID) the command refuses, naming both, and writes nothing.
+    for missing in (
+        ("REVIEWBOT_CLIENT",),
+        ("REVIEWBOT_SESSION_ID",),
+        ("REVIEWBOT_CLIENT", "REVIEWBOT_SESSION_ID"),
+    ):
+        saved = {k: cli.env.pop(k) for k in missing}
+        try:
+            code, out, err = await cli.run(*argv)
+        finally:
+            cli.env.update(saved)
+        assert code == 2 and out == "", err
+        (line,) = err.strip().splitlines()
+        assert "--client" in line and "--session-id" in line, line
+        assert "REVIEWBOT_CLIENT" in line and "REVIEWBOT_SESSION_ID" in line, line
+    if (cli.data / "db" / "db.sqlite").exists():
+        assert cli.rows("SELECT identity FROM workers") == []
+    # Blank or oversized declarations are refused too.
+    code, _, err = await cli.run(*argv, "--client", " ", "--session-id", "s")
+    assert code == 2 and "--client" in err
+    code, _, err = await cli.run(*argv, "--client", "c", "--session-id", "x" * 500)
+    assert code == 2 and "--session-id" in err
+
+
+async def test_lease_history_names_the_declared_client(cli: Cli, sim: Simulator) -> None:
+    pr = sim.open_pr("gitea", REPO, author="alice")
+    ref = f"gitea:{REPO}#{pr.number}"
+    code, out, _ = await cli.run("lease", "register", "--name", "agent8")
+    assert code == 0
+    worker = out.strip()
+    code, _ = await cli.json("lease", "acquire", ref, "--worker", worker, "--head", pr.head_sha)
+    assert code == 0
+    code, history = await cli.json("lease", "history", ref)
+    assert [h["actor"] for h in history["history"]] == [
+        "cli client 'release-script' session 'run-981'"
+    ]
+    assert cli.rows(f"SELECT client, session_id FROM workers WHERE identity = '{worker}'") == [
+        ("release-script", "run-981")
+    ]
 
 
 async def test_bad_arguments_are_one_line_refusals(cli: Cli) -> None:

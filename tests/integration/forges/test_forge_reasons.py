@@ -160,7 +160,17 @@ async def test_merge_at_a_sha_the_forge_does_not_know_is_head_unknown(
         REVIEWBOT_GITHUB__BOT_LOGIN="reviewbot",
     )
     code = await asyncio.to_thread(
-        main, ["merge", f"github:{REPO}#{pr.number}", "--head", "0" * 40]
+        main,
+        [
+            "merge",
+            f"github:{REPO}#{pr.number}",
+            "--head",
+            "0" * 40,
+            "--client",
+            "t",
+            "--session-id",
+            "s",
+        ],
     )
     err = capsys.readouterr().err
     assert code != 0

@@ -32,13 +32,15 @@ class FlakyDatabase(SQLiteDatabase):
     fail_writes = 0  # 0: until ``failing`` is cleared by hand
 
     @contextmanager
-    def write(self, *, durable: bool = False, serialized: bool = True) -> Iterator[Any]:
+    def write(
+        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+    ) -> Iterator[Any]:
         if self.failing:
             self.refused += 1
             if self.fail_writes and self.refused >= self.fail_writes:
                 self.failing = False
             raise sqlite3.OperationalError("disk I/O error")
-        with super().write(durable=durable, serialized=serialized) as tx:
+        with super().write(durable=durable, serialized=serialized, poll_lock=poll_lock) as tx:
             yield tx
 
 

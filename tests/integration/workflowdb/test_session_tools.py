@@ -287,6 +287,37 @@ async def test_a_step_of_a_run_without_the_tool_is_refused_naming_both(api: Api)
     }
 
 
+async def test_a_refusal_on_the_tools_route_is_logged_and_recorded_with_its_owner(
+    api: Api, store: tuple[WorkflowPaths, Database], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The route reviewers use: a refused call is logged at warning level naming the caller,
+    # the owner it was looked up in and the caller's parent, and recorded with that owner.
+    _, db = store
+    s = api.sessions
+    s.open_run("run-L", db_access=DBAccess.READ_WRITE)  # registered nothing
+    step = s.open_child("run-L", "reviewer-1")
+    token = s.issue_token(step.id, ttl_s=60)
+    with caplog.at_level("WARNING", logger="reviewbot.runtime.reviewers.tools"):
+        status, body = await api.call(token, "mutate_workflow_db", {"sql": "SELECT 1"})
+    assert status == 403 and body["error"] == "not_session_owner"
+    (line,) = [r.getMessage() for r in caplog.records if "tool call refused" in r.getMessage()]
+    assert caplog.records[0].levelname == "WARNING"
+    for part in (
+        "tool=mutate_workflow_db",
+        "caller=run-L/reviewer-1",
+        "owner=run-L",
+        "parent=run-L",
+        "code=not_session_owner",
+    ):
+        assert part in line, (part, line)
+    (call,) = tool_calls(db, session_id="run-L/reviewer-1")
+    assert (call.outcome, call.owner_session_id, call.run_id) == (
+        "not_session_owner",
+        "run-L",
+        "run-L",
+    )
+
+
 async def test_an_unknown_tool_is_refused_with_the_ownership_error(
     api: Api, store: tuple[WorkflowPaths, Database]
 ) -> None:
@@ -299,7 +330,7 @@ async def test_an_unknown_tool_is_refused_with_the_ownership_error(
     assert body["error"] == "not_session_owner"
     assert "'run-G'" in body["detail"] and "'drop_workflow_db'" in body["detail"]
     (call,) = tool_calls(db, session_id="run-G")
-    assert (call.outcome, call.owner_session_id) == ("not_session_owner", None)
+    assert (call.outcome, call.owner_session_id) == ("not_session_owner", "run-G")
 
 
 # -- tokens -----------------------------------------------------------------------------------

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from reviewbot.core.errors import ReviewbotError
+from reviewbot.ingress.crew import SOURCE as CREW_SOURCE
+from reviewbot.ingress.crew import crew_call_parts
+from reviewbot.ingress.envelope import FIELD_NAMES
 from reviewbot.store import journal
 from reviewbot.store.database import Database
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -103,22 +106,27 @@ def delivery_document(
     """The content of ``delivery.json``: the delivery envelope a step reads.
 
     ``variables`` name the pull request (``forge``, ``owner``, ``repo``, ``number``,
-    ``head_sha``); ``payload`` is the forge's event (or the API / Crew body) and ``headers``
-    the forge headers that were kept, when there are any.
+    ``head_sha``); ``payload`` is the forge's event (or the API body) and ``headers`` the
+    forge headers that were kept, when there are any. A Crew call keeps the envelope's
+    shape: its ``variables`` join these (the PR's fields win) and ``payload`` is the call
+    itself, so its arguments are at ``payload.args`` where the read order looks.
     """
+    pr_fields = {"forge": forge, "owner": owner, "repo": name, "number": number}
+    body = dict(payload or {})
+    call = crew_call_parts(body) if source == CREW_SOURCE else None
+    variables: dict[str, Any] = {}
+    if call is not None:
+        variables, body = call
+        # The PR is named once, by the fields below: an alias the envelope used (repository,
+        # pr, ...) would be a second naming for a reader to reconcile.
+        variables = {k: v for k, v in variables.items() if k not in FIELD_NAMES}
     return {
         "delivery_id": delivery_id,
         "source": source,
         "event": event,
         "action": action,
-        "variables": {
-            "forge": forge,
-            "owner": owner,
-            "repo": name,
-            "number": number,
-            "head_sha": head_sha,
-        },
-        "payload": dict(payload or {}),
+        "variables": {**variables, **pr_fields, "head_sha": head_sha},
+        "payload": body,
         "headers": dict(headers or {}),
     }
 
@@ -127,9 +135,10 @@ def received(db: Database, delivery_id: str | None) -> tuple[dict[str, Any], dic
     """The payload and kept headers of a journalled delivery, for ``delivery.json``.
 
     The payload is the body as received: the forge's event for a webhook, the Crew envelope
-    or the API body otherwise. A delivery the journal does not hold (a sweep, the command
-    line) or a body that is not a JSON object gives ``{}``; the headers are the ones the
-    journal keeps (never a signature or a token).
+    (which ``delivery_document`` lays out as an envelope) or the API body otherwise. A
+    delivery the journal does not hold (a sweep, the command line) or a body that is not a
+    JSON object gives ``{}``; the headers are the ones the journal keeps (never a signature
+    or a token).
     """
     if delivery_id is None:
         return {}, {}

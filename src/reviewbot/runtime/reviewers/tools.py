@@ -267,13 +267,25 @@ class ToolDispatcher:
             except MigrationError as exc:
                 raise ToolRefused(str(exc), code="migration_refused") from None
         except ToolRefused as refusal:
-            await self._record(caller, owner, name, refusal.code, refusal.detail)
+            # A call no registry answered is charged to the run it was looked up in: the
+            # caller's run (itself, or its parent), the owner it would have needed.
+            owner_id = owner.id if owner is not None else caller.run_id
+            log.warning(
+                "tool call refused: tool=%s caller=%s owner=%s parent=%s code=%s detail=%s",
+                name,
+                caller.id,
+                owner_id,
+                caller.parent_id or "-",
+                refusal.code,
+                refusal.detail,
+            )
+            await self._record(caller, owner_id, name, refusal.code, refusal.detail)
             raise
-        await self._record(caller, owner, name, "ok", "")
+        await self._record(caller, owner.id, name, "ok", "")
         return ToolOutcome(name, caller.id, owner.id, result)
 
     async def _record(
-        self, caller: Session, owner: Session | None, name: str, outcome: str, detail: str
+        self, caller: Session, owner_id: str, name: str, outcome: str, detail: str
     ) -> None:
         db = None if self._audit is None else self._audit()
         if db is None:
@@ -283,7 +295,7 @@ class ToolDispatcher:
                 record_tool_call,
                 db,
                 session_id=caller.id,
-                owner_session_id=None if owner is None else owner.id,
+                owner_session_id=owner_id,
                 run_id=caller.run_id,
                 tool=name,
                 outcome=outcome,

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from reviewbot.core.prstate import STATE_MARKER, parse_pr_state
-from tests.integration.mcp_support import mcp_http, ok, refused
+from tests.integration.mcp_support import mcp_http, ok, refusal_body, refused
 from tests.integration.merge_support import REPO, World, set_check
 
 FORGE = "gitea"
@@ -29,6 +29,7 @@ READ_TOOLS = {
     "resolve_capability",
     "lease_history",
     "runtime",
+    "whoami",
 }
 
 
@@ -258,7 +259,7 @@ async def test_a_stale_epoch_and_a_moved_head_merge_nothing(world: World) -> Non
         result = await first.merge(pr.number, pr.head_sha, old)
         code, detail = refused(result)
         assert code == "superseded" and second.identity in detail
-        assert "epoch" not in (result.structured_content or {})  # the holder's stays private
+        assert "epoch" not in refusal_body(result)  # the holder's stays private
 
         # The head moves under the lease: the lease pinned to the approved head no longer
         # covers the PR, and the merge is refused naming the new head (as over REST).
@@ -367,5 +368,5 @@ async def test_a_head_pushed_during_the_merge_is_refused_head_moved(world: World
         epoch = ok(await agent.acquire(pr.number, pr.head_sha))["epoch"]
         result = await agent.merge(pr.number, pr.head_sha, epoch)
     code, _ = refused(result)
-    assert code == "head_moved" and result.structured_content["new_head"] == pushed[0]
+    assert code == "head_moved" and refusal_body(result)["new_head"] == pushed[0]
     assert not world.sim.pull(FORGE, REPO, pr.number).merged

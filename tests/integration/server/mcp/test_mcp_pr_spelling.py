@@ -40,12 +40,14 @@ async def test_every_tool_documents_pr_and_plain_text(world: World) -> None:
         "explain",
         "pr_state",
         "acquire_lease",
+        "leave_lease_line",
         "heartbeat_lease",
         "release_lease",
         "merge_pr",
         "list_leases",
         "resolve_capability",
         "lease_history",
+        "watch_pr",
     }
     assert set(PR_TOOLS) == expected
     async with mcp_http(world.base, world.token("read,review,lease,merge")) as client:

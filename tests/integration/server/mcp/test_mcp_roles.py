@@ -21,6 +21,7 @@ WORK_TOOLS = {
     "register_worker",
     "worker_heartbeat",
     "acquire_lease",
+    "leave_lease_line",
     "heartbeat_lease",
     "release_lease",
     "merge_pr",

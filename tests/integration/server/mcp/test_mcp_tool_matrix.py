@@ -39,7 +39,7 @@ from reviewbot.server.mcp_tools import TOOLS
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.workflowdb.access import DBAccess
 from reviewbot.workflowdb.paths import WorkflowPaths
-from tests.integration.mcp_support import mcp_http
+from tests.integration.mcp_support import mcp_http, refused
 from tests.integration.merge_support import World, bot_world
 
 # Refusals for who the caller is, as opposed to what it asked for.
@@ -61,6 +61,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "acquire_lease": ("POST", "/api/v1/leases/acquire"),
     "heartbeat_lease": ("POST", "/api/v1/leases/heartbeat"),
     "release_lease": ("POST", "/api/v1/leases/release"),
+    "leave_lease_line": ("POST", "/api/v1/leases/leave"),
     "merge_pr": ("POST", "/api/v1/merges"),
     "list_leases": ("GET", "/api/v1/leases"),
     "explain": ("GET", "/api/v1/decisions"),
@@ -68,6 +69,8 @@ REST: dict[str, tuple[str, str] | None] = {
     "resolve_capability": ("GET", "/api/v1/capability"),
     "lease_history": ("GET", "/api/v1/leases/history"),
     "runtime": ("GET", "/api/v1/runtime"),
+    "whoami": ("GET", "/api/v1/whoami"),
+    "watch_pr": ("POST", "/api/v1/leases/watch"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 
@@ -100,7 +103,7 @@ def expected(tool: str, kind: Kind, entry: str) -> bool:
     assert kind.scopes is not None
     scopes = kind.scopes.split(",")
     if registered is not None:
-        return registered.scope in scopes
+        return registered.scope is None or registered.scope in scopes
     if kind.repo is not None or tool not in ("query_workflow_db", "mutate_workflow_db"):
         return False  # an API token's call session holds only these two, never when bound
     need = "db:write" if tool == "mutate_workflow_db" else "db:read"
@@ -148,7 +151,7 @@ def outcome(result: Any) -> str | None:
     """The refusal code of an MCP result, or None when it ran."""
     if not result.is_error:
         return None
-    return str(result.structured_content["error"])
+    return refused(result)[0]
 
 
 async def over_mcp(client: Client, tools: list[str]) -> dict[str, str | None]:
