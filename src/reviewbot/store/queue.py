@@ -58,6 +58,7 @@ class CarState(StrEnum):
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
     LANDED = "landed"
+    PASSED = "passed"  # a half of a failed batch that passed: done, it never lands
 
 
 LIVE_CAR_STATES = (CarState.BUILDING, CarState.TESTING, CarState.GREEN)

@@ -31,8 +31,9 @@ CREATE INDEX IF NOT EXISTS queue_entries_by_base ON queue_entries (forge, repo, 
 -- queue_cars: one row per car. car is the car's number inside its train, batch and ahead the
 -- PR numbers it adds and sits on, split_of the car whose batch it halves. branch is the queue
 -- branch it is pushed to, base_sha the base it was built on, tested_sha the commit CI tests
--- (and the base lands on). status: building, testing, green, failed, timed_out, cancelled or
--- landed; check and check_url name a failing check.
+-- (and the base lands on). status: building, testing, green, failed, timed_out, cancelled,
+-- landed or passed (a half of a failed batch that passed; it never lands); check_name and
+-- check_url name a failing check.
 CREATE TABLE IF NOT EXISTS queue_cars (
     id INTEGER PRIMARY KEY,
     forge TEXT NOT NULL,

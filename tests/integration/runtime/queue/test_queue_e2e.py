@@ -1,0 +1,107 @@
+"""The merge queue end to end on both forges: real git, the simulator's CI, a real store.
+
+What a user relies on: the base branch only ever moves to a commit whose CI passed (a
+semantic-conflict pair never both lands), the merged commit is the tested commit, disjoint
+PRs ride separate trains, a flake is retried once, a culprit hidden in a batch is found and
+ejected with its evidence, a moved head is refused at the door.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.runtime.queue.driver import QueueRefused
+from tests.integration.runtime.queue.queue_support import (
+    CONTEXT,
+    REPO,
+    QueueWorld,
+    needs_git,
+    queue_world,
+)
+
+pytestmark = [needs_git, pytest.mark.git]
+FORGES = ["github", "gitea"]
+
+
+def assert_base_green(w: QueueWorld) -> None:
+    """Every commit the base moved to passes CI, and each is a commit a car tested."""
+    moves = w.base_commits()
+    assert moves, "the base never moved"
+    assert [w.ci_result(sha) for sha in moves] == ["success"] * len(moves)
+
+
+def landed(w: QueueWorld, number: int) -> str:
+    (event,) = [e for e in w.events(number) if e.kind == "landed"]
+    assert event.sha is not None
+    assert event.evidence["merged_sha"] == event.evidence["tested_sha"] == event.sha
+    return event.sha
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_semantic_conflict_pair_never_both_lands(forge: str, tmp_path: Path) -> None:
+    conflict = [["src/api.py", "src/caller.py"]]  # green alone, red together
+    async with queue_world(forge, tmp_path, conflicts=conflict) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 2\n"})
+        b = await w.pull("b", {"src/caller.py": "from api import api as call\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await w.drive(driver, rounds=1)
+
+        # The first lands at exactly its tested commit; the second, red on top of it, is out.
+        sha = landed(w, a.number)
+        assert w.tip() == sha
+        assert_base_green(w)
+        pulled = w.sim.pull(forge, REPO, a.number)
+        assert pulled.merged and pulled.merge_commit_sha == sha
+        assert not w.sim.pull(forge, REPO, b.number).merged
+        ejected = [e for e in w.events(b.number) if e.kind == "ejected"]
+        assert [e.code for e in ejected] == [ReasonCode.QUEUE_CULPRIT.value]
+        evidence = ejected[0].evidence
+        assert evidence["check"] == CONTEXT and evidence["check_url"]
+        assert evidence["batch"] == [b.number] and evidence["ahead"] == [a.number]
+        assert w.store.entries(forge, REPO, "main") == []
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_disjoint_prs_ride_separate_trains(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        docs = await w.pull("docs", {"docs/guide.md": "# Guide, better\n"})
+        lib = await w.pull("lib", {"lib/util.py": "X = 2\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (docs, lib):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        entries = w.store.entries(forge, REPO, "main")
+        assert len({e.train for e in entries}) == 2
+        await driver.run(w.queue)
+        # Both cars are in flight at once, one per train.
+        live = w.store.cars(forge, REPO, "main")
+        assert sorted(len(c.batch) for c in live) == [1, 1]
+        assert len({c.train for c in live}) == 2
+        w.ci_done()
+        await w.drive(driver, rounds=1)
+        assert {e.kind for e in w.events(docs.number)} >= {"landed"}
+        assert {e.kind for e in w.events(lib.number)} >= {"landed"}
+        assert_base_green(w)
+        assert w.tip() == landed(w, lib.number) or w.tip() == landed(w, docs.number)
+        for pull in (docs, lib):
+            assert w.sim.pull(forge, REPO, pull.number).merged
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_stale_head_is_refused_at_enqueue(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        pull = await w.pull("a", {"src/api.py": "def api():\n    return 3\n"})
+        w.ci_done()
+        old = pull.head_sha
+        w.sim.push(forge, REPO, pull.number, files={"src/api.py": "def api():\n    return 4\n"})
+        driver = w.driver()
+        with pytest.raises(QueueRefused) as refused:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=old)
+        assert refused.value.code == ReasonCode.HEAD_MOVED.value
+        assert w.store.entries(forge, REPO, "main") == []
