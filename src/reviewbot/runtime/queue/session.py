@@ -126,6 +126,7 @@ class QueueSession:
         self.tip = ""
         self.protection: RequiredChecks | None = None
         self.report = PassReport()
+        self._struck: set[int] = set()
 
     # -- loading and writing -----------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class QueueSession:
         self.trains = {r.train: Train(r.train, set(r.keys), state_back(r.state)) for r in records}
         entries = await self.store.run(self.store.entries, *q.key)
         self.entries = {e.number: e for e in entries}
+        self._struck = {e.number for e in entries if e.strikes}
         rows = await self.store.run(self.store.cars, *q.key)
         self.rows = {(r.train, r.car): r for r in rows}
         self.tip = await self.ops.branch_sha(q.repo, q.base)
@@ -148,6 +150,9 @@ class QueueSession:
                 for train in self.trains.values():
                     if train.dirty:
                         w.save_train(train.name, sorted(train.keys), state_json(train.state))
+                        for number in train.state.strikes - self._struck:
+                            w.update_entry(number, strikes=1)  # retried once as a flake
+                            self._struck.add(number)
                 return out
 
         out = await self.store.run(run)

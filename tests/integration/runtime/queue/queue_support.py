@@ -113,6 +113,14 @@ class QueueWorld:
         """Every CI build running now finishes (the simulator's clock moves on)."""
         self.sim.advance(CI_S)
 
+    def flaky_failure(self, sha: str) -> None:
+        """The CI run on ``sha`` fails by chance now (as a flaky run reports it: a status,
+        and on GitHub its check run); running it again would pass."""
+        url = f"https://ci.example/{sha[:12]}/flaky"
+        self.sim.set_status(self.forge, REPO, sha, CONTEXT, "failure", target_url=url)
+        if self.forge == "github":
+            self.sim.set_check_run(REPO, sha, CONTEXT, conclusion="failure", details_url=url)
+
     def tip(self, branch: str = "main") -> str:
         return self.sim.repo(self.forge, REPO).branches[branch]
 

@@ -105,3 +105,74 @@ async def test_a_stale_head_is_refused_at_enqueue(forge: str, tmp_path: Path) ->
             await driver.enqueue(forge, REPO, pull.number, expect_head_sha=old)
         assert refused.value.code == ReasonCode.HEAD_MOVED.value
         assert w.store.entries(forge, REPO, "main") == []
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_flaky_batch_is_retried_once_and_lands(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path, merge_queue={"cars_per_train": 1}) as w:
+        a = await w.pull("a", {"src/one.py": "ONE = 1\n"})
+        b = await w.pull("b", {"src/two.py": "TWO = 2\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        (car,) = w.store.cars(forge, REPO, "main")
+        assert car.batch == (a.number, b.number) and car.tested_sha is not None
+        # The run on the car's commit fails by chance; a second run of it would pass.
+        w.flaky_failure(car.tested_sha)
+        await driver.run(w.queue)  # failed: each half is tested alone
+        halves = w.store.cars(forge, REPO, "main")
+        assert sorted(c.batch for c in halves) == [(a.number,), (b.number,)]
+        await w.drive(driver, rounds=2)  # both halves pass: a suspected flake, retried once
+        for pull in (a, b):
+            kinds = [e.kind for e in w.events(pull.number)]
+            assert "ejected" not in kinds and kinds[-2:] == ["landed", "merged"]
+        assert_base_green(w)
+        failed = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_failed"]
+        assert len(failed) == 1
+        entries = w.store.entries(forge, REPO, "main", state=None)
+        assert [(e.state, e.strikes) for e in entries] == [("merged", 1), ("merged", 1)]
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_culprit_in_a_batch_of_eight_is_found_and_ejected(
+    forge: str, tmp_path: Path
+) -> None:
+    async with queue_world(
+        forge,
+        tmp_path,
+        conflicts=[["src/bad.py", "src/victim.py"]],
+        merge_queue={"cars_per_train": 1, "batch_max": 8},
+    ) as w:
+        pulls = []
+        for i in range(8):
+            files = {"src/bad.py": "broken\n"} if i == 5 else {f"src/f{i}.py": f"F = {i}\n"}
+            pulls.append(await w.pull(f"p{i}", files))
+        w.ci_done()  # each is green alone, on the base it was opened on
+        culprit = pulls[5]
+        # Then the base changes under them: green alone, but red with the culprit.
+        await w.work.run("checkout", "-q", "main")
+        await w.work.commit({"src/victim.py": "USES_BAD = True\n"}, "Use the old bad.py")
+        await w.work.push("main")
+        w.ci_done()
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        (first,) = w.store.cars(forge, REPO, "main")
+        assert len(first.batch) == 8
+        await w.drive(driver, rounds=6)
+        ejected = [e for e in w.events(culprit.number) if e.kind == "ejected"]
+        assert [e.code for e in ejected] == [ReasonCode.QUEUE_CULPRIT.value]
+        evidence = ejected[0].evidence
+        assert evidence["batch"] == [culprit.number]
+        assert evidence["check"] == CONTEXT and evidence["check_url"]
+        assert evidence["failure"] == ReasonCode.CHECKS_FAILED.value
+        assert evidence["tested_sha"] and evidence["conflicts_with"]["base_sha"]
+        for pull in pulls:
+            if pull is not culprit:
+                assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        assert not w.sim.pull(forge, REPO, culprit.number).merged
+        assert_base_green(w)
+        assert w.store.entries(forge, REPO, "main") == []
