@@ -14,8 +14,13 @@ import pytest
 
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueRefused
+from reviewbot.runtime.queue.session import QueueSession
+from reviewbot.store import lanes
+from reviewbot.store.lanes import LaneHold
+from reviewbot.store.queue import EventKind, QueueFenced
 from tests.integration.runtime.queue.queue_support import (
     CONTEXT,
+    LANE_TERM_S,
     REPO,
     QueueWorld,
     needs_git,
@@ -176,3 +181,59 @@ async def test_a_culprit_in_a_batch_of_eight_is_found_and_ejected(
         assert not w.sim.pull(forge, REPO, culprit.number).merged
         assert_base_green(w)
         assert w.store.entries(forge, REPO, "main") == []
+
+
+class Killed(BaseException):
+    """The process stops here: nothing after this line of its runs."""
+
+
+@pytest.mark.parametrize("forge", FORGES)
+@pytest.mark.parametrize("when", ["before_the_fast_forward", "after_the_fast_forward"])
+async def test_a_replica_killed_while_landing_leaves_base_and_queue_consistent(
+    forge: str, when: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 5\n"})
+        w.ci_done()
+        first = w.driver("replica-1")
+        await first.enqueue(forge, REPO, a.number, expect_head_sha=a.head_sha)
+        await first.run(w.queue)
+        w.ci_done()
+        (car,) = w.store.cars(forge, REPO, "main")
+        tested = car.tested_sha
+        assert tested is not None
+
+        async def killed(*args: object, **kwargs: object) -> None:
+            raise Killed
+
+        with monkeypatch.context() as m:
+            # A killed process releases nothing: its lane stays held until its term ends.
+            m.setattr("reviewbot.runtime.lanes.store.release", lambda *a: False)
+            if when == "after_the_fast_forward":
+                m.setattr(QueueSession, "_record_landing", killed)
+            else:
+                forge_class = type(w.forges[0][forge])
+                m.setattr(forge_class, "fast_forward", killed)
+            with pytest.raises(Killed):
+                await first.run(w.queue)
+        assert w.db is not None
+        stale = lanes.holder_of(w.db, w.queue.lane, w.sim.clock())
+        assert stale is not None and stale.holder == "replica-1"
+        assert (w.tip() == tested) == (when == "after_the_fast_forward")
+
+        second = w.driver("replica-2")
+        assert await second.run(w.queue) is None  # the lane is still the dead one's
+        w.sim.advance(LANE_TERM_S + 1)
+        await second.run(w.queue)
+
+        assert w.tip() == tested
+        assert w.base_commits().count(tested) == 1  # one fast-forward, never repeated
+        assert landed(w, a.number) == tested
+        assert w.sim.pull(forge, REPO, a.number).merged
+        assert [e.state for e in w.store.entries(forge, REPO, state=None)] == ["merged"]
+        assert w.store.cars(forge, REPO, "main") == []
+        assert_base_green(w)
+        # The dead replica's token no longer writes anything.
+        old = LaneHold(stale.name, stale.holder, stale.token, stale.expires_at)
+        with pytest.raises(QueueFenced), w.store.fenced(w.queue, old) as writer:
+            writer.event(EventKind.LEFT, "a stale write")
