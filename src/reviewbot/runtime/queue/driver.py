@@ -26,18 +26,22 @@ from typing import Any, TypeVar
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import errors
-from reviewbot.core.models import RepoRef, repo_key
+from reviewbot.core.models import PullRequestSnapshot, RepoRef, Trigger, repo_key
 from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, admit, entry_keys
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
+from reviewbot.ingress.commands import QUEUE_COMMAND
+from reviewbot.runtime.ingestion.listeners import CommitListeners, CommitNotice
 from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.facts import read_pr_facts
+from reviewbot.runtime.queue.cars import BRANCH_PREFIX
 from reviewbot.runtime.queue.session import LaneLost, PassReport, QueueSession
 from reviewbot.store.queue import QueueEntry, QueueRef, QueueStore
 
 log = logging.getLogger(__name__)
 
 LANE_WAIT_S = 60.0
+LISTENER = "merge-queue"
 
 T = TypeVar("T")
 
@@ -80,6 +84,8 @@ class QueueDriver:
         self.wait_s = wait_s
         self._tasks: set[asyncio.Task[Any]] = set()
         self._again: set[tuple[str, str, str]] = set()
+        self._listeners: CommitListeners | None = None
+        self._watched: set[tuple[str, str]] = set()
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -131,6 +137,7 @@ class QueueDriver:
                 head_sha=pull.head_sha,
             )
         queue = QueueRef(forge_name, repo, pull.base_ref)
+        self._watch(forge_name, repo)
         compared = await forge.ref_ops().compare(repo, pull.base_ref, pull.head_sha)
         queue_rules = rules.merge_queue
         keys = (
@@ -196,6 +203,51 @@ class QueueDriver:
         except QueueRefused:
             return None
         return first.code
+
+    async def after_event(self, pull: PullRequestSnapshot, trigger: Trigger) -> None:
+        """After the review pipeline handled an eligible event of ``pull``: a
+        ``/reviewbot queue`` comment (its author's write access checked by the gate) or the
+        rules' ``queue = true`` enqueue it; a queued PR that is no longer admissible at its
+        pinned head leaves. Never raises: the event is handled already."""
+        forge, repo, number = pull.forge, pull.ref.full_name, pull.number
+        rules = self.rules(forge, repo)
+        if rules is None:
+            return
+        try:
+            if trigger.extra.get("command") == QUEUE_COMMAND:
+                await self.enqueue(forge, repo, number, actor=trigger.sender or "a comment")
+            elif await self.store.run(self.store.entry_of, forge, repo_key(repo), number):
+                await self.pull_changed(forge, repo, number)
+            elif rules.queue and pull.state == "open" and not pull.merged:
+                await self.enqueue(forge, repo, number, actor="queue = true")
+        except QueueRefused as exc:
+            log.info("queue: %s:%s#%s not admitted: %s", forge, repo, number, exc.detail)
+        except Exception:
+            log.exception("queue: handling an event of %s:%s#%s failed", forge, repo, number)
+
+    # -- commit events on queue branches -----------------------------------------------------
+
+    def listen(self, listeners: CommitListeners) -> None:
+        """Hear statuses, checks and pushes on the queue branches of every repository with
+        a table of its own (others once something is enqueued there)."""
+        self._listeners = listeners
+        for key in self.settings.repos:
+            try:
+                ref = RepoRef.parse(key)
+            except ValueError:
+                continue
+            self._watch(ref.forge, ref.key)
+
+    def _watch(self, forge: str, repo: str) -> None:
+        if self._listeners is None or forge not in self.forges or (forge, repo) in self._watched:
+            return
+        self._listeners.register(
+            LISTENER, self._heard, forge=forge, repo=repo, branch=f"{BRANCH_PREFIX}/*"
+        )
+        self._watched.add((forge, repo))
+
+    async def _heard(self, notice: CommitNotice) -> None:
+        await self.kick_repo(notice.event.forge, notice.event.repo)
 
     # -- passes ------------------------------------------------------------------------------
 
