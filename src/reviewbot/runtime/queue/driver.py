@@ -26,10 +26,12 @@ from typing import Any, TypeVar
 
 from reviewbot.config import RepoRules, Settings
 from reviewbot.core import errors
+from reviewbot.core.commit_routes import Registration
 from reviewbot.core.models import PullRequestSnapshot, RepoRef, Trigger, repo_key
 from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, admit, entry_keys
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.commands import QUEUE_COMMAND
 from reviewbot.runtime.ingestion.listeners import CommitListeners, CommitNotice
 from reviewbot.runtime.lanes import Lanes
@@ -86,6 +88,7 @@ class QueueDriver:
         self._again: set[tuple[str, str, str]] = set()
         self._listeners: CommitListeners | None = None
         self._watched: set[tuple[str, str]] = set()
+        self._shas: dict[tuple[str, str, str], dict[str, Registration]] = {}
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -125,7 +128,10 @@ class QueueDriver:
         rules = self._configured(forge_name, repo)
         forge = self._forge(forge_name)
         repo = repo_key(repo)
-        facts = await read_pr_facts(forge, repo, number)
+        try:
+            facts = await read_pr_facts(forge, repo, number)
+        except ForgeError as exc:
+            raise QueueRefused(str(exc), code=reason_for(exc).value) from None
         pull = facts.pull
         admission = admit(facts, rules.required_checks, expect_head_sha)
         if not admission.admitted:
@@ -138,7 +144,10 @@ class QueueDriver:
             )
         queue = QueueRef(forge_name, repo, pull.base_ref)
         self._watch(forge_name, repo)
-        compared = await forge.ref_ops().compare(repo, pull.base_ref, pull.head_sha)
+        try:
+            compared = await forge.ref_ops().compare(repo, pull.base_ref, pull.head_sha)
+        except ForgeError as exc:
+            raise QueueRefused(str(exc), code=reason_for(exc).value) from None
         queue_rules = rules.merge_queue
         keys = (
             entry_keys(
@@ -258,11 +267,30 @@ class QueueDriver:
             return await session.run_pass()
 
         try:
-            return await self._in_lane(queue, one_pass, wait=False)
+            report = await self._in_lane(queue, one_pass, wait=False)
         except QueueRefused as exc:
             if exc.code == ReasonCode.LEASE_HELD:
                 return None
             raise
+        await self._watch_cars(queue)
+        return report
+
+    async def _watch_cars(self, queue: QueueRef) -> None:
+        """Hear the statuses of each car in flight by its commit (a Gitea status names no
+        branch); forget those of cars that are done."""
+        if self._listeners is None:
+            return
+        cars = await self.store.run(self.store.cars, *queue.key)
+        live = {c.tested_sha.lower() for c in cars if c.tested_sha}
+        for sha, registration in list(self._shas.get(queue.key, {}).items()):
+            if sha not in live:
+                self._listeners.unregister(registration)
+                del self._shas[queue.key][sha]
+        known = self._shas.setdefault(queue.key, {})
+        for sha in live - set(known):
+            known[sha] = self._listeners.register(
+                LISTENER, self._heard, forge=queue.forge, repo=queue.repo, sha=sha
+            )
 
     async def sweep(self) -> SweepReport:
         """A pass over every queue with an entry or a car in flight (the reconcile sweep)."""

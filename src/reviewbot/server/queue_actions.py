@@ -1,0 +1,149 @@
+"""The merge queue's calls, written once for the HTTP routes and the MCP tools.
+
+``POST /api/v1/queue/enqueue`` (scope ``merge``): admit a PR into the queue of its base
+branch, at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
+``POST /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it
+is in none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries
+and cars in flight. Each call checks its scope and the token's repository binding before
+anything is read, under the repository's current name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import Field, field_validator
+
+from reviewbot.core.errors import Refused
+from reviewbot.core.leases import check_full_sha
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.runtime.queue.driver import QueueDriver
+from reviewbot.server.actions import current_name, database, merge_parts
+from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.auth import authenticate, bound_target, check_binding, require_scope
+from reviewbot.server.body import as_model, read_model
+from reviewbot.server.pull_actions import PullBody
+from reviewbot.server.reads import query_repo
+from reviewbot.service import Service
+from reviewbot.store.tokens import TokenInfo
+
+
+class EnqueueBody(PullBody):
+    """A PR to admit, pinned to the head the caller expects (recommended)."""
+
+    expect_head_sha: str | None = Field(None, max_length=64)
+    priority: bool = False
+
+    @field_validator("expect_head_sha")
+    @classmethod
+    def _full_sha(cls, value: str | None) -> str | None:
+        return None if value is None else check_full_sha(value).lower()
+
+
+class QueueQuery(PullBody):
+    """A repository's queues (one base branch's when ``base`` is given)."""
+
+    number: int | None = None  # type: ignore[assignment]
+    base: str | None = Field(None, min_length=1, max_length=255)
+
+
+def _driver(service: Service) -> QueueDriver:
+    queue = merge_parts(service).queue
+    if queue is None:
+        raise Refused("this server does not run the merge queue", code="not_found")
+    return queue
+
+
+async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) -> PullBody:
+    require_scope(info, scope)
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    if body.forge not in service.forges:
+        raise Refused(f"no {body.forge[:20]} connection is configured", code="unknown_forge")
+    return body
+
+
+async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[str, Any]:
+    await _bound(service, info, "merge", body)
+    done = await _driver(service).enqueue(
+        body.forge,
+        body.repo,
+        body.number,
+        expect_head_sha=body.expect_head_sha,
+        priority=body.priority,
+        actor=f"token {info.name}",
+    )
+    return {"queued": True, "already": done.already, **done.entry.to_json()}
+
+
+async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
+    await _bound(service, info, "merge", body)
+    entry = await _driver(service).dequeue(
+        body.forge,
+        body.repo,
+        body.number,
+        ReasonCode.DEQUEUED,
+        f"#{body.number} taken out of the queue by token {info.name}",
+    )
+    return {"queued": False, "reason": ReasonCode.DEQUEUED.value, **entry.to_json()}
+
+
+async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[str, Any]:
+    require_scope(info, "read")
+    forge, repo = bound_target(info, query.forge, query.repo)
+    assert forge is not None and repo is not None
+    query.repo = repo
+    query = await current_name(service, query)
+    store = _driver(service).store
+    db = database(service)
+    entries = await db.run(store.entries, forge, query.repo, query.base)
+    if query.number is not None:
+        entries = [e for e in entries if e.number == query.number]
+    bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
+    cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]
+    return {
+        "forge": forge,
+        "repo": query.repo,
+        "entries": [e.to_json() for e in entries],
+        "cars": [c.to_json() for c in cars],
+    }
+
+
+# --- HTTP ---------------------------------------------------------------------------------
+
+
+def routes() -> list[tuple[str, str, Any]]:
+    return [
+        ("POST", "/api/v1/queue/enqueue", api_enqueue),
+        ("POST", "/api/v1/queue/dequeue", api_dequeue),
+        ("GET", "/api/v1/queue", api_status),
+    ]
+
+
+async def api_enqueue(request: web.Request) -> web.Response:
+    info = await authenticate(request, "merge")
+    body = await read_model(request, EnqueueBody)
+    return web.json_response(await enqueue(request.app[SERVICE], info, body))
+
+
+async def api_dequeue(request: web.Request) -> web.Response:
+    info = await authenticate(request, "merge")
+    body = await read_model(request, PullBody)
+    return web.json_response(await dequeue(request.app[SERVICE], info, body))
+
+
+async def api_status(request: web.Request) -> web.Response:
+    info = await authenticate(request, "read")
+    q = request.query
+    query = as_model(
+        QueueQuery,
+        {
+            "forge": q.get("forge", ""),
+            "repo": query_repo(q.get("repo")) or "",
+            "base": q.get("base") or None,
+            "number": q.get("number") or None,
+        },
+        whole="query",
+    )
+    return web.json_response(await status(request.app[SERVICE], info, query))
