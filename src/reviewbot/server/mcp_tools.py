@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions, read_actions
+from reviewbot.server import actions, pull_actions, queue_actions, read_actions
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -288,3 +288,60 @@ async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str
     configuration on disk differs (restart_needed and its reasons). Same answer as
     GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)
+
+
+# --- the merge queue --------------------------------------------------------------------------
+
+
+class QueueEntryOut(_Out):
+    number: int
+    base: str
+    head_sha: str
+    state: str
+    train: str
+
+
+class QueueView(_Out):
+    forge: str
+    repo: str
+    entries: list[dict[str, Any]]
+    cars: list[dict[str, Any]]
+
+
+@TOOLS.tool(
+    group=Routes.WORK,
+    scope="merge",
+    input=queue_actions.EnqueueBody,
+    output=QueueEntryOut,
+    example={"pr": PR, "expect_head_sha": HEAD},
+)
+async def queue_enqueue(
+    env: ToolEnv, info: TokenInfo, args: queue_actions.EnqueueBody
+) -> dict[str, Any]:
+    """Put the PR in the merge queue of its base branch, pinned to expect_head_sha: it
+    lands (with the entries ahead, tested together) only at a commit its CI passed.
+    Refused with every merge blocker, or head_moved when the head is not the one given."""
+    return await queue_actions.enqueue(env.service, info, args)
+
+
+@TOOLS.tool(
+    group=Routes.WORK,
+    scope="read",
+    input=queue_actions.QueueQuery,
+    output=QueueView,
+    example={"forge": "gitea", "repo": "acme/api", "base": "main"},
+)
+async def queue_status(
+    env: ToolEnv, info: TokenInfo, args: queue_actions.QueueQuery
+) -> dict[str, Any]:
+    """A repository's merge queue: its entries (train, pinned head, strikes) and the cars
+    in flight (composition, queue branch, tested commit, status)."""
+    return await queue_actions.status(env.service, info, args)
+
+
+@TOOLS.tool(
+    group=Routes.WORK, scope="merge", input=PullBody, output=QueueEntryOut, example={"pr": PR}
+)
+async def queue_dequeue(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
+    """Take the PR out of its merge queue (reason dequeued); not_queued when it is in none."""
+    return await queue_actions.dequeue(env.service, info, args)
