@@ -347,6 +347,9 @@ class Service:
             consider_merge=automerge.consider if automerge is not None else None,
             prune=self.retention.run,
             listeners=self.listeners,
+            sweep_queues=self.merge.queue.sweep_errors
+            if self.merge is not None and self.merge.queue is not None
+            else None,
         )
         self.reconciler.start()
 

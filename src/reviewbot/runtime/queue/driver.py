@@ -293,18 +293,33 @@ class QueueDriver:
             )
 
     async def sweep(self) -> SweepReport:
-        """A pass over every queue with an entry or a car in flight (the reconcile sweep)."""
+        """The reconcile sweep's part: every queue with an entry or a car in flight gets a
+        pass, after each of its entries is read again (a lost push, close or unapproval
+        webhook takes it out here). The pass itself reads the queue branches' CI from the
+        forge and resumes what a stopped replica left, so nothing waits on a webhook."""
         report = SweepReport()
         for queue in await self.store.run(self.store.queues):
             if queue.forge not in self.forges:
                 continue
             try:
+                # The pass first: a landing a stopped replica made is recorded as one
+                # before its PRs, merged now, are read again.
+                await self.run(queue)
+                for entry in await self.store.run(self.store.entries, *queue.key):
+                    try:
+                        await self.pull_changed(queue.forge, queue.repo, entry.number)
+                    except ForgeError as exc:
+                        report.errors.append(f"{queue.lane} #{entry.number}: {exc}")
                 await self.run(queue)
                 report.queues.append(queue.lane)
             except Exception as exc:  # one queue's trouble does not stop the others
                 log.warning("queue %s: the pass failed: %s", queue.lane, exc, exc_info=True)
                 report.errors.append(f"{queue.lane}: {exc}")
         return report
+
+    async def sweep_errors(self) -> list[str]:
+        """:meth:`sweep`, answering only its problems (the reconcile report's lines)."""
+        return [f"merge queue {line}" for line in (await self.sweep()).errors]
 
     def kick(self, queue: QueueRef) -> None:
         """A pass over ``queue`` soon, in the background; one more after a running one."""

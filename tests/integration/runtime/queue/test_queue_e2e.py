@@ -237,3 +237,28 @@ async def test_a_replica_killed_while_landing_leaves_base_and_queue_consistent(
         old = LaneHold(stale.name, stale.holder, stale.token, stale.expires_at)
         with pytest.raises(QueueFenced), w.store.fenced(w.queue, old) as writer:
             writer.event(EventKind.LEFT, "a stale write")
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_the_sweep_takes_out_an_entry_whose_push_webhook_was_lost(
+    forge: str, tmp_path: Path
+) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 6\n"})
+        b = await w.pull("b", {"docs/guide.md": "# Guide, again\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        # A push nobody told the bot about: the queued head is no longer the PR's.
+        w.sim.push(forge, REPO, a.number, files={"src/api.py": "def api():\n    return 7\n"})
+        w.ci_done()
+        report = await driver.sweep()
+        assert report.errors == [] and report.queues == [w.queue.lane]
+        (left,) = [e for e in w.events(a.number) if e.kind == "left"]
+        assert left.code == ReasonCode.HEAD_MOVED.value
+        assert not w.sim.pull(forge, REPO, a.number).merged
+        assert w.sim.pull(forge, REPO, b.number).merged  # the other train landed meanwhile
+        assert w.store.cars(forge, REPO, "main") == []
+        assert_base_green(w)
