@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import check_full_sha
+from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.server.actions import current_name, database, merge_parts
@@ -41,11 +42,19 @@ class EnqueueBody(PullBody):
         return None if value is None else check_full_sha(value).lower()
 
 
-class QueueQuery(PullBody):
+class QueueQuery(BaseModel):
     """A repository's queues (one base branch's when ``base`` is given)."""
 
-    number: int | None = None  # type: ignore[assignment]
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
     base: str | None = Field(None, min_length=1, max_length=255)
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        return repo_key(value)
 
 
 def _driver(service: Service) -> QueueDriver:
@@ -98,8 +107,6 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     store = _driver(service).store
     db = database(service)
     entries = await db.run(store.entries, forge, query.repo, query.base)
-    if query.number is not None:
-        entries = [e for e in entries if e.number == query.number]
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
     cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]
     return {
@@ -142,7 +149,6 @@ async def api_status(request: web.Request) -> web.Response:
             "forge": q.get("forge", ""),
             "repo": query_repo(q.get("repo")) or "",
             "base": q.get("base") or None,
-            "number": q.get("number") or None,
         },
         whole="query",
     )
