@@ -417,10 +417,19 @@ class SimCore:
             if not (self.is_real(repo, pull.head_sha) and self.is_real(repo, sha)):
                 continue
             if self.is_ancestor(repo, pull.head_sha, sha):
-                now = self.now()
-                pull.merged, pull.merged_at, pull.merged_by = True, now, pusher
-                pull.merge_commit_sha = sha
-                pull.state, pull.closed_at, pull.updated_at = "closed", now, now
+                self.mark_merged(pull, pusher, sha)
+
+    def mark_merged(self, pull: SimPull, user: str, merge_sha: str) -> None:
+        """The pull request is merged by ``user`` with ``merge_sha`` (and so closed)."""
+        now = self.now()
+        pull.merged = True
+        pull.merged_at = now
+        pull.merged_by = user
+        pull.merge_commit_sha = merge_sha
+        pull.state = "closed"
+        pull.closed_at = now
+        pull.updated_at = now
+        pull.auto_merge_scheduled = None
 
     def _follow_head(self, repo: SimRepo, branch: str, sha: str) -> None:
         """Open pull requests' heads follow their branch."""

@@ -237,15 +237,7 @@ class ForgeRules(SimCore):
             raise ApiError(409, "Wrong commit ID")
         if not self.is_ancestor(repo, commit_id, tip):
             raise ApiError(409, "Wrong commit ID")
-        now = self.now()
-        pull.merged = True
-        pull.merged_at = now
-        pull.merged_by = user
-        pull.merge_commit_sha = commit_id
-        pull.state = "closed"
-        pull.closed_at = now
-        pull.updated_at = now
-        pull.auto_merge_scheduled = None
+        self.mark_merged(pull, user, commit_id)
 
     def _check_approvals(self, repo: SimRepo, pull: SimPull, protection: SimProtection) -> None:
         if protection.required_approvals <= 0:
@@ -283,17 +275,9 @@ class ForgeRules(SimCore):
                 )
                 message = f"Merge pull request #{pull.number}"
                 merge_sha = self._commit(repo, user, message, parents).sha
-        now = self.now()
         if not (by_git and method == "manually-merged"):  # the change is in the base already
             self.set_branch(repo, pull.base, merge_sha, user)
-        pull.merged = True
-        pull.merged_at = now
-        pull.merged_by = user
-        pull.merge_commit_sha = merge_sha
-        pull.state = "closed"
-        pull.closed_at = now
-        pull.updated_at = now
-        pull.auto_merge_scheduled = None
+        self.mark_merged(pull, user, merge_sha)
 
     def _git_merge(
         self, repo: SimRepo, pull: SimPull, user: str, method: str, base: str

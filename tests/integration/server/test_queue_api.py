@@ -120,3 +120,39 @@ async def test_a_moved_head_and_hostile_calls_are_refused(
         assert (status, answer["error"]) == (403, "repo_not_allowed")
         assert w.api.queue is not None
         assert await w.db.run(w.api.queue.store.entries, forge, REPO) == []
+
+
+@FORGES
+async def test_a_queue_comment_by_a_writer_enqueues_and_a_push_takes_it_out(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
+) -> None:
+    async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
+        sim.configure_ci(forge, REPO, duration=CI_S)
+        sim.set_permission(forge, REPO, "bob", "write")
+        sim.set_permission(forge, REPO, "carol", "read")
+        # Gitea shows a collaborator's permission to a repository admin only.
+        sim.set_permission(forge, REPO, "reviewbot", "admin")
+        number, head = green_approved(w, forge, "feature")
+        await w.settle()
+        queue = w.api.queue
+        assert queue is not None
+
+        async def say(user: str, text: str) -> None:
+            comment = sim.add_comment(forge, REPO, number, user, text)
+            await sim.deliver_issue_comment(forge, REPO, number, comment.id)
+            await w.settle()
+            await queue.idle()
+
+        await say("carol", "/reviewbot queue")  # read access only: the gate refuses it
+        assert await w.db.run(queue.store.entries, forge, REPO) == []
+        await say("bob", "Ready.\n/reviewbot queue\n")
+        (entry,) = await w.db.run(queue.store.entries, forge, REPO)
+        assert (entry.number, entry.head_sha) == (number, head)
+
+        sim.push(forge, REPO, number)  # a new head: it leaves, with the reason
+        await sim.deliver_pull_request(forge, REPO, number, action="synchronize")
+        await w.settle()
+        await queue.idle()
+        assert await w.db.run(queue.store.entries, forge, REPO) == []
+        events = await w.db.run(queue.store.events_of_pull, forge, REPO, number)
+        assert [(e.kind, e.code) for e in events][-1] == ("left", "head_moved")
