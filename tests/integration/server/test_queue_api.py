@@ -156,3 +156,26 @@ async def test_a_queue_comment_by_a_writer_enqueues_and_a_push_takes_it_out(
         assert await w.db.run(queue.store.entries, forge, REPO) == []
         events = await w.db.run(queue.store.events_of_pull, forge, REPO, number)
         assert [(e.kind, e.code) for e in events][-1] == ("left", "head_moved")
+
+
+@FORGES
+async def test_queue_true_admits_a_pr_once_it_is_approved_and_green(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
+) -> None:
+    rules = {"required_checks": ["ci/test"], "queue": True}
+    async with bot_world(tmp_path, sim, sim_server, rules=rules) as w:
+        sim.configure_ci(forge, REPO, duration=CI_S)
+        pull = sim.open_pr(forge, REPO, author="alice", head_ref="feature")
+        await sim.deliver_pull_request(forge, REPO, pull.number)
+        await w.settle()
+        queue = w.api.queue
+        assert queue is not None
+        await queue.idle()
+        assert await w.db.run(queue.store.entries, forge, REPO) == []  # not green, not approved
+        sim.advance(CI_S)
+        review = sim.submit_review(forge, REPO, pull.number, reviewer="bob", state="APPROVED")
+        await sim.deliver_pull_request_review(forge, REPO, pull.number, review.id)
+        await w.settle()
+        await queue.idle()
+        (entry,) = await w.db.run(queue.store.entries, forge, REPO)
+        assert (entry.number, entry.head_sha) == (pull.number, pull.head_sha)
