@@ -290,58 +290,7 @@ async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str
     return await read_actions.runtime(env.service, info)
 
 
-# --- the merge queue --------------------------------------------------------------------------
+# --- the merge queue: server/queue_actions.py ---------------------------------------------------
 
-
-class QueueEntryOut(_Out):
-    number: int
-    base: str
-    head_sha: str
-    state: str
-    train: str
-
-
-class QueueView(_Out):
-    forge: str
-    repo: str
-    entries: list[dict[str, Any]]
-    cars: list[dict[str, Any]]
-
-
-@TOOLS.tool(
-    group=Routes.WORK,
-    scope="merge",
-    input=queue_actions.EnqueueBody,
-    output=QueueEntryOut,
-    example={"pr": PR, "expect_head_sha": HEAD},
-)
-async def queue_enqueue(
-    env: ToolEnv, info: TokenInfo, args: queue_actions.EnqueueBody
-) -> dict[str, Any]:
-    """Put the PR in the merge queue of its base branch, pinned to expect_head_sha: it
-    lands (with the entries ahead, tested together) only at a commit its CI passed.
-    Refused with every merge blocker, or head_moved when the head is not the one given."""
-    return await queue_actions.enqueue(env.service, info, args)
-
-
-@TOOLS.tool(
-    group=Routes.WORK,
-    scope="read",
-    input=queue_actions.QueueQuery,
-    output=QueueView,
-    example={"forge": "gitea", "repo": "acme/api", "base": "main"},
-)
-async def queue_status(
-    env: ToolEnv, info: TokenInfo, args: queue_actions.QueueQuery
-) -> dict[str, Any]:
-    """A repository's merge queue: its entries (train, pinned head, strikes) and the cars
-    in flight (composition, queue branch, tested commit, status)."""
-    return await queue_actions.status(env.service, info, args)
-
-
-@TOOLS.tool(
-    group=Routes.WORK, scope="merge", input=PullBody, output=QueueEntryOut, example={"pr": PR}
-)
-async def queue_dequeue(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
-    """Take the PR out of its merge queue (reason dequeued); not_queued when it is in none."""
-    return await queue_actions.dequeue(env.service, info, args)
+for _tool in queue_actions.MCP_TOOLS:
+    TOOLS.tool(group=Routes.WORK, **_tool.registration)(_tool.fn)

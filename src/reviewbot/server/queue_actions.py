@@ -10,6 +10,8 @@ anything is read, under the repository's current name.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -24,7 +26,10 @@ from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate, bound_target, check_binding, require_scope
 from reviewbot.server.body import as_model, read_model
+from reviewbot.server.mcp_outputs import QueueEntryOut, QueueView
+from reviewbot.server.mcp_registry import ToolEnv
 from reviewbot.server.pull_actions import PullBody
+from reviewbot.server.read_actions import PR_EXAMPLE
 from reviewbot.server.reads import query_repo
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
@@ -115,6 +120,65 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
         "entries": [e.to_json() for e in entries],
         "cars": [c.to_json() for c in cars],
     }
+
+
+# --- MCP: registered in mcp_tools.py ---------------------------------------------------------
+
+
+async def queue_enqueue(env: ToolEnv, info: TokenInfo, args: EnqueueBody) -> dict[str, Any]:
+    """Put the PR in the merge queue of its base branch, pinned to expect_head_sha: it
+    lands (with the entries ahead, tested together) only at a commit its CI passed.
+    Refused with every merge blocker, or head_moved when the head is not the one given."""
+    return await enqueue(env.service, info, args)
+
+
+async def queue_status(env: ToolEnv, info: TokenInfo, args: QueueQuery) -> dict[str, Any]:
+    """A repository's merge queue: its entries (train, pinned head, strikes) and the cars
+    in flight (composition, queue branch, tested commit, status)."""
+    return await status(env.service, info, args)
+
+
+async def queue_dequeue(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
+    """Take the PR out of its merge queue (reason dequeued); not_queued when it is in none."""
+    return await dequeue(env.service, info, args)
+
+
+@dataclass(frozen=True)
+class McpTool:
+    fn: Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
+    registration: dict[str, Any]
+
+
+_HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
+MCP_TOOLS = (
+    McpTool(
+        queue_enqueue,
+        {
+            "scope": "merge",
+            "input": EnqueueBody,
+            "output": QueueEntryOut,
+            "example": {"pr": PR_EXAMPLE, "expect_head_sha": _HEAD},
+        },
+    ),
+    McpTool(
+        queue_status,
+        {
+            "scope": "read",
+            "input": QueueQuery,
+            "output": QueueView,
+            "example": {"forge": "gitea", "repo": "acme/api", "base": "main"},
+        },
+    ),
+    McpTool(
+        queue_dequeue,
+        {
+            "scope": "merge",
+            "input": PullBody,
+            "output": QueueEntryOut,
+            "example": {"pr": PR_EXAMPLE},
+        },
+    ),
+)
 
 
 # --- HTTP ---------------------------------------------------------------------------------

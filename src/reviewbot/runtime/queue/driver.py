@@ -43,7 +43,7 @@ from reviewbot.store.queue import QueueEntry, QueueRef, QueueStore
 log = logging.getLogger(__name__)
 
 LANE_WAIT_S = 60.0
-LISTENER = "merge-queue"
+LISTENER = "reviewbot-queue"
 
 T = TypeVar("T")
 
@@ -160,6 +160,16 @@ class QueueDriver:
         labelled = bool(set(pull.labels) & set(queue_rules.priority_labels))
         entry = Entry(number, pull.head_sha, keys, priority=priority or labelled)
 
+        queued = await self.store.run(self.store.entry_of, forge_name, repo, number)
+        if queued is not None and queued.base != pull.base_ref:  # its base was changed
+            await self.dequeue(
+                forge_name,
+                repo,
+                number,
+                ReasonCode.BASE_MOVED,
+                f"#{number} now targets {pull.base_ref}",
+            )
+
         async def admit_entry(session: QueueSession) -> Enqueued:
             current = await self.store.run(self.store.entry_of, forge_name, repo, number)
             if current is not None and current.head_sha.lower() == pull.head_sha.lower():
@@ -237,15 +247,10 @@ class QueueDriver:
     # -- commit events on queue branches -----------------------------------------------------
 
     def listen(self, listeners: CommitListeners) -> None:
-        """Hear statuses, checks and pushes on the queue branches of every repository with
-        a table of its own (others once something is enqueued there)."""
+        """Hear statuses, checks and pushes on the queue branches of each repository with a
+        queue (from its first enqueue, or the first pass after a restart) and on each car's
+        commit."""
         self._listeners = listeners
-        for key in self.settings.repos:
-            try:
-                ref = RepoRef.parse(key)
-            except ValueError:
-                continue
-            self._watch(ref.forge, ref.key)
 
     def _watch(self, forge: str, repo: str) -> None:
         if self._listeners is None or forge not in self.forges or (forge, repo) in self._watched:
@@ -272,6 +277,7 @@ class QueueDriver:
             if exc.code == ReasonCode.LEASE_HELD:
                 return None
             raise
+        self._watch(queue.forge, queue.repo)
         await self._watch_cars(queue)
         return report
 

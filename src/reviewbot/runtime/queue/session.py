@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from reviewbot.config import QueueRules, RepoRules
+from reviewbot.core import errors
 from reviewbot.core.models import RequiredChecks
 from reviewbot.core.queue import SERIAL_KEY, Entry
 from reviewbot.core.queue_cars import (
@@ -68,8 +69,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class LaneLost(Exception):
+class LaneLost(errors.ReviewbotError):
     """The lane was lost before a write to the forge that must not overlap another holder."""
+
+    code = ReasonCode.LANE_LOST.value
 
 
 @dataclass
@@ -122,7 +125,7 @@ class QueueSession:
         self.confirm = confirm  # async: renews the lane; False once lost
         self.trains: dict[str, Train] = {}
         self.entries: dict[int, QueueEntry] = {}
-        self.rows: dict[tuple[str, int], QueueCar] = {}
+        self.car_rows: dict[tuple[str, int], QueueCar] = {}
         self.tip = ""
         self.protection: RequiredChecks | None = None
         self.report = PassReport()
@@ -138,7 +141,7 @@ class QueueSession:
         self.entries = {e.number: e for e in entries}
         self._struck = {e.number for e in entries if e.strikes}
         rows = await self.store.run(self.store.cars, *q.key)
-        self.rows = {(r.train, r.car): r for r in rows}
+        self.car_rows = {(r.train, r.car): r for r in rows}
         self.tip = await self.ops.branch_sha(q.repo, q.base)
 
     async def write(self, fn: Callable[[QueueWriter], T]) -> T:
@@ -162,7 +165,7 @@ class QueueSession:
 
     async def refresh_rows(self) -> None:
         rows = await self.store.run(self.store.cars, *self.queue.key)
-        self.rows = {(r.train, r.car): r for r in rows}
+        self.car_rows = {(r.train, r.car): r for r in rows}
 
     # -- admission and removal ---------------------------------------------------------------
 
@@ -275,7 +278,19 @@ class QueueSession:
                 continue
             await self._plan(train)
             await self._drop_if_empty(train)
+        await self._narrow_keys()
         return self.report
+
+    async def _narrow_keys(self) -> None:
+        """A train covers the keys of the entries it still holds: one whose overlapping
+        entries all landed or left stops drawing new entries into it."""
+        changed = False
+        for train in self.trains.values():
+            keys = {k for e in self.entries.values() if e.train == train.name for k in e.keys}
+            if keys and keys != train.keys:
+                train.keys, train.dirty, changed = keys, True, True
+        if changed:
+            await self.write(lambda w: None)
 
     async def _adopt_orphans(self) -> None:
         """Queued entries whose train has no stored state (an operator deleted its row) wait
@@ -339,7 +354,7 @@ class QueueSession:
     async def _build(self, train: Train, car: Car) -> None:
         q = self.queue
         branch = carwork.car_branch(q.base, train.name, car.id)
-        row = self.rows.get((train.name, car.id))
+        row = self.car_rows.get((train.name, car.id))
         if row is None:
             row_id = await self.write(
                 lambda w: w.add_car(
@@ -388,7 +403,7 @@ class QueueSession:
         await self.refresh_rows()
 
     async def _cancel(self, train: Train, car_id: int, why: str) -> None:
-        row = self.rows.get((train.name, car_id))
+        row = self.car_rows.get((train.name, car_id))
         if row is None:
             return
 
@@ -397,7 +412,7 @@ class QueueSession:
             w.event(EventKind.CAR_CANCELLED, f"car {train.name}-{car_id}: {why}", car=row.id)
 
         await self.write(record)
-        self.rows.pop((train.name, car_id), None)
+        self.car_rows.pop((train.name, car_id), None)
         await self._delete_branch(row.branch)
 
     async def _delete_branch(self, branch: str) -> None:
@@ -410,7 +425,7 @@ class QueueSession:
 
     async def _eject(self, train: Train, action: Eject) -> None:
         ev = action.evidence
-        failed = self.rows.get((train.name, ev.car_id))
+        failed = self.car_rows.get((train.name, ev.car_id))
         evidence: dict[str, Any] = {
             "failure": ev.failure.value,
             "check": ev.check,
@@ -464,7 +479,7 @@ class QueueSession:
             )
             if current is None or current.status is not CarStatus.TESTING:
                 continue
-            row = self.rows.get((train.name, car.id))
+            row = self.car_rows.get((train.name, car.id))
             if row is None or current.tested_sha is None:
                 continue
             answer = await carwork.read_ci(
@@ -501,10 +516,10 @@ class QueueSession:
             )
 
         await self.write(record)
-        self.rows[(train.name, row.car)] = _with_status(row, status)
+        self.car_rows[(train.name, row.car)] = _with_status(row, status)
         await self.perform(train, actions)
         if row.split_of is not None:
-            self.rows.pop((train.name, row.car), None)
+            self.car_rows.pop((train.name, row.car), None)
             await self._delete_branch(row.branch)
 
     async def _car_failed(
@@ -527,11 +542,11 @@ class QueueSession:
 
         await self.write(record)
         self.report.failed.append(row.id)
-        self.rows[(train.name, row.car)] = _with_status(row, status, check, url)
+        self.car_rows[(train.name, row.car)] = _with_status(row, status, check, url)
         train.state, actions = step(train.state, CarFailed(row.car, check, timed_out=timed_out))
         train.dirty = True
         await self.perform(train, actions)
-        self.rows.pop((train.name, row.car), None)
+        self.car_rows.pop((train.name, row.car), None)
         await self._delete_branch(row.branch)
 
     # -- landing -----------------------------------------------------------------------------
@@ -600,7 +615,7 @@ class QueueSession:
         return True
 
     async def _record_landing(self, train: Train, car: Car, forward: FastForward) -> None:
-        row = self.rows.get((train.name, car.id))
+        row = self.car_rows.get((train.name, car.id))
         sha = forward.sha
 
         def record(w: QueueWriter) -> None:
@@ -621,7 +636,7 @@ class QueueSession:
         self.report.landed.append((forward.merged, sha))
         for number in forward.merged:
             self.entries.pop(number, None)
-        self.rows.pop((train.name, car.id), None)
+        self.car_rows.pop((train.name, car.id), None)
         if row is not None:
             await self._delete_branch(row.branch)
         for number in forward.merged:
