@@ -28,7 +28,9 @@ from reviewbot.store.database import Database
 from reviewbot.store.queue import QueueEvent, QueueRef, QueueStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.conftest import REFERENCE_DIR
 from tests.integration.sim.git_support import Clone, clone
+from tests.support.openapi import ForgeSpecs
 from tests.support.store_fixtures import seeded
 
 REPO = "acme/api"
@@ -154,11 +156,26 @@ class QueueWorld:
             self.db.close()
 
 
+_SPECS: list[ForgeSpecs] = []
+
+
+def forge_specs() -> ForgeSpecs:
+    """The forges' official API descriptions, read once per test process."""
+    if not _SPECS:
+        _SPECS.append(ForgeSpecs(REFERENCE_DIR))
+    return _SPECS[0]
+
+
 @contextlib.asynccontextmanager
 async def queue_world(
     forge: str, tmp: Path, *, conflicts: list[list[str]] | None = None, **rules: Any
 ) -> AsyncIterator[QueueWorld]:
+    """``forge`` is ``github``, ``gitea`` (a server without the fast-forward branch update:
+    the base moves by a plain push from the bot's clone) or ``gitea-1.26`` (with it)."""
+    forge, _, version = forge.partition("-")
     sim = Simulator(clock=ManualClock(), git=True)
+    if version:
+        sim.version = f"{version}.0"
     try:
         tokens = {BOT: sim.add_user(forge, BOT, bot=True)}
         for user in ("alice", "bob"):
@@ -179,5 +196,8 @@ async def queue_world(
             finally:
                 await world.close()
                 await sim.settle()
+        # Every request the bot sent, and every answer, is what the forge documents.
+        problems = forge_specs().check_records(sim.requests)
+        assert problems == [], "\n".join(problems)
     finally:
         sim.close()

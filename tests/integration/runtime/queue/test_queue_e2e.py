@@ -45,10 +45,11 @@ def landed(w: QueueWorld, number: int) -> str:
     return event.sha
 
 
-@pytest.mark.parametrize("forge", FORGES)
-async def test_a_semantic_conflict_pair_never_both_lands(forge: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("server", [*FORGES, "gitea-1.26"])
+async def test_a_semantic_conflict_pair_never_both_lands(server: str, tmp_path: Path) -> None:
+    forge = server.partition("-")[0]
     conflict = [["src/api.py", "src/caller.py"]]  # green alone, red together
-    async with queue_world(forge, tmp_path, conflicts=conflict) as w:
+    async with queue_world(server, tmp_path, conflicts=conflict) as w:
         a = await w.pull("a", {"src/api.py": "def api():\n    return 2\n"})
         b = await w.pull("b", {"src/caller.py": "from api import api as call\n"})
         w.ci_done()
@@ -70,6 +71,9 @@ async def test_a_semantic_conflict_pair_never_both_lands(forge: str, tmp_path: P
         assert evidence["check"] == CONTEXT and evidence["check_url"]
         assert evidence["batch"] == [b.number] and evidence["ahead"] == [a.number]
         assert w.store.entries(forge, REPO, "main") == []
+        if server == "gitea-1.26":  # the base moved by the server's fast-forward update
+            puts = [r for r in w.sim.requests if r.method == "PUT" and "/branches/" in r.path]
+            assert [r.status for r in puts] == [204]
 
 
 @pytest.mark.parametrize("forge", FORGES)
@@ -261,4 +265,28 @@ async def test_the_sweep_takes_out_an_entry_whose_push_webhook_was_lost(
         assert not w.sim.pull(forge, REPO, a.number).merged
         assert w.sim.pull(forge, REPO, b.number).merged  # the other train landed meanwhile
         assert w.store.cars(forge, REPO, "main") == []
+        assert_base_green(w)
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_hotfix_goes_to_the_head_of_its_train(forge: str, tmp_path: Path) -> None:
+    rules = {"merge_queue": {"cars_per_train": 1, "batch_max": 1}}
+    async with queue_world(forge, tmp_path, **rules) as w:
+        first = await w.pull("first", {"src/one.py": "ONE = 1\n"})
+        second = await w.pull("second", {"src/two.py": "TWO = 2\n"})
+        fix = await w.pull("fix", {"src/three.py": "THREE = 3\n"})
+        w.sim.update_pr(forge, REPO, fix.number, labels=["hotfix"])
+        w.ci_done()
+        driver = w.driver()
+        for pull in (first, second, fix):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        assert [e.priority for e in w.store.entries(forge, REPO, "main")] == [False, False, True]
+        await driver.run(w.queue)
+        (car,) = w.store.cars(forge, REPO, "main")
+        assert car.batch == (fix.number,)
+        await w.drive(driver, rounds=3)
+        landed_in_order = [
+            e.number for e in w.store.events(forge, REPO, "main") if e.kind == "landed"
+        ]
+        assert landed_in_order == [fix.number, first.number, second.number]
         assert_base_green(w)
