@@ -285,6 +285,9 @@ class QueueRules(_Section):
     ci_budget: int = Field(16, ge=1, le=1000)  # cars in flight over every train
     car_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400)
     priority_labels: list[str] = Field(default_factory=lambda: ["hotfix"])
+    # A green car whose base another train moved lands as a merge of the new base and its
+    # tested commit, untested, when nothing that landed touches its train's keys.
+    land_disjoint_untested: bool = False
 
 
 class RepoRules(_Section):

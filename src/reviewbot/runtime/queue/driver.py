@@ -28,7 +28,7 @@ from reviewbot.config import RepoRules, Settings
 from reviewbot.core import errors
 from reviewbot.core.commit_routes import Registration
 from reviewbot.core.models import PullRequestSnapshot, RepoRef, Trigger, repo_key
-from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, admit, entry_keys
+from reviewbot.core.queue import SERIAL_KEY, Entry, admit, entry_keys
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
@@ -37,7 +37,7 @@ from reviewbot.runtime.ingestion.listeners import CommitListeners, CommitNotice
 from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.queue.cars import BRANCH_PREFIX
-from reviewbot.runtime.queue.session import LaneLost, PassReport, QueueSession
+from reviewbot.runtime.queue.session import LaneLost, PassReport, QueueSession, key_rules
 from reviewbot.store.queue import QueueEntry, QueueRef, QueueStore
 
 log = logging.getLogger(__name__)
@@ -150,10 +150,7 @@ class QueueDriver:
             raise QueueRefused(str(exc), code=reason_for(exc).value) from None
         queue_rules = rules.merge_queue
         keys = (
-            entry_keys(
-                compared.files,
-                KeyRules(tuple(queue_rules.path_groups.items()), tuple(queue_rules.serial_paths)),
-            )
+            entry_keys(compared.files, key_rules(queue_rules))
             if compared.files_complete
             else frozenset({SERIAL_KEY})
         )

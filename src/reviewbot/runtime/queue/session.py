@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from reviewbot.config import QueueRules, RepoRules
 from reviewbot.core import errors
 from reviewbot.core.models import RequiredChecks
-from reviewbot.core.queue import SERIAL_KEY, Entry
+from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, entry_keys
 from reviewbot.core.queue_cars import (
     Action,
     BuildCar,
@@ -45,6 +45,7 @@ from reviewbot.core.queue_cars import (
     FastForward,
     LandingFacts,
     Left,
+    may_land_rebased,
 )
 from reviewbot.core.queue_train import TrainState, land, plan, step
 from reviewbot.core.reasons import ReasonCode
@@ -91,6 +92,10 @@ class PassReport:
     landed: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     ejected: list[tuple[int, str]] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+
+
+def key_rules(rules: QueueRules) -> KeyRules:
+    return KeyRules(tuple(rules.path_groups.items()), tuple(rules.serial_paths))
 
 
 def limits_of(rules: QueueRules) -> CarLimits:
@@ -551,20 +556,52 @@ class QueueSession:
 
     # -- landing -----------------------------------------------------------------------------
 
-    async def _is_ancestor(self, sha: str) -> bool:
-        if sha == self.tip:
+    async def _is_ancestor(self, older: str, newer: str) -> bool:
+        if older == newer:
             return True
-        return (await self.ops.compare(self.queue.repo, self.tip, sha)).base_is_ancestor
+        return (await self.ops.compare(self.queue.repo, older, newer)).base_is_ancestor
+
+    async def _rebased(self, train: Train, car: Car) -> str | None:
+        """The commit a green car whose base moved lands as without a new test (a merge of
+        the base and its tested commit), where :func:`may_land_rebased` allows it."""
+        rules = self.rules.merge_queue
+        row = self.car_rows.get((train.name, car.id))
+        if not rules.land_disjoint_untested or row is None or row.base_sha is None:
+            return None
+        assert car.tested_sha is not None
+        since = await self.ops.compare(self.queue.repo, row.base_sha, self.tip)
+        landed = entry_keys(since.files, key_rules(rules)) if since.files_complete else {SERIAL_KEY}
+        if not since.base_is_ancestor or not may_land_rebased(train.keys, landed, allowed=True):
+            return None
+        branch = f"{row.branch}-on-{self.tip[:12]}"
+        try:
+            await self.ops.create_branch(self.queue.repo, branch, self.tip)
+            merged = await self.ops.merge_into(
+                self.queue.repo,
+                branch,
+                car.tested_sha,
+                f"Merge {row.branch} into {self.queue.base}",
+            )
+        except ForgeError as exc:  # a conflict after all, or the branch is left over
+            log.info("queue %s: %s is retested: %s", self.queue.lane, row.branch, exc)
+            return None
+        finally:
+            await self._delete_branch(branch)
+        return merged.sha
 
     async def _land(self, train: Train) -> None:
-        """Land the train's first car while it is green, at exactly its tested commit."""
+        """Land the train's first car while it is green, at exactly its tested commit (or,
+        where the rules allow it, as an untested merge of a moved base and that commit)."""
         while train.state.line and train.state.line[0].status is CarStatus.GREEN:
             car = train.state.line[0]
             assert car.tested_sha is not None
-            landed_already = car.tested_sha == self.tip
+            # The base holds the car already: a landing a stopped pass did not record.
+            landed_already = await self._is_ancestor(car.tested_sha, self.tip)
             if not landed_already and not await self._entries_unchanged(train, car):
                 continue  # an entry left; its cars are rebuilt
-            facts = LandingFacts(base_is_ancestor_of_tested=await self._is_ancestor(car.tested_sha))
+            ancestor = landed_already or await self._is_ancestor(self.tip, car.tested_sha)
+            rebased = None if ancestor else await self._rebased(train, car)
+            facts = LandingFacts(base_is_ancestor_of_tested=ancestor or rebased is not None)
             state, actions = land(train.state, car.id, facts)
             forward = next((a for a in actions if isinstance(a, FastForward)), None)
             if forward is None:
@@ -582,18 +619,19 @@ class QueueSession:
                 )
                 await self.perform(train, actions)
                 return
+            target = self.tip if landed_already else rebased or forward.sha
             if not landed_already:
                 if not await self.confirm():
                     raise LaneLost(self.queue.lane)
                 try:
-                    await self.ops.fast_forward(self.queue.repo, self.queue.base, forward.sha)
+                    await self.ops.fast_forward(self.queue.repo, self.queue.base, target)
                 except NotFastForward:
                     self.tip = await self.ops.branch_sha(self.queue.repo, self.queue.base)
                     continue  # read again: the next round finds the base moved
-            self.tip = forward.sha
+            self.tip = target
             train.state = state
             train.dirty = True
-            await self._record_landing(train, car, forward)
+            await self._record_landing(train, car, forward, target)
 
     async def _entries_unchanged(self, train: Train, car: Car) -> bool:
         """Each PR the car lands is still open at its pinned head; one that is not leaves."""
@@ -614,9 +652,17 @@ class QueueSession:
                 return False
         return True
 
-    async def _record_landing(self, train: Train, car: Car, forward: FastForward) -> None:
+    async def _record_landing(self, train: Train, car: Car, forward: FastForward, sha: str) -> None:
+        """Record that the base is at ``sha``: the car's tested commit (``forward.sha``), or
+        a commit containing it (an untested merge the rules allowed)."""
         row = self.car_rows.get((train.name, car.id))
-        sha = forward.sha
+        tested = forward.sha
+        how = (
+            f"fast-forwarded to the tested commit {sha[:12]}"
+            if sha == tested
+            else f"moved to {sha[:12]}, a merge of the base and the tested commit {tested[:12]}"
+            " (landed untested: nothing that landed since touches its keys)"
+        )
 
         def record(w: QueueWriter) -> None:
             if row is not None:
@@ -625,11 +671,11 @@ class QueueSession:
                 w.end_entry(number, EntryState.MERGED, None)
                 w.event(
                     EventKind.LANDED,
-                    f"{self.queue.base} fast-forwarded to the tested commit {sha[:12]}",
+                    f"{self.queue.base} {how}",
                     number=number,
                     car=row.id if row else None,
                     sha=sha,
-                    evidence={"tested_sha": sha, "merged_sha": sha, "batch": list(car.batch)},
+                    evidence={"tested_sha": tested, "merged_sha": sha, "batch": list(car.batch)},
                 )
 
         await self.write(record)

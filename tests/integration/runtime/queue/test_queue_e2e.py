@@ -290,3 +290,29 @@ async def test_a_hotfix_goes_to_the_head_of_its_train(forge: str, tmp_path: Path
         ]
         assert landed_in_order == [fix.number, first.number, second.number]
         assert_base_green(w)
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_disjoint_trains_land_in_one_round_where_the_rules_allow_untested_merges(
+    forge: str, tmp_path: Path
+) -> None:
+    rules = {"merge_queue": {"land_disjoint_untested": True}}
+    async with queue_world(forge, tmp_path, **rules) as w:
+        pulls = [await w.pull(a, {f"{a}/x.txt": f"{a}\n"}) for a in ("docs", "lib", "web")]
+        w.ci_done()
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await w.drive(driver, rounds=1)  # one CI run of each train's car, then one pass
+        for pull in pulls:
+            assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        landings = [e for e in w.store.events(forge, REPO, "main") if e.kind == "landed"]
+        assert len(landings) == 3
+        first, *rest = landings
+        assert first.evidence["merged_sha"] == first.evidence["tested_sha"]
+        for event in rest:  # merges of a moved base and a tested commit: both recorded
+            assert event.evidence["merged_sha"] != event.evidence["tested_sha"]
+            assert "landed untested" in event.detail
+        assert_base_green(w)
+        built = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_built"]
+        assert len(built) == 3  # no car was rebuilt or retested
