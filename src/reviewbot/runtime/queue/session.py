@@ -15,7 +15,10 @@ next pass resumes from:
 
 The base moves only by :meth:`RefOps.fast_forward` to a green car's tested commit, so the
 merged commit is the tested commit. Another train's landing makes a car's base stale; the
-core answers ``base_moved`` and the train's cars are rebuilt on the new base and retested.
+core answers ``base_moved`` and the train's cars are rebuilt on the new base and retested,
+unless the rules allow an untested landing of a car disjoint from what landed
+(:func:`~reviewbot.core.queue_cars.may_land_rebased`): it then lands as a merge of the new
+base and its tested commit, and its ``landed`` event records both commits.
 """
 
 from __future__ import annotations
