@@ -152,7 +152,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                     actor="reviewbot queue enqueue",
                 )
                 await driver.run(QueueRef(pull.forge, pull.full_name, done.entry.base))
-                return {"queued": True, "already": done.already, **done.entry.to_json()}
+                return {**done.entry.to_json(), "queued": True, "already": done.already}
             entry = await driver.dequeue(
                 pull.forge,
                 pull.full_name,
@@ -160,7 +160,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 ReasonCode.DEQUEUED,
                 f"#{pull.number} taken out with reviewbot queue dequeue",
             )
-            return {"queued": False, **entry.to_json()}
+            return {**entry.to_json(), "queued": False, "state": "left", "reason": "dequeued"}
         except QueueRefused as exc:
             raise CommandError(f"{exc.code}: {exc.detail}") from None
     finally:

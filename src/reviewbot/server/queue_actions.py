@@ -88,7 +88,7 @@ async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[
         priority=body.priority,
         actor=f"token {info.name}",
     )
-    return {"queued": True, "already": done.already, **done.entry.to_json()}
+    return {**done.entry.to_json(), "queued": True, "already": done.already}
 
 
 async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
@@ -100,7 +100,8 @@ async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str
         ReasonCode.DEQUEUED,
         f"#{body.number} taken out of the queue by token {info.name}",
     )
-    return {"queued": False, "reason": ReasonCode.DEQUEUED.value, **entry.to_json()}
+    # The entry as it was, and what it is now.
+    return {**entry.to_json(), "queued": False, "state": "left", "reason": ReasonCode.DEQUEUED}
 
 
 async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[str, Any]:

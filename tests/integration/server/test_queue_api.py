@@ -179,3 +179,37 @@ async def test_queue_true_admits_a_pr_once_it_is_approved_and_green(
         await queue.idle()
         (entry,) = await w.db.run(queue.store.entries, forge, REPO)
         assert (entry.number, entry.head_sha) == (pull.number, pull.head_sha)
+
+
+@FORGES
+async def test_a_dequeue_cancels_its_car_and_deletes_its_queue_branch(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
+) -> None:
+    async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
+        sim.configure_ci(forge, REPO, duration=CI_S)
+        number, head = green_approved(w, forge, "feature")
+        await w.settle()
+        token = w.token("merge,read")
+        pull = {"forge": forge, "repo": REPO, "number": number}
+        status, _ = await w.call(
+            "POST", "/api/v1/queue/enqueue", token, {**pull, "expect_head_sha": head}
+        )
+        assert status == 200
+        queue = w.api.queue
+        assert queue is not None
+        await queue.idle()
+        (car,) = await w.db.run(queue.store.cars, forge, REPO, "main")
+        assert car.branch in sim.repo(forge, REPO).branches
+
+        status, answer = await w.call("POST", "/api/v1/queue/dequeue", token, pull)
+        assert status == 200, answer
+        assert (answer["queued"], answer["reason"]) == (False, "dequeued")
+        await queue.idle()
+        assert await w.db.run(queue.store.cars, forge, REPO, "main") == []
+        assert car.branch not in sim.repo(forge, REPO).branches
+        events = await w.db.run(queue.store.events_of_pull, forge, REPO, number)
+        assert [(e.kind, e.code) for e in events][-1] == ("left", "dequeued")
+        sim.advance(CI_S)  # the cancelled car's CI answers: nothing lands
+        await w.settle()
+        await queue.idle()
+        assert not sim.pull(forge, REPO, number).merged

@@ -168,7 +168,12 @@ def forge_specs() -> ForgeSpecs:
 
 @contextlib.asynccontextmanager
 async def queue_world(
-    forge: str, tmp: Path, *, conflicts: list[list[str]] | None = None, **rules: Any
+    forge: str,
+    tmp: Path,
+    *,
+    conflicts: list[list[str]] | None = None,
+    ci_branches: list[str] | None = None,
+    **rules: Any,
 ) -> AsyncIterator[QueueWorld]:
     """``forge`` is ``github``, ``gitea`` (a server without the fast-forward branch update:
     the base moves by a plain push from the bot's clone) or ``gitea-1.26`` (with it)."""
@@ -189,7 +194,14 @@ async def queue_world(
             work = await clone(f"{web}/{REPO}.git", tmp / "work" / "api", tokens["alice"], "alice")
             root = await work.commit(BASE_FILES, "The base")
             await work.push("main")
-            sim.configure_ci(forge, REPO, context=CONTEXT, duration=CI_S, conflicts=conflicts)
+            sim.configure_ci(
+                forge,
+                REPO,
+                context=CONTEXT,
+                duration=CI_S,
+                conflicts=conflicts,
+                branches=ci_branches,
+            )
             world = QueueWorld(forge, sim, server, work, root, tokens, tmp, rules)
             try:
                 yield world

@@ -19,6 +19,7 @@ from reviewbot.store import lanes
 from reviewbot.store.lanes import LaneHold
 from reviewbot.store.queue import EventKind, QueueFenced
 from tests.integration.runtime.queue.queue_support import (
+    CI_S,
     CONTEXT,
     LANE_TERM_S,
     REPO,
@@ -316,3 +317,26 @@ async def test_disjoint_trains_land_in_one_round_where_the_rules_allow_untested_
         assert_base_green(w)
         built = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_built"]
         assert len(built) == 3  # no car was rebuilt or retested
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_car_whose_ci_never_answers_times_out_with_its_own_reason(
+    forge: str, tmp_path: Path
+) -> None:
+    # CI runs on the PR branches only: nothing ever reports on the queue branch.
+    rules = {"merge_queue": {"car_timeout_s": 2 * CI_S}}
+    async with queue_world(forge, tmp_path, ci_branches=["a"], **rules) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 8\n"})
+        w.ci_done()
+        driver = w.driver()
+        await driver.enqueue(forge, REPO, a.number, expect_head_sha=a.head_sha)
+        await w.drive(driver, rounds=1)
+        assert [e.kind for e in w.events(a.number)] == ["enqueued"]  # still waiting
+        w.sim.advance(CI_S + 1)  # past the car's time limit
+        await driver.run(w.queue)
+        (ejected,) = [e for e in w.events(a.number) if e.kind == "ejected"]
+        assert ejected.code == ReasonCode.QUEUE_CULPRIT.value
+        assert ejected.evidence["failure"] == ReasonCode.CAR_TIMED_OUT.value
+        timed_out = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_timed_out"]
+        assert [e.code for e in timed_out] == [ReasonCode.CAR_TIMED_OUT.value]
+        assert w.tip() != ejected.sha and not w.sim.pull(forge, REPO, a.number).merged
