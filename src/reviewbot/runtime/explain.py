@@ -14,7 +14,8 @@ from reviewbot.config import Settings
 from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding
 from reviewbot.core.models import PullRef
-from reviewbot.store import decisions, journal, refused_webhooks, repositories
+from reviewbot.store import after_merge, decisions, journal, refused_webhooks, repositories
+from reviewbot.store.after_merge import ActionRow
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import StoredDelivery
@@ -70,6 +71,10 @@ PLAIN_WORDS: dict[str, str] = {
     "lease_not_held": "the caller does not hold the lease it claims",
     "lease_held": "another worker holds the lease",
     "lane_lost": "automerge lost its branch's merge lane before the merge call; nothing sent",
+    "restart_required": (
+        "this process is not the code, configuration or schema on disk: it reviews and "
+        "merges nothing until it restarts"
+    ),
     "queue_culprit": "the entry failed alone in a queue car and was ejected",
     "queue_flaky": "the entry's batch failed twice while it passed alone; ejected as flaky",
     "car_timed_out": "a queue car's CI did not finish in time; counted as a failure",
@@ -100,9 +105,14 @@ class PullFacts:
     # The external reviewers' findings at the newest reviewed head: the whole list, of
     # which a review shows at most a bounded part inline.
     findings: tuple[Finding, ...] = ()
+    # What the bot did after the merge (deleted the head branch, closed issues), oldest first.
+    after_merge: tuple[ActionRow, ...] = ()
 
     def text(self) -> str:
         text = explain_pull(self.shown, self.decisions, self.reviews, self.merge)
+        if self.after_merge:
+            lines = "\n".join("  " + r.line() for r in self.after_merge)
+            text += f"\nAfter the merge:\n{lines}"
         if self.findings and self.reviews:
             head = self.reviews[0].head_sha[:12]
             text += f"\nExternal reviewers' findings at {head} ({len(self.findings)}):\n"
@@ -124,9 +134,13 @@ class PullFacts:
             "decisions": [r.to_json() for r in self.decisions],
             "reviews": [r.to_json() for r in self.reviews],
             "merge": self.merge,
+            "after_merge": self.after_merge_json(),
             "findings": self.findings_json(),
             "lease_history": lease_history,
         }
+
+    def after_merge_json(self) -> list[dict[str, Any]]:
+        return [r.to_json() for r in self.after_merge]
 
     def findings_json(self) -> list[dict[str, Any]]:
         return [
@@ -146,7 +160,8 @@ def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int
         if reviews
         else None
     )
-    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or ())
+    actions = tuple(after_merge.for_pull(db, pr.forge, pr.full_name, pr.number))
+    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or (), actions)
 
 
 def unknown_pull(settings: Settings, pr: PullRef) -> str:
