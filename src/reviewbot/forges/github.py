@@ -647,6 +647,10 @@ class GitHubForge(HttpAdapter):
         await self._write("close_issue", "PATCH", url, url_vars, body, repo=repo)
         return Closing.CLOSED
 
+    async def record_landed(self, repo: str, number: int, sha: str) -> None:
+        """GitHub marks the pull request merged when its commits reach the base."""
+        return None
+
     async def create_branch(self, repo: str, branch: str, sha: str) -> None:
         owner, name = split_repo(repo)
         try:

@@ -72,3 +72,11 @@ class RefOps(Protocol):
         """Move ``branch`` to ``sha``, only when its current commit is an ancestor of
         ``sha``; else ``NotFastForward`` and the branch is left as it was."""
         ...
+
+    async def record_landed(self, repo: str, number: int, sha: str) -> None:
+        """Pull request ``number`` landed: its base branch moved to ``sha``, which contains
+        its head. Make the forge show it merged by ``sha``: GitHub does so by itself when
+        the commits reach the base (nothing is sent); Gitea/Forgejo is told with the merge
+        API's ``Do: manually-merged`` and ``MergeCommitID`` (409 when ``sha`` is not on the
+        base branch: ``NotMergeable``)."""
+        ...

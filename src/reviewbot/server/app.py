@@ -22,6 +22,7 @@ from reviewbot.server import (
     history,
     leases,
     pr_watch,
+    queue_actions,
     reads,
     runtime,
     webhooks,
@@ -72,6 +73,8 @@ def create_app(service: Service) -> web.Application:
     for method, path, handler in leases.routes():
         role.add(Routes.WORK, method, path, handler)
     role.add(Routes.WORK, "POST", pr_watch.ROUTE, pr_watch.api_watch)
+    for method, path, handler in queue_actions.routes():
+        role.add(Routes.WORK, method, path, handler)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)
     app.router.add_get("/healthz", health.healthz)

@@ -169,3 +169,22 @@ class PrState(_Out):
     leases: list[Lease]
     state_comment: str | None = None
     canonical: CanonicalState
+
+
+class QueueEntryOut(_Out):
+    """An entry of a merge queue."""
+
+    number: int
+    base: str
+    head_sha: str
+    state: str
+    train: str
+
+
+class QueueView(_Out):
+    """A repository's merge queue: its entries and its cars in flight."""
+
+    forge: str
+    repo: str
+    entries: list[dict[str, Any]]
+    cars: list[dict[str, Any]]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pr_watch, pull_actions, read_actions, whoami
+from reviewbot.server import actions, pr_watch, pull_actions, queue_actions, read_actions, whoami
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -279,3 +279,9 @@ async def watch_pr(env: ToolEnv, info: TokenInfo, args: pr_watch.WatchBody) -> d
     (its message is the event's JSON) when you ask for progress. Pass the answer's cursor to
     the next call to be told only what changed since. Same as POST /api/v1/leases/watch."""
     return await pr_watch.watch_pr(env.service, info, args, env.notify)
+
+
+# --- the merge queue: server/queue_actions.py ---------------------------------------------------
+
+for _tool in queue_actions.MCP_TOOLS:
+    TOOLS.tool(group=Routes.WORK, **_tool.registration)(_tool.fn)

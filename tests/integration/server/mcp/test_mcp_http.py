@@ -30,6 +30,7 @@ READ_TOOLS = {
     "lease_history",
     "runtime",
     "whoami",
+    "queue_status",
 }
 
 

@@ -71,6 +71,9 @@ REST: dict[str, tuple[str, str] | None] = {
     "runtime": ("GET", "/api/v1/runtime"),
     "whoami": ("GET", "/api/v1/whoami"),
     "watch_pr": ("POST", "/api/v1/leases/watch"),
+    "queue_enqueue": ("POST", "/api/v1/queue/enqueue"),
+    "queue_status": ("GET", "/api/v1/queue"),
+    "queue_dequeue": ("POST", "/api/v1/queue/dequeue"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 
