@@ -136,7 +136,7 @@ def plan(
     return state, tuple(BuildCar(car) for car in cars)
 
 
-def _queued(state: TrainState) -> set[int]:
+def queued(state: TrainState) -> set[int]:
     """Every entry the train holds: waiting, in a car, or held by a bisection."""
     cars = state.line + state.splits
     held = (n for b in state.bisections for n in b.held)
@@ -159,7 +159,7 @@ def step(state: TrainState, event: Event) -> tuple[TrainState, tuple[Action, ...
     """Apply one event; unknown cars (already cancelled) change nothing."""
     if isinstance(event, Enqueued):
         # An entry still in some car is taken back once that car has answered.
-        if event.number in _queued(state):
+        if event.number in queued(state):
             return state, ()
         # A PR that left or was ejected may come back (admitted again at its new head).
         state = replace(
