@@ -190,3 +190,25 @@ def test_a_hotfix_goes_first_in_the_landing_line_too() -> None:
     limits = BoardLimits(landing=CarLimits(1, 16, 1))
     board, actions = settle(board, limits, never_ff)
     assert builds(actions) == [(LANDING, 1, (2,))]
+
+
+def test_a_passing_half_of_a_failed_train_batch_is_promoted_without_a_retest() -> None:
+    limits = BoardLimits(trains=CarLimits(1, 16, 4), landing=CarLimits(1, 16, 4), ci_budget=16)
+    board = Board()
+    for number in (1, 2, 3, 4):
+        board, _ = enqueue(board, number, keys("api"))
+    board, actions = settle(board, limits, never_ff)
+    assert builds(actions) == [(1, 1, (1, 2, 3, 4))]
+    board, _ = on_car(board, 1, CarBuilt(1, "t1"))
+    board, actions = on_car(board, 1, CarFailed(1, "ci/test"))
+    assert builds(actions) == [(1, 2, (1, 2)), (1, 3, (3, 4))]  # halves on the same base
+    board, _ = on_car(board, 1, CarBuilt(2, "h2"))
+    board, actions = on_car(board, 1, CarPassed(2))
+    assert [r.action for r in actions] == [Promote(2, "h2", (1, 2))]
+    assert board.train_of(1) == LANDING and board.train_of(3) == 1
+    board, actions = settle(board, limits, never_ff)
+    assert builds(actions) == [(LANDING, 1, (1, 2))]
+    board, _ = on_car(board, 1, CarBuilt(3, "h3"))
+    board, actions = on_car(board, 1, CarFailed(3, "ci/test"))  # the culprit is in 3, 4
+    assert builds(actions) == [(1, 4, (3,)), (1, 5, (4,))]
+    assert board.train_of(1) == LANDING  # not tested again in its train

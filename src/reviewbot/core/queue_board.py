@@ -30,6 +30,7 @@ from reviewbot.core.queue import SERIAL_KEY
 from reviewbot.core.queue_cars import (
     Action,
     CarLimits,
+    CarPassed,
     CarStatus,
     Enqueued,
     Event,
@@ -37,7 +38,7 @@ from reviewbot.core.queue_cars import (
     LandingFacts,
     Left,
 )
-from reviewbot.core.queue_train import TrainState, land, plan, queued, step
+from reviewbot.core.queue_train import TrainState, land, plan, queued, release, step
 from reviewbot.core.reasons import ReasonCode
 
 LANDING = 0
@@ -65,7 +66,7 @@ class BoardLimits:
     """``trains``: cars per train and entries per car; ``landing``: the landing line's;
     ``ci_budget``: cars in flight over every train and the landing line together."""
 
-    trains: CarLimits = field(default_factory=lambda: CarLimits(6, 48, 2))
+    trains: CarLimits = field(default_factory=lambda: CarLimits(2, 48, 4))
     landing: CarLimits = field(default_factory=lambda: CarLimits(4, 48, 8))
     ci_budget: int = 48
 
@@ -141,12 +142,31 @@ def home_train(homes: Mapping[int, frozenset[str]], keys: frozenset[str]) -> int
 
 
 def on_car(board: Board, tid: int, event: Event) -> tuple[Board, tuple[Routed, ...]]:
-    """A car event (built, passed, failed) of train ``tid``; an unknown train changes nothing."""
+    """A car event (built, passed, failed) of train ``tid``; an unknown train changes nothing.
+    A half of a train's failed batch that passes has passed its train (it was tested on the
+    base plus the entries ahead): it is promoted at once rather than tested again."""
     state = board.landing if tid == LANDING else board.trains.get(tid)
     if state is None:
         return board, ()
+    half = None
+    if tid != LANDING and isinstance(event, CarPassed):
+        half = next((c for c in state.splits if c.id == event.car_id), None)
     state, actions = step(state, event)
-    return _with_train(board, tid, state), _route(tid, actions)
+    if half is None:
+        return _with_train(board, tid, state), _route(tid, actions)
+    moving = tuple(n for n in half.batch if n in queued(state))
+    state = release(state, moving)
+    board = _promote(_with_train(board, tid, state), moving)
+    promoted = Promote(half.id, half.tested_sha or "", moving)
+    return board, (*_route(tid, actions), Routed(tid, promoted))
+
+
+def _promote(board: Board, numbers: Iterable[int]) -> Board:
+    """``numbers`` join the landing line (hotfix entries first)."""
+    landing = board.landing
+    for number in numbers:
+        landing, _ = step(landing, Enqueued(number, number in board.priority))
+    return replace(board, landing=landing)
 
 
 def leave(board: Board, number: int, reason: ReasonCode) -> tuple[Board, tuple[Routed, ...]]:
@@ -198,10 +218,7 @@ def settle(
                     moved_by = tid
                 else:
                     actions.append(Routed(tid, Promote(first.id, action.sha, action.merged)))
-                    landing = board.landing
-                    for number in action.merged:
-                        landing, _ = step(landing, Enqueued(number, number in board.priority))
-                    board = replace(board, landing=landing)
+                    board = _promote(board, action.merged)
         board = _with_train(board, tid, state)
     landing_limits = replace(limits.landing, global_budget=limits.ci_budget)
     state, built = plan(board.landing, landing_limits, board.in_flight)

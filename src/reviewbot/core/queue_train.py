@@ -286,3 +286,18 @@ def land(
     car = state.line[0]
     state = replace(state, line=state.line[1:], gone=state.gone | set(car.batch))
     return state, (FastForward(landing.sha, car.batch),)
+
+
+def release(state: TrainState, numbers: Iterable[int]) -> TrainState:
+    """``numbers`` move on from this train (they passed here; the landing line takes them,
+    :mod:`reviewbot.core.queue_board`): they no longer wait, nor are held by a bisection, and
+    are gone from the train. Cars already built with them are left alone."""
+    out = set(numbers)
+    return replace(
+        state,
+        waiting=tuple(n for n in state.waiting if n not in out),
+        bisections=tuple(
+            replace(b, held=tuple(n for n in b.held if n not in out)) for b in state.bisections
+        ),
+        gone=state.gone | out,
+    )
