@@ -55,6 +55,7 @@ from reviewbot.core.queue_board import (
     LANDING,
     Board,
     BoardLimits,
+    Promote,
     Routed,
     enqueue,
     home_train,
@@ -414,15 +415,8 @@ class Reviewbot:
             tid, action = routed.train, routed.action
             if isinstance(action, BuildCar):
                 self._build(tid, action.car)
-            elif isinstance(action, CancelCar):
-                sha = self.shas.pop((tid, action.car_id), None)
-                if sha is not None:
-                    self.h.cancel(sha)
-            elif isinstance(action, Eject):
-                self.h.eject(action.number)
-            elif isinstance(action, FastForward) and not self.h.fast_forward(action.sha):
-                raise AssertionError("the core landed a commit that is not a fast-forward")
-            # Promote: nothing to do on the forge
+            elif not isinstance(action, Promote):  # a promotion does nothing on the forge
+                perform_on_forge(self.h, self.shas, tid, action)
 
     def _build(self, tid: int, car: Car) -> None:
         line = self.board.landing.line if tid == LANDING else self.board.trains[tid].line
@@ -452,6 +446,20 @@ def parent(
         if other.entries == car.ahead and sha is not None:
             return h.commits[sha]
     return h.base
+
+
+def perform_on_forge(
+    h: Harness, shas: dict[tuple[int, int], str], tid: int, action: Action
+) -> None:
+    """Cancel a car, eject an entry, or land: what a runtime does on the forge."""
+    if isinstance(action, CancelCar):
+        sha = shas.pop((tid, action.car_id), None)
+        if sha is not None:
+            h.cancel(sha)
+    elif isinstance(action, Eject):
+        h.eject(action.number)
+    elif isinstance(action, FastForward) and not h.fast_forward(action.sha):
+        raise AssertionError("the core landed a commit that is not a fast-forward")
 
 
 class TrainsDirect:
@@ -492,14 +500,8 @@ class TrainsDirect:
                 self.shas[(tid, car.id)] = commit.sha
                 self._step(tid, CarBuilt(car.id, commit.sha))
                 self.h.test(commit.sha, functools.partial(self._done, tid, car, commit.sha))
-            elif isinstance(action, CancelCar):
-                sha = self.shas.pop((tid, action.car_id), None)
-                if sha is not None:
-                    self.h.cancel(sha)
-            elif isinstance(action, Eject):
-                self.h.eject(action.number)
-            elif isinstance(action, FastForward) and not self.h.fast_forward(action.sha):
-                raise AssertionError("the core landed a commit that is not a fast-forward")
+            else:
+                perform_on_forge(self.h, self.shas, tid, action)
 
     def _done(self, tid: int, car: Car, sha: str, passed: bool) -> None:
         if tid not in self.trains or self.shas.get((tid, car.id)) != sha:

@@ -56,6 +56,15 @@ def passed(board: Board, train: int, car: int, sha: str) -> Board:
     return board
 
 
+def two_green_trains() -> Board:
+    """PR 1 (api) and PR 2 (web) in trains 1 and 2, each car green: t1, t2."""
+    board = Board()
+    board, _ = enqueue(board, 1, keys("api"))
+    board, _ = enqueue(board, 2, keys("web"))
+    board, _ = settle(board, LIMITS, never_ff)
+    return passed(passed(board, 1, 1, "t1"), 2, 1, "t2")
+
+
 def test_an_entry_starts_a_train_or_joins_the_one_sharing_most_of_its_keys() -> None:
     homes = {1: keys("api"), 2: keys("web", "docs")}
     assert home_train(homes, keys("cli")) is None
@@ -76,12 +85,7 @@ def test_disjoint_entries_are_tested_in_parallel_trains_on_the_base() -> None:
 
 
 def test_a_passing_train_car_is_promoted_and_only_the_landing_line_lands() -> None:
-    board = Board()
-    board, _ = enqueue(board, 1, keys("api"))
-    board, _ = enqueue(board, 2, keys("web"))
-    board, _ = settle(board, LIMITS, never_ff)
-    board = passed(board, 1, 1, "t1")
-    board = passed(board, 2, 1, "t2")
+    board = two_green_trains()
     # both tested commits are stale: neither lands directly, both join the landing line
     board, actions = settle(board, LIMITS, never_ff)
     promoted = [(r.train, r.action.merged) for r in actions if isinstance(r.action, Promote)]
@@ -99,12 +103,7 @@ def test_a_passing_train_car_is_promoted_and_only_the_landing_line_lands() -> No
 
 
 def test_a_train_car_lands_directly_when_nothing_else_waits_and_it_is_a_fast_forward() -> None:
-    board = Board()
-    board, _ = enqueue(board, 1, keys("api"))
-    board, _ = enqueue(board, 2, keys("web"))
-    board, _ = settle(board, LIMITS, never_ff)
-    board = passed(board, 1, 1, "t1")
-    board = passed(board, 2, 1, "t2")
+    board = two_green_trains()
     # both look like fast-forwards of the base read before the call, but once train 1 landed
     # train 2's commit no longer is: it is promoted, not landed
     board, actions = settle(board, LIMITS, always_ff)
