@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from reviewbot.core.queue import SERIAL_KEY
 from reviewbot.core.queue_board import (
     LANDING,
@@ -25,6 +28,7 @@ from reviewbot.core.queue_cars import (
     Eject,
     FastForward,
 )
+from reviewbot.core.queue_train import queued
 from reviewbot.core.reasons import ReasonCode
 
 LIMITS = BoardLimits(trains=CarLimits(2, 16, 1), landing=CarLimits(2, 16, 4), ci_budget=16)
@@ -211,3 +215,63 @@ def test_a_passing_half_of_a_failed_train_batch_is_promoted_without_a_retest() -
     board, actions = on_car(board, 1, CarFailed(3, "ci/test"))  # the culprit is in 3, 4
     assert builds(actions) == [(1, 4, (3,)), (1, 5, (4,))]
     assert board.train_of(1) == LANDING  # not tested again in its train
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["enqueue", "settle", "built", "pass", "fail", "leave", "freeze"]),
+        st.integers(0, 11),
+        st.booleans(),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_only_green_tested_commits_land_and_no_entry_is_in_two_places(
+    ops: list[tuple[str, int, bool]],
+) -> None:
+    limits = BoardLimits(CarLimits(2, 99, 2), CarLimits(2, 99, 3), ci_budget=5)
+    board = Board()
+    built: dict[tuple[int, int], str] = {}
+    green: set[str] = set()
+    merged: list[int] = []
+    for op, n, flag in ops:
+        lines = {LANDING: board.landing, **board.trains}
+        cars = [(tid, c.id) for tid, t in lines.items() for c in t.line + t.splits]
+        tid, car_id = cars[n % len(cars)] if cars else (LANDING, 0)
+        actions: tuple[Routed, ...] = ()
+        if op == "enqueue" and n not in merged:
+            board, actions = enqueue(board, n, keys(f"area{n % 3}", f"area{n % 4}"))
+        elif op in ("settle", "freeze"):
+            answer = flag
+            board, actions = settle(
+                board, limits, lambda sha, answer=answer: answer, frozen=op == "freeze"
+            )
+        elif op == "built":
+            sha = f"sha-{tid}-{car_id}-{len(built)}"
+            built[(tid, car_id)] = sha
+            board, actions = on_car(board, tid, CarBuilt(car_id, sha))
+        elif op == "pass":
+            sha = built.get((tid, car_id))
+            if sha is not None:
+                green.add(sha)
+            board, actions = on_car(board, tid, CarPassed(car_id))
+        elif op == "fail":
+            board, actions = on_car(board, tid, CarFailed(car_id, "ci/test", timed_out=flag))
+        elif op == "leave":
+            board, actions = leave(board, n, ReasonCode.HEAD_MOVED)
+        for routed in actions:
+            if isinstance(routed.action, FastForward):
+                # only a commit CI passed lands, and only when the caller said it is a
+                # fast-forward and no freeze holds
+                assert routed.action.sha in green and op == "settle" and flag
+                merged += routed.action.merged
+        assert len(merged) == len(set(merged))
+        held: list[int] = []
+        for state in (board.landing, *board.trains.values()):
+            held += sorted(queued(state))
+        assert len(held) == len(set(held))  # one place for each entry
+        assert not set(held) & set(merged)
+        assert board.in_flight <= limits.ci_budget

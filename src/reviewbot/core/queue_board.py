@@ -209,6 +209,8 @@ def settle(
                 and is_fast_forward(first.tested_sha)
             )
             state, done = land(state, first.id, LandingFacts(base_is_ancestor_of_tested=True))
+            if not any(isinstance(action, FastForward) for action in done):
+                break  # refused (no tested commit): nothing moves on
             for action in done:
                 if not isinstance(action, FastForward):
                     actions.append(Routed(tid, action))
