@@ -273,6 +273,23 @@ class ReviewerLimitSettings(_Section):
         )
 
 
+class QueueRules(_Section):
+    """How a repository's merge queue splits and sizes its work (``[repos."...".merge_queue]``)."""
+
+    # Glob -> area, first match wins; a path no glob matches keys on its top-level directory.
+    path_groups: dict[str, str] = Field(default_factory=dict)
+    # Globs whose files put an entry in every train (lockfiles, changelogs).
+    serial_paths: list[str] = Field(default_factory=list)
+    batch_max: int = Field(8, ge=1, le=64)
+    cars_per_train: int = Field(4, ge=1, le=64)
+    ci_budget: int = Field(16, ge=1, le=1000)  # cars in flight over every train
+    car_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400)
+    priority_labels: list[str] = Field(default_factory=lambda: ["hotfix"])
+    # A green car whose base another train moved lands as a merge of the new base and its
+    # tested commit, untested, when nothing that landed touches its train's keys.
+    land_disjoint_untested: bool = False
+
+
 class RepoRules(_Section):
     """Rules for one repository (``[repos."FORGE:OWNER/NAME"]``) or for all (``[defaults]``)."""
 
@@ -284,6 +301,9 @@ class RepoRules(_Section):
     # External reviewers: a command, or a table with its name, grants and network.
     reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
+    # Merge queue: admit every PR that is approved and green at its head by itself.
+    queue: bool = False
+    merge_queue: QueueRules = Field(default_factory=QueueRules)
 
 
 class Settings(BaseSettings):

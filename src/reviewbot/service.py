@@ -42,6 +42,7 @@ from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
 from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
 from reviewbot.runtime.pull_locks import PullLocks
+from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.runtime.retention import Retention
 from reviewbot.runtime.reuse import Reused
 from reviewbot.runtime.review.jobs import ReviewJobs
@@ -58,6 +59,7 @@ from reviewbot.store.journal import GroupCommitJournal
 from reviewbot.store.leases import LeaseStore
 from reviewbot.store.merges import MergeStore
 from reviewbot.store.process_lock import ProcessLock
+from reviewbot.store.queue import QueueStore
 from reviewbot.store.review_outbox import OutboxStore
 from reviewbot.store.reviews import ReviewStore
 from reviewbot.store.state_comments import StateCommentStore
@@ -149,6 +151,8 @@ class MergeParts:
     automerge: AutoMerger | None
     worker: str | None  # this process's merger identity (automerge)
     leases: LeaseStore
+    # The merge queue of every configured repository (None: a process without lanes).
+    queue: QueueDriver | None = None
 
 
 @dataclass
@@ -343,6 +347,9 @@ class Service:
             consider_merge=automerge.consider if automerge is not None else None,
             prune=self.retention.run,
             listeners=self.listeners,
+            sweep_queues=self.merge.queue.sweep_errors
+            if self.merge is not None and self.merge.queue is not None
+            else None,
         )
         self.reconciler.start()
 
@@ -447,12 +454,22 @@ class Service:
             re_review=re_review,
             telemetry=self.telemetry,
         )
+        queue = self._queue_driver(db)
         if Parts.AUTOMERGE not in self.parts:
-            return MergeParts(merger, merges, None, None, self.leases)
+            return MergeParts(merger, merges, None, None, self.leases, queue)
         worker = await self._register(MERGER_NAME, "merger")
         assert self.lanes is not None
         automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker, self.lanes)
-        return MergeParts(merger, merges, automerge, worker, self.leases)
+        return MergeParts(merger, merges, automerge, worker, self.leases, queue)
+
+    def _queue_driver(self, db: Database) -> QueueDriver | None:
+        """The merge queue, where this process holds lanes; it hears statuses and checks
+        on every configured repository's queue branches."""
+        if self.lanes is None:
+            return None
+        driver = QueueDriver(self.settings, self.forges, QueueStore(db, self.clock), self.lanes)
+        driver.listen(self.listeners)
+        return driver
 
     def _start_workers(self, db: Database) -> None:
         jobs = self.review.jobs if self.review is not None and self.on_eligible is None else None
@@ -491,6 +508,7 @@ class Service:
         pipeline = self.review.pipeline
         jobs = self.review.jobs
         automerge = self.merge.automerge if self.merge is not None else None
+        queue = self.merge.queue if self.merge is not None else None
 
         async def review_then_merge(eligible: EligiblePull) -> None:
             await jobs.run(
@@ -501,6 +519,8 @@ class Service:
             )
             if automerge is not None:  # a review or a check may have made it mergeable
                 await automerge.after_event(eligible.pull)
+            if queue is not None:  # it may leave its queue, or join one
+                await queue.after_event(eligible.pull, eligible.trigger)
 
         return review_then_merge
 

@@ -465,3 +465,14 @@ def test_enqueue_keeps_order_puts_a_hotfix_first_and_takes_a_leaver_back() -> No
     assert state.waiting == (3, 1) and 2 in state.gone
     state, _ = step(state, Enqueued(2))  # admitted again at its new head
     assert state.waiting == (3, 1, 2) and 2 not in state.gone
+
+
+def test_a_car_lands_untested_on_a_moved_base_only_where_allowed_and_disjoint() -> None:
+    from reviewbot.core.queue_cars import may_land_rebased
+
+    assert may_land_rebased({"docs"}, {"lib"}, allowed=True)
+    assert not may_land_rebased({"docs"}, {"lib"}, allowed=False)  # the default: retested
+    assert not may_land_rebased({"docs", "lib"}, {"lib"}, allowed=True)
+    assert not may_land_rebased({"docs"}, {SERIAL_KEY}, allowed=True)
+    assert not may_land_rebased({SERIAL_KEY}, {"lib"}, allowed=True)
+    assert not may_land_rebased({"docs"}, set(), allowed=True)  # nothing known landed

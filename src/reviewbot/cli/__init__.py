@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "token",
     "lease",
     "merge",
+    "queue",
     "mcp",
     "sim",
 )

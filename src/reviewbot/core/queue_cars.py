@@ -10,11 +10,12 @@ so the merged SHA is always the tested SHA. Failures and bisection live in
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from reviewbot.core.merge import Refusal
+from reviewbot.core.queue import SERIAL_KEY
 from reviewbot.core.reasons import ReasonCode
 
 
@@ -130,6 +131,21 @@ def decide_landing(line: Sequence[Car], car_id: int, facts: LandingFacts) -> Lan
             )
         )
     return Landing(sha=car.tested_sha)
+
+
+def may_land_rebased(car_keys: Iterable[str], landed_keys: Iterable[str], *, allowed: bool) -> bool:
+    """When the base moved under a green car (another train landed), may the car land as a
+    merge of the new base and its tested commit, without a new test? Only where the rules
+    allow it, and only when nothing that landed since its base touches a key of the car's
+    train (:data:`~reviewbot.core.queue.SERIAL_KEY` touches every key). Otherwise it is
+    rebuilt on the new base and tested again (``base_moved``). A car landed this way is the
+    one landing whose merged commit is not its tested commit; both are recorded."""
+    car, landed = set(car_keys), set(landed_keys)
+    if not allowed or not car or not landed:
+        return False
+    if SERIAL_KEY in car or SERIAL_KEY in landed:
+        return False
+    return not car & landed
 
 
 # Events the runtime reports.

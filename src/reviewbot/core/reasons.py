@@ -69,6 +69,8 @@ class ReasonCode(StrEnum):
     CAR_NOT_GREEN = "car_not_green"  # the car is not green at its tested commit yet
     BASE_MOVED = "base_moved"  # the base is no longer an ancestor of the tested commit
     QUEUE_FROZEN = "queue_frozen"  # a freeze window holds: nothing lands
+    NOT_QUEUED = "not_queued"  # the PR is in no merge queue
+    DEQUEUED = "dequeued"  # taken out of the queue on request
     # capability: who asks, and as which worker
     MISSING_SCOPE = "missing_scope"
     REPO_NOT_ALLOWED = "repo_not_allowed"

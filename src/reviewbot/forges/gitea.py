@@ -359,6 +359,25 @@ class GiteaForge(HttpAdapter):
 
     # -- ref operations (RefOps): the branch API, and git for what it lacks ----------
 
+    async def branch_sha(self, repo: str, branch: str) -> str:
+        data = await self._get_json("branch_sha", _branch_path(repo, branch))
+        with response_shape("branch_sha"):
+            return str(as_dict(data, "branch_sha")["commit"]["id"])
+
+    async def record_landed(self, repo: str, number: int, sha: str) -> None:
+        """Mark the pull request merged by ``sha``, a commit already on its base branch
+        (``Do: manually-merged``: go-gitea/gitea services/pull/merge.go MergedManually)."""
+        try:
+            await self._send(
+                "record_landed",
+                "POST",
+                _repo_path(repo, "pulls", number, "merge"),
+                {"Do": "manually-merged", "MergeCommitID": sha},
+                errors=MERGE_ERRORS,
+            )
+        except HeadMoved as exc:  # 409: "Wrong commit ID", not on the base branch
+            raise NotMergeable(str(exc.args[0]), status=409, operation="record_landed") from None
+
     def ref_ops(self) -> RefOps:
         """Gitea has no server-side merge of two refs: merge commits are made in the bot's
         git clone, so the capability needs a folder for it and the ``git`` program."""

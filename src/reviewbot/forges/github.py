@@ -536,6 +536,21 @@ class GitHubForge(HttpAdapter):
         """GitHub does every ref operation through its REST API."""
         return self
 
+    async def branch_sha(self, repo: str, branch: str) -> str:
+        owner, name = split_repo(repo)
+        tip = await self._get(
+            "branch_sha",
+            "/repos/{owner}/{repo}/branches/{branch}",
+            {"owner": owner, "repo": name, "branch": branch},
+            repo=repo,
+        )
+        with response_shape("branch_sha"):
+            return str(as_dict(tip, "branch_sha")["commit"]["sha"])
+
+    async def record_landed(self, repo: str, number: int, sha: str) -> None:
+        """GitHub marks the pull request merged when its commits reach the base."""
+        return None
+
     async def create_branch(self, repo: str, branch: str, sha: str) -> None:
         owner, name = split_repo(repo)
         try:

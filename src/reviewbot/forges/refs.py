@@ -53,6 +53,10 @@ class RefOps(Protocol):
     ``MergeConflict``, ``NotFastForward``; writes are never retried blindly.
     """
 
+    async def branch_sha(self, repo: str, branch: str) -> str:
+        """The commit ``branch`` is at now; ``NotFound`` when there is no such branch."""
+        ...
+
     async def create_branch(self, repo: str, branch: str, sha: str) -> None:
         """Create ``branch`` at commit ``sha``; ``RefExists`` when it exists already."""
         ...
@@ -71,4 +75,12 @@ class RefOps(Protocol):
     async def fast_forward(self, repo: str, branch: str, sha: str) -> None:
         """Move ``branch`` to ``sha``, only when its current commit is an ancestor of
         ``sha``; else ``NotFastForward`` and the branch is left as it was."""
+        ...
+
+    async def record_landed(self, repo: str, number: int, sha: str) -> None:
+        """Pull request ``number`` landed: its base branch moved to ``sha``, which contains
+        its head. Make the forge show it merged by ``sha``: GitHub does so by itself when
+        the commits reach the base (nothing is sent); Gitea/Forgejo is told with the merge
+        API's ``Do: manually-merged`` and ``MergeCommitID`` (409 when ``sha`` is not on the
+        base branch: ``NotMergeable``)."""
         ...

@@ -8,7 +8,7 @@ from typing import Any
 from reviewbot.core.commit_routes import BRANCH_PREFIX, branch_name
 from reviewbot.core.models import Reason, Trigger
 from reviewbot.core.reasons import ReasonCode
-from reviewbot.ingress.commands import REVIEW_COMMAND, has_review_command
+from reviewbot.ingress.commands import QUEUE_COMMAND, REVIEW_COMMAND, comment_command
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.ingress.payload import EventReader, is_sha, shown
 
@@ -196,8 +196,11 @@ class ForgeEventParser:
                 f"comment {self.action}: only a new comment can carry a command"
             )
         body = self.r.get("comment.body")
-        if not isinstance(body, str) or not has_review_command(body):
-            return self.action_ignored(f"comment without a {REVIEW_COMMAND} line")
+        command = comment_command(body) if isinstance(body, str) else None
+        if command is None:
+            return self.action_ignored(
+                f"comment without a {REVIEW_COMMAND} or {QUEUE_COMMAND} line"
+            )
         commenter = self.r.login("comment.user") or self.r.login("sender")
         if commenter is None:
             raise TriggerError(f"comment.user.login: missing (in the {self.event} event)")
@@ -209,7 +212,7 @@ class ForgeEventParser:
             number=self.r.number("issue.number"),
             extra={
                 "semantic": f"comment={self.r.get('comment.id')}",
-                "command": REVIEW_COMMAND,
+                "command": command,
                 "requires_write_access": commenter,
             },
         )

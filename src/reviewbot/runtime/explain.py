@@ -77,6 +77,8 @@ PLAIN_WORDS: dict[str, str] = {
     "car_not_green": "the queue car is not green at its tested commit yet",
     "base_moved": "the base is no longer an ancestor of the car's tested commit; rebuilt",
     "queue_frozen": "a freeze window holds; nothing lands",
+    "not_queued": "the PR is in no merge queue",
+    "dequeued": "taken out of the merge queue on request",
     "missing_scope": "the token lacks a scope the action needs",
     "repo_not_allowed": "the token is bound to another repository",
     "worker_unproven": "no worker with that identity is registered",

@@ -15,7 +15,17 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.kinds import FORGE_ADAPTERS
 from reviewbot.runtime.health import ForgeProbes
-from reviewbot.server import capability, entry, health, history, leases, reads, runtime, webhooks
+from reviewbot.server import (
+    capability,
+    entry,
+    health,
+    history,
+    leases,
+    queue_actions,
+    reads,
+    runtime,
+    webhooks,
+)
 from reviewbot.server.app_keys import SERVICE, STATE, Handler, ServerState
 from reviewbot.server.budget import BodyBudget
 from reviewbot.server.errors import errors_middleware
@@ -59,6 +69,8 @@ def create_app(service: Service) -> web.Application:
     role.add(Routes.INGRESS, "POST", "/api/v1/reviews", entry.api_reviews)
     role.add(Routes.WORK, "POST", TOOLS_ROUTE, _tools)
     for method, path, handler in leases.routes():
+        role.add(Routes.WORK, method, path, handler)
+    for method, path, handler in queue_actions.routes():
         role.add(Routes.WORK, method, path, handler)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)

@@ -48,6 +48,7 @@ STATUS: dict[str, int] = {
     "worker_name_reserved": 403,
     "not_found": 404,
     "repo_not_configured": 404,
+    "not_queued": 404,
     "session_not_found": 404,
     "pr_not_found": 404,
     "app_not_installed": 404,

@@ -92,3 +92,22 @@ class Runtime(_Out):
     config_changed: bool | None
     restart_needed: bool
     reasons: list[str]
+
+
+class QueueEntryOut(_Out):
+    """An entry of a merge queue."""
+
+    number: int
+    base: str
+    head_sha: str
+    state: str
+    train: str
+
+
+class QueueView(_Out):
+    """A repository's merge queue: its entries and its cars in flight."""
+
+    forge: str
+    repo: str
+    entries: list[dict[str, Any]]
+    cars: list[dict[str, Any]]

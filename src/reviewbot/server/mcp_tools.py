@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pull_actions, read_actions
+from reviewbot.server import actions, pull_actions, queue_actions, read_actions
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -288,3 +288,9 @@ async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str
     configuration on disk differs (restart_needed and its reasons). Same answer as
     GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)
+
+
+# --- the merge queue: server/queue_actions.py ---------------------------------------------------
+
+for _tool in queue_actions.MCP_TOOLS:
+    TOOLS.tool(group=Routes.WORK, **_tool.registration)(_tool.fn)

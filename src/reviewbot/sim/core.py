@@ -400,9 +400,36 @@ class SimCore:
         self._move_git_ref(repo, f"refs/heads/{branch}", sha)
         if sha is not None and follow and self.git_of(repo) is not None:
             self._follow_head(repo, branch, sha)
+        if sha is not None and repo.forge == "github" and self.git_of(repo) is not None:
+            self._merged_by_push(repo, branch, sha, pusher)
         self.note_ref_move(
             repo, f"refs/heads/{branch}", before, sha, pusher, forced=forced, announce=announce
         )
+
+    def _merged_by_push(self, repo: SimRepo, branch: str, sha: str, pusher: str) -> None:
+        """GitHub marks an open pull request merged when its head commit reaches its base
+        branch by any push ("If you push the pull request's commits to the base branch
+        yourself, GitHub marks the pull request merged": GitHub docs, "About pull request
+        merges"); the commit the base moved to is its merge commit."""
+        for pull in repo.pulls.values():
+            if pull.base != branch or not pull.open or pull.merged:
+                continue
+            if not (self.is_real(repo, pull.head_sha) and self.is_real(repo, sha)):
+                continue
+            if self.is_ancestor(repo, pull.head_sha, sha):
+                self.mark_merged(pull, pusher, sha)
+
+    def mark_merged(self, pull: SimPull, user: str, merge_sha: str) -> None:
+        """The pull request is merged by ``user`` with ``merge_sha`` (and so closed)."""
+        now = self.now()
+        pull.merged = True
+        pull.merged_at = now
+        pull.merged_by = user
+        pull.merge_commit_sha = merge_sha
+        pull.state = "closed"
+        pull.closed_at = now
+        pull.updated_at = now
+        pull.auto_merge_scheduled = None
 
     def _follow_head(self, repo: SimRepo, branch: str, sha: str) -> None:
         """Open pull requests' heads follow their branch."""

@@ -314,6 +314,9 @@ class GiteaApi:
         head = body.get("head_commit_id") or ""
         if not isinstance(head, str):
             raise ApiError(422, "[head_commit_id]: must be a string")
+        merge_commit = body.get("MergeCommitID") or ""
+        if not isinstance(merge_commit, str):
+            raise ApiError(422, "[MergeCommitID]: must be a string")
         try:
             status = self.sim.api_merge_gitea(
                 repo,
@@ -322,6 +325,7 @@ class GiteaApi:
                 do=do,
                 head_commit_id=head,
                 when_checks_succeed=bool(body.get("merge_when_checks_succeed")),
+                merge_commit_id=merge_commit,
             )
         except ApiError as exc:
             if exc.status == 405:

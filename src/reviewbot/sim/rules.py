@@ -192,6 +192,7 @@ class ForgeRules(SimCore):
         do: str,
         head_commit_id: str,
         when_checks_succeed: bool,
+        merge_commit_id: str = "",
     ) -> int:
         """Returns the success status: 200 merged, 201 scheduled (auto-merge)."""
         pull = self._api_pull(repo, number)
@@ -201,6 +202,9 @@ class ForgeRules(SimCore):
             raise ApiError(405, "The PR is closed")
         if not self.may_merge_gitea(repo, pull.base, user):
             raise ApiError(405, "User not allowed to merge PR")
+        if do == "manually-merged" and merge_commit_id:
+            self._merged_manually(repo, pull, user, merge_commit_id)
+            return 200
         # Gitea compares head_commit_id only when it is non-empty.
         if head_commit_id and head_commit_id != pull.head_sha:
             raise ApiError(409, "head out of date")
@@ -219,6 +223,21 @@ class ForgeRules(SimCore):
             self._check_approvals(repo, pull, protection)
         self._do_merge(repo, pull, user, do)
         return 200
+
+    def _merged_manually(self, repo: SimRepo, pull: SimPull, user: str, commit_id: str) -> None:
+        """Gitea's "mark as manually merged" (``Do: manually-merged`` with ``MergeCommitID``):
+        no mergeability, check or approval rule applies (``MergeCheckTypeManually``); the
+        commit must be a full ID of a commit on the base branch, else 409 "Wrong commit ID".
+        Nothing moves: the PR records that commit as its merge. Source: go-gitea/gitea
+        routers/api/v1/repo/pull.go ``MergePullRequest`` and services/pull/merge.go
+        ``MergedManually`` (``IsCommitInBranch``)."""
+        tip = repo.branches.get(pull.base)
+        full = len(commit_id) in (40, 64)
+        if not (full and tip is not None and self.resolve(repo, commit_id) == commit_id):
+            raise ApiError(409, "Wrong commit ID")
+        if not self.is_ancestor(repo, commit_id, tip):
+            raise ApiError(409, "Wrong commit ID")
+        self.mark_merged(pull, user, commit_id)
 
     def _check_approvals(self, repo: SimRepo, pull: SimPull, protection: SimProtection) -> None:
         if protection.required_approvals <= 0:
@@ -256,17 +275,9 @@ class ForgeRules(SimCore):
                 )
                 message = f"Merge pull request #{pull.number}"
                 merge_sha = self._commit(repo, user, message, parents).sha
-        now = self.now()
         if not (by_git and method == "manually-merged"):  # the change is in the base already
             self.set_branch(repo, pull.base, merge_sha, user)
-        pull.merged = True
-        pull.merged_at = now
-        pull.merged_by = user
-        pull.merge_commit_sha = merge_sha
-        pull.state = "closed"
-        pull.closed_at = now
-        pull.updated_at = now
-        pull.auto_merge_scheduled = None
+        self.mark_merged(pull, user, merge_sha)
 
     def _git_merge(
         self, repo: SimRepo, pull: SimPull, user: str, method: str, base: str

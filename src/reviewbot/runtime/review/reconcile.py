@@ -103,13 +103,16 @@ class Reconciler:
         consider_merge: ConsiderMerge | None = None,
         prune: Callable[[], Awaitable[object]] | None = None,
         listeners: CommitListeners | None = None,
+        sweep_queues: Callable[[], Awaitable[list[str]]] | None = None,
     ) -> None:
-        """``verify_merges``: re-reads merges left unverified (the merger's). ``lanes``:
+        """``sweep_queues``: a pass over every merge queue (its problems, as lines).
+        ``verify_merges``: re-reads merges left unverified (the merger's). ``lanes``:
         each repository is swept under its lane (None: a lone process, no lanes).
         ``prune``: deletes what the retention settings no longer keep, after each sweep.
         ``listeners``: this process's commit listeners, whose registered SHAs are polled
         (in memory: no other replica knows them, so no lane is needed)."""
         self.listeners = listeners
+        self.sweep_queues = sweep_queues
         self.prune = prune
         self.settings = settings
         self.lanes = lanes
@@ -166,6 +169,8 @@ class Reconciler:
                 await self.verify_merges()
             except ForgeError as exc:
                 report.errors.append(f"unverified merges: {exc}")
+        if self.sweep_queues is not None:
+            report.errors += await self.sweep_queues()
         if self.prune is not None:
             await self.prune()
         self.sweeps += 1

@@ -29,6 +29,7 @@ READ_TOOLS = {
     "resolve_capability",
     "lease_history",
     "runtime",
+    "queue_status",
 }
 
 

@@ -46,6 +46,8 @@ async def test_every_tool_documents_pr_and_plain_text(world: World) -> None:
         "list_leases",
         "resolve_capability",
         "lease_history",
+        "queue_enqueue",
+        "queue_dequeue",
     }
     assert set(PR_TOOLS) == expected
     async with mcp_http(world.base, world.token("read,review,lease,merge")) as client:
@@ -100,8 +102,9 @@ async def test_both_spellings_give_one_answer(world: World) -> None:
 
 async def test_malformed_or_doubled_references_are_refused(world: World) -> None:
     w = world
-    async with mcp_http(w.base, w.token("read,review,lease,merge")) as client:
-        for tool in PR_TOOLS:
+    for tool in PR_TOOLS:
+        # A token per tool: the refused calls count against its write rate limits.
+        async with mcp_http(w.base, w.token("read,review,lease,merge")) as client:
             for args in (
                 {"pr": f"{FORGE}:{REPO}#1", **split(1)},  # both spellings at once
                 {"pr": "acme/api#1"},  # no forge
@@ -113,6 +116,7 @@ async def test_malformed_or_doubled_references_are_refused(world: World) -> None
             ):
                 code, detail = refused(await client.call_tool(tool, args))
                 assert code == "invalid_request", (tool, args, code, detail)
+    async with mcp_http(w.base, w.token("read")) as client:
         code, detail = refused(await client.call_tool("explain", {"pr": "acme/api#1"}))
         assert "gitea:acme/api#1" in detail and "github:acme/api#1" in detail
         code, _ = refused(await client.call_tool("pr_state", {"forge": FORGE, "repo": REPO}))

@@ -68,6 +68,9 @@ REST: dict[str, tuple[str, str] | None] = {
     "resolve_capability": ("GET", "/api/v1/capability"),
     "lease_history": ("GET", "/api/v1/leases/history"),
     "runtime": ("GET", "/api/v1/runtime"),
+    "queue_enqueue": ("POST", "/api/v1/queue/enqueue"),
+    "queue_status": ("GET", "/api/v1/queue"),
+    "queue_dequeue": ("POST", "/api/v1/queue/dequeue"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 

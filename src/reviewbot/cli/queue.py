@@ -1,0 +1,170 @@
+"""``reviewbot queue enqueue|status|dequeue|run``: the merge queue from the command line.
+
+``enqueue FORGE:OWNER/REPO#N [--head SHA]`` admits the PR into the queue of its base branch
+(at exactly SHA when given: a moved head is refused ``head_moved``) and runs one pass, which
+builds its car; ``status FORGE:OWNER/REPO [--base BRANCH]`` prints the entries and the cars in
+flight; ``dequeue FORGE:OWNER/REPO#N`` takes the PR out (``dequeued``); ``run
+FORGE:OWNER/REPO [--base BRANCH]`` runs one pass (CI results read, landings, new cars).
+A refusal prints its code and exits with status 1. Uses the same settings and store as
+``reviewbot serve``; every change is made under the base branch's merge lane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from typing import Any
+
+from reviewbot.cli import CommandError
+from reviewbot.cli.lease import parse_pr
+from reviewbot.config import Settings, load_settings
+from reviewbot.core.models import RepoRef
+from reviewbot.workflowdb.access import DBAccess, effective_access, require
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "queue",
+        help="the merge queue: enqueue, status, dequeue, run a pass",
+        description=__doc__,
+        epilog="Examples:\n  reviewbot queue enqueue gitea:acme/api#12 --head 3f2c9e1d...\n"
+        "  reviewbot queue status github:acme/api --json\n"
+        "  reviewbot queue dequeue github:acme/api#7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="queue_command", metavar="ACTION", required=True)
+    examples = {
+        "enqueue": "reviewbot queue enqueue gitea:acme/api#12 --head 3f2c9e1d...",
+        "dequeue": "reviewbot queue dequeue github:acme/api#7",
+        "status": "reviewbot queue status github:acme/api --base main",
+        "run": "reviewbot queue run gitea:acme/api",
+    }
+
+    def action_parser(name: str, text: str) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = actions.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=f"Example:\n  {examples[name]}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        return made
+
+    enqueue = action_parser("enqueue", "admit a PR into its base branch's queue")
+    enqueue.add_argument("pr", metavar="FORGE:OWNER/REPO#N")
+    enqueue.add_argument("--head", metavar="SHA", help="the head the PR must be at")
+    enqueue.add_argument("--priority", action="store_true", help="to the head of its train")
+    dequeue = action_parser("dequeue", "take a PR out of its queue")
+    dequeue.add_argument("pr", metavar="FORGE:OWNER/REPO#N")
+    for name, text in (("status", "entries and cars of a repository"), ("run", "one pass")):
+        action = action_parser(name, text)
+        action.add_argument("repo", metavar="FORGE:OWNER/REPO")
+        action.add_argument("--base", metavar="BRANCH", help="one base branch's queue")
+    for action in actions.choices.values():
+        action.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.set_defaults(func=_queue)
+
+
+def _queue(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    need = DBAccess.READ if args.queue_command == "status" else DBAccess.READ_WRITE
+    require(effective_access(settings.db_access), need)
+    result = asyncio.run(_run(settings, args))
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        _show(args.queue_command, result)
+    return 0
+
+
+def _show(command: str, result: dict[str, Any]) -> None:
+    if command == "status":
+        for e in result["entries"]:
+            print(
+                f"#{e['number']} {e['base']} train {e['train']} at {e['head_sha'][:12]}"
+                + (" (priority)" if e["priority"] else "")
+            )
+        for c in result["cars"]:
+            batch = ", ".join(f"#{n}" for n in c["batch"])
+            print(f"car {c['train']}-{c['car']} [{batch}] {c['status']} {c['branch']}")
+        if not result["entries"] and not result["cars"]:
+            print("the queue is empty")
+    elif command == "run":
+        print(f"pass: built {result['built']}, landed {result['landed']}")
+    else:
+        print(f"#{result['number']}: {'queued' if result['queued'] else 'dequeued'}")
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
+    from reviewbot.core.reasons import ReasonCode
+    from reviewbot.runtime.lanes import Lanes
+    from reviewbot.runtime.queue.driver import QueueDriver, QueueRefused
+    from reviewbot.service import configured_forges
+    from reviewbot.store.queue import QueueRef, QueueStore
+    from reviewbot.workflowdb.bootstrap import open_store
+
+    db = await asyncio.to_thread(open_store, settings)
+    forges = configured_forges(settings)
+    lanes = Lanes(db, f"reviewbot-queue/pid-{os.getpid()}", term_s=settings.leases.lease_s)
+    store = QueueStore(db, lanes.clock)
+    driver = QueueDriver(settings, forges, store, lanes, autorun=False)
+    try:
+        command = args.queue_command
+        if command in ("status", "run"):
+            try:
+                ref = RepoRef.parse(args.repo)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            bases = [args.base] if args.base else None
+            if bases is None:
+                entries = await db.run(store.entries, ref.forge, ref.key)
+                cars_bases = {q.base for q in await db.run(store.queues) if q.repo == ref.key}
+                bases = sorted({e.base for e in entries} | cars_bases)
+            if command == "run":
+                built: list[int] = []
+                landed: list[str] = []
+                for base in bases:
+                    report = await driver.run(QueueRef(ref.forge, ref.key, base))
+                    if report is not None:
+                        built += report.built
+                        landed += [sha for _, sha in report.landed]
+                return {"built": built, "landed": landed}
+            entries = [
+                e for base in bases for e in await db.run(store.entries, ref.forge, ref.key, base)
+            ]
+            cars = [c for base in bases for c in await db.run(store.cars, ref.forge, ref.key, base)]
+            return {
+                "entries": [e.to_json() for e in entries],
+                "cars": [c.to_json() for c in cars],
+            }
+        pull = parse_pr(args.pr)
+        try:
+            if command == "enqueue":
+                done = await driver.enqueue(
+                    pull.forge,
+                    pull.full_name,
+                    pull.number,
+                    expect_head_sha=args.head,
+                    priority=args.priority,
+                    actor="reviewbot queue enqueue",
+                )
+                await driver.run(QueueRef(pull.forge, pull.full_name, done.entry.base))
+                return {**done.entry.to_json(), "queued": True, "already": done.already}
+            entry = await driver.dequeue(
+                pull.forge,
+                pull.full_name,
+                pull.number,
+                ReasonCode.DEQUEUED,
+                f"#{pull.number} taken out with reviewbot queue dequeue",
+            )
+            return {**entry.to_json(), "queued": False, "state": "left", "reason": "dequeued"}
+        except QueueRefused as exc:
+            raise CommandError(f"{exc.code}: {exc.detail}") from None
+    finally:
+        lanes.close()
+        for forge in forges.values():
+            await forge.aclose()
+        db.close()

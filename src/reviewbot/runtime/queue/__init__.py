@@ -1,0 +1,1 @@
+"""The merge queue's runtime: the driver, one pass over a queue, building cars, the codec."""

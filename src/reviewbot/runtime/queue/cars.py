@@ -1,0 +1,90 @@
+"""Building a car on the forge and reading its CI: the queue's I/O with the repository.
+
+A car's commit is made on its queue branch ``reviewbot/queue/<base>/<train>-<car>`` with the
+forge's ref operations (:mod:`reviewbot.forges.refs`): GitHub merges on the server, Gitea and
+Forgejo in the bot's own clone, pushed as a plain (never forced) push. The branch starts at
+the commit of the car ahead when that car is built (so the cars of a train are a chain of
+fast-forwards), else at the base, and merges the pinned head of each entry in order.
+
+Its CI result is what the forge reports on that commit (statuses and check runs), judged as
+a merge judges a head (:func:`reviewbot.core.policy.evaluate`) against the branch protection
+and the configured checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from reviewbot.core import policy
+from reviewbot.core.models import RequiredChecks
+from reviewbot.core.policy import VerdictKind
+from reviewbot.forges.base import Forge
+from reviewbot.forges.errors import MergeConflict, RefExists
+from reviewbot.forges.refs import RefOps
+
+BRANCH_PREFIX = "reviewbot/queue"
+MERGE_CHECK = "merge"  # the "check" a car fails when its entries do not merge cleanly
+
+
+def car_branch(base: str, train: str, car: int) -> str:
+    return f"{BRANCH_PREFIX}/{base}/{train}-{car}"
+
+
+@dataclass(frozen=True)
+class Built:
+    """The car's commit (``sha``), or the entry whose merge conflicted (``conflict``)."""
+
+    sha: str | None
+    conflict: int | None = None
+    detail: str = ""
+
+
+async def build(
+    ops: RefOps,
+    repo: str,
+    branch: str,
+    start: str,
+    merges: Sequence[int],
+    heads: Mapping[int, str],
+) -> Built:
+    """Make ``branch`` at ``start`` and merge the pinned head of each entry of ``merges``.
+    A branch left by an earlier attempt (a replica stopped mid-build) is made again."""
+    try:
+        await ops.create_branch(repo, branch, start)
+    except RefExists:
+        await ops.delete_branch(repo, branch)
+        await ops.create_branch(repo, branch, start)
+    sha = start
+    for number in merges:
+        try:
+            merged = await ops.merge_into(
+                repo, branch, heads[number], f"Merge #{number} into {branch}"
+            )
+        except MergeConflict as exc:
+            return Built(None, conflict=number, detail=str(exc))
+        sha = merged.sha
+    return Built(sha)
+
+
+@dataclass(frozen=True)
+class CiAnswer:
+    """``passed`` (True / False) or still pending (None); a failure names its check."""
+
+    passed: bool | None
+    check: str = ""
+    url: str | None = None
+
+
+async def read_ci(
+    forge: Forge, repo: str, sha: str, protection: RequiredChecks, configured: Sequence[str]
+) -> CiAnswer:
+    results = await forge.check_results(repo, sha)
+    verdict = policy.evaluate(protection, configured, results)
+    if verdict.failed:
+        failed = verdict.failed[0]
+        return CiAnswer(False, failed.name, failed.url)
+    if verdict.kind in (VerdictKind.APPROVE, VerdictKind.NO_REQUIRED_CHECKS):
+        return CiAnswer(True)
+    waiting = [c.name for c in verdict.pending] + list(verdict.missing)
+    return CiAnswer(None, waiting[0] if waiting else "")

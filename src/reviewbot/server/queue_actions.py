@@ -1,0 +1,220 @@
+"""The merge queue's calls, written once for the HTTP routes and the MCP tools.
+
+``POST /api/v1/queue/enqueue`` (scope ``merge``): admit a PR into the queue of its base
+branch, at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
+``POST /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it
+is in none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries
+and cars in flight. Each call checks its scope and the token's repository binding before
+anything is read, under the repository's current name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reviewbot.core.errors import Refused
+from reviewbot.core.leases import check_full_sha
+from reviewbot.core.models import repo_key
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.runtime.queue.driver import QueueDriver
+from reviewbot.server.actions import current_name, database, merge_parts
+from reviewbot.server.app_keys import SERVICE
+from reviewbot.server.auth import authenticate, bound_target, check_binding, require_scope
+from reviewbot.server.body import as_model, read_model
+from reviewbot.server.mcp_outputs import QueueEntryOut, QueueView
+from reviewbot.server.mcp_registry import ToolEnv
+from reviewbot.server.pull_actions import PullBody
+from reviewbot.server.read_actions import PR_EXAMPLE
+from reviewbot.server.reads import query_repo
+from reviewbot.service import Service
+from reviewbot.store.tokens import TokenInfo
+
+
+class EnqueueBody(PullBody):
+    """A PR to admit, pinned to the head the caller expects (recommended)."""
+
+    expect_head_sha: str | None = Field(None, max_length=64)
+    priority: bool = False
+
+    @field_validator("expect_head_sha")
+    @classmethod
+    def _full_sha(cls, value: str | None) -> str | None:
+        return None if value is None else check_full_sha(value).lower()
+
+
+class QueueQuery(BaseModel):
+    """A repository's queues (one base branch's when ``base`` is given)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
+    base: str | None = Field(None, min_length=1, max_length=255)
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        return repo_key(value)
+
+
+def _driver(service: Service) -> QueueDriver:
+    queue = merge_parts(service).queue
+    if queue is None:
+        raise Refused("this server does not run the merge queue", code="not_found")
+    return queue
+
+
+async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) -> PullBody:
+    require_scope(info, scope)
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    if body.forge not in service.forges:
+        raise Refused(f"no {body.forge[:20]} connection is configured", code="unknown_forge")
+    return body
+
+
+async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[str, Any]:
+    await _bound(service, info, "merge", body)
+    done = await _driver(service).enqueue(
+        body.forge,
+        body.repo,
+        body.number,
+        expect_head_sha=body.expect_head_sha,
+        priority=body.priority,
+        actor=f"token {info.name}",
+    )
+    return {**done.entry.to_json(), "queued": True, "already": done.already}
+
+
+async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
+    await _bound(service, info, "merge", body)
+    entry = await _driver(service).dequeue(
+        body.forge,
+        body.repo,
+        body.number,
+        ReasonCode.DEQUEUED,
+        f"#{body.number} taken out of the queue by token {info.name}",
+    )
+    # The entry as it was, and what it is now.
+    return {**entry.to_json(), "queued": False, "state": "left", "reason": ReasonCode.DEQUEUED}
+
+
+async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[str, Any]:
+    require_scope(info, "read")
+    forge, repo = bound_target(info, query.forge, query.repo)
+    assert forge is not None and repo is not None
+    query.repo = repo
+    query = await current_name(service, query)
+    store = _driver(service).store
+    db = database(service)
+    entries = await db.run(store.entries, forge, query.repo, query.base)
+    bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
+    cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]
+    return {
+        "forge": forge,
+        "repo": query.repo,
+        "entries": [e.to_json() for e in entries],
+        "cars": [c.to_json() for c in cars],
+    }
+
+
+# --- MCP: registered in mcp_tools.py ---------------------------------------------------------
+
+
+async def queue_enqueue(env: ToolEnv, info: TokenInfo, args: EnqueueBody) -> dict[str, Any]:
+    """Put the PR in the merge queue of its base branch, pinned to expect_head_sha: it
+    lands (with the entries ahead, tested together) only at a commit its CI passed.
+    Refused with every merge blocker, or head_moved when the head is not the one given."""
+    return await enqueue(env.service, info, args)
+
+
+async def queue_status(env: ToolEnv, info: TokenInfo, args: QueueQuery) -> dict[str, Any]:
+    """A repository's merge queue: its entries (train, pinned head, strikes) and the cars
+    in flight (composition, queue branch, tested commit, status)."""
+    return await status(env.service, info, args)
+
+
+async def queue_dequeue(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
+    """Take the PR out of its merge queue (reason dequeued); not_queued when it is in none."""
+    return await dequeue(env.service, info, args)
+
+
+@dataclass(frozen=True)
+class McpTool:
+    fn: Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
+    registration: dict[str, Any]
+
+
+_HEAD = "3f2c1a9e0b7d4c5a6e8f9012345678901234abcd"
+MCP_TOOLS = (
+    McpTool(
+        queue_enqueue,
+        {
+            "scope": "merge",
+            "input": EnqueueBody,
+            "output": QueueEntryOut,
+            "example": {"pr": PR_EXAMPLE, "expect_head_sha": _HEAD},
+        },
+    ),
+    McpTool(
+        queue_status,
+        {
+            "scope": "read",
+            "input": QueueQuery,
+            "output": QueueView,
+            "example": {"forge": "gitea", "repo": "acme/api", "base": "main"},
+        },
+    ),
+    McpTool(
+        queue_dequeue,
+        {
+            "scope": "merge",
+            "input": PullBody,
+            "output": QueueEntryOut,
+            "example": {"pr": PR_EXAMPLE},
+        },
+    ),
+)
+
+
+# --- HTTP ---------------------------------------------------------------------------------
+
+
+def routes() -> list[tuple[str, str, Any]]:
+    return [
+        ("POST", "/api/v1/queue/enqueue", api_enqueue),
+        ("POST", "/api/v1/queue/dequeue", api_dequeue),
+        ("GET", "/api/v1/queue", api_status),
+    ]
+
+
+async def api_enqueue(request: web.Request) -> web.Response:
+    info = await authenticate(request, "merge")
+    body = await read_model(request, EnqueueBody)
+    return web.json_response(await enqueue(request.app[SERVICE], info, body))
+
+
+async def api_dequeue(request: web.Request) -> web.Response:
+    info = await authenticate(request, "merge")
+    body = await read_model(request, PullBody)
+    return web.json_response(await dequeue(request.app[SERVICE], info, body))
+
+
+async def api_status(request: web.Request) -> web.Response:
+    info = await authenticate(request, "read")
+    q = request.query
+    query = as_model(
+        QueueQuery,
+        {
+            "forge": q.get("forge", ""),
+            "repo": query_repo(q.get("repo")) or "",
+            "base": q.get("base") or None,
+        },
+        whole="query",
+    )
+    return web.json_response(await status(request.app[SERVICE], info, query))

@@ -1,0 +1,342 @@
+"""The merge queue end to end on both forges: real git, the simulator's CI, a real store.
+
+What a user relies on: the base branch only ever moves to a commit whose CI passed (a
+semantic-conflict pair never both lands), the merged commit is the tested commit, disjoint
+PRs ride separate trains, a flake is retried once, a culprit hidden in a batch is found and
+ejected with its evidence, a moved head is refused at the door.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reviewbot.core.reasons import ReasonCode
+from reviewbot.runtime.queue.driver import QueueRefused
+from reviewbot.runtime.queue.session import QueueSession
+from reviewbot.store import lanes
+from reviewbot.store.lanes import LaneHold
+from reviewbot.store.queue import EventKind, QueueFenced
+from tests.integration.runtime.queue.queue_support import (
+    CI_S,
+    CONTEXT,
+    LANE_TERM_S,
+    REPO,
+    QueueWorld,
+    needs_git,
+    queue_world,
+)
+
+pytestmark = [needs_git, pytest.mark.git]
+FORGES = ["github", "gitea"]
+
+
+def assert_base_green(w: QueueWorld) -> None:
+    """Every commit the base moved to passes CI, and each is a commit a car tested."""
+    moves = w.base_commits()
+    assert moves, "the base never moved"
+    assert [w.ci_result(sha) for sha in moves] == ["success"] * len(moves)
+
+
+def landed(w: QueueWorld, number: int) -> str:
+    (event,) = [e for e in w.events(number) if e.kind == "landed"]
+    assert event.sha is not None
+    assert event.evidence["merged_sha"] == event.evidence["tested_sha"] == event.sha
+    return event.sha
+
+
+@pytest.mark.parametrize("server", [*FORGES, "gitea-1.26"])
+async def test_a_semantic_conflict_pair_never_both_lands(server: str, tmp_path: Path) -> None:
+    forge = server.partition("-")[0]
+    conflict = [["src/api.py", "src/caller.py"]]  # green alone, red together
+    async with queue_world(server, tmp_path, conflicts=conflict) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 2\n"})
+        b = await w.pull("b", {"src/caller.py": "from api import api as call\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await w.drive(driver, rounds=1)
+
+        # The first lands at exactly its tested commit; the second, red on top of it, is out.
+        sha = landed(w, a.number)
+        assert w.tip() == sha
+        assert_base_green(w)
+        pulled = w.sim.pull(forge, REPO, a.number)
+        assert pulled.merged and pulled.merge_commit_sha == sha
+        assert not w.sim.pull(forge, REPO, b.number).merged
+        ejected = [e for e in w.events(b.number) if e.kind == "ejected"]
+        assert [e.code for e in ejected] == [ReasonCode.QUEUE_CULPRIT.value]
+        evidence = ejected[0].evidence
+        assert evidence["check"] == CONTEXT and evidence["check_url"]
+        assert evidence["batch"] == [b.number] and evidence["ahead"] == [a.number]
+        assert w.store.entries(forge, REPO, "main") == []
+        if server == "gitea-1.26":  # the base moved by the server's fast-forward update
+            puts = [r for r in w.sim.requests if r.method == "PUT" and "/branches/" in r.path]
+            assert [r.status for r in puts] == [204]
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_disjoint_prs_ride_separate_trains(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        docs = await w.pull("docs", {"docs/guide.md": "# Guide, better\n"})
+        lib = await w.pull("lib", {"lib/util.py": "X = 2\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (docs, lib):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        entries = w.store.entries(forge, REPO, "main")
+        assert len({e.train for e in entries}) == 2
+        await driver.run(w.queue)
+        # Both cars are in flight at once, one per train.
+        live = w.store.cars(forge, REPO, "main")
+        assert sorted(len(c.batch) for c in live) == [1, 1]
+        assert len({c.train for c in live}) == 2
+        w.ci_done()
+        await w.drive(driver, rounds=1)
+        assert {e.kind for e in w.events(docs.number)} >= {"landed"}
+        assert {e.kind for e in w.events(lib.number)} >= {"landed"}
+        assert_base_green(w)
+        assert w.tip() == landed(w, lib.number) or w.tip() == landed(w, docs.number)
+        for pull in (docs, lib):
+            assert w.sim.pull(forge, REPO, pull.number).merged
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_stale_head_is_refused_at_enqueue(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        pull = await w.pull("a", {"src/api.py": "def api():\n    return 3\n"})
+        w.ci_done()
+        old = pull.head_sha
+        w.sim.push(forge, REPO, pull.number, files={"src/api.py": "def api():\n    return 4\n"})
+        driver = w.driver()
+        with pytest.raises(QueueRefused) as refused:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=old)
+        assert refused.value.code == ReasonCode.HEAD_MOVED.value
+        assert w.store.entries(forge, REPO, "main") == []
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_flaky_batch_is_retried_once_and_lands(forge: str, tmp_path: Path) -> None:
+    async with queue_world(forge, tmp_path, merge_queue={"cars_per_train": 1}) as w:
+        a = await w.pull("a", {"src/one.py": "ONE = 1\n"})
+        b = await w.pull("b", {"src/two.py": "TWO = 2\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        (car,) = w.store.cars(forge, REPO, "main")
+        assert car.batch == (a.number, b.number) and car.tested_sha is not None
+        # The run on the car's commit fails by chance; a second run of it would pass.
+        w.flaky_failure(car.tested_sha)
+        await driver.run(w.queue)  # failed: each half is tested alone
+        halves = w.store.cars(forge, REPO, "main")
+        assert sorted(c.batch for c in halves) == [(a.number,), (b.number,)]
+        await w.drive(driver, rounds=2)  # both halves pass: a suspected flake, retried once
+        for pull in (a, b):
+            kinds = [e.kind for e in w.events(pull.number)]
+            assert "ejected" not in kinds and kinds[-2:] == ["landed", "merged"]
+        assert_base_green(w)
+        failed = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_failed"]
+        assert len(failed) == 1
+        entries = w.store.entries(forge, REPO, "main", state=None)
+        assert [(e.state, e.strikes) for e in entries] == [("merged", 1), ("merged", 1)]
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_culprit_in_a_batch_of_eight_is_found_and_ejected(
+    forge: str, tmp_path: Path
+) -> None:
+    async with queue_world(
+        forge,
+        tmp_path,
+        conflicts=[["src/bad.py", "src/victim.py"]],
+        merge_queue={"cars_per_train": 1, "batch_max": 8},
+    ) as w:
+        pulls = []
+        for i in range(8):
+            files = {"src/bad.py": "broken\n"} if i == 5 else {f"src/f{i}.py": f"F = {i}\n"}
+            pulls.append(await w.pull(f"p{i}", files))
+        w.ci_done()  # each is green alone, on the base it was opened on
+        culprit = pulls[5]
+        # Then the base changes under them: green alone, but red with the culprit.
+        await w.work.run("checkout", "-q", "main")
+        await w.work.commit({"src/victim.py": "USES_BAD = True\n"}, "Use the old bad.py")
+        await w.work.push("main")
+        w.ci_done()
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        (first,) = w.store.cars(forge, REPO, "main")
+        assert len(first.batch) == 8
+        await w.drive(driver, rounds=6)
+        ejected = [e for e in w.events(culprit.number) if e.kind == "ejected"]
+        assert [e.code for e in ejected] == [ReasonCode.QUEUE_CULPRIT.value]
+        evidence = ejected[0].evidence
+        assert evidence["batch"] == [culprit.number]
+        assert evidence["check"] == CONTEXT and evidence["check_url"]
+        assert evidence["failure"] == ReasonCode.CHECKS_FAILED.value
+        assert evidence["tested_sha"] and evidence["conflicts_with"]["base_sha"]
+        for pull in pulls:
+            if pull is not culprit:
+                assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        assert not w.sim.pull(forge, REPO, culprit.number).merged
+        assert_base_green(w)
+        assert w.store.entries(forge, REPO, "main") == []
+
+
+class Killed(BaseException):
+    """The process stops here: nothing after this line of its runs."""
+
+
+@pytest.mark.parametrize("forge", FORGES)
+@pytest.mark.parametrize("when", ["before_the_fast_forward", "after_the_fast_forward"])
+async def test_a_replica_killed_while_landing_leaves_base_and_queue_consistent(
+    forge: str, when: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 5\n"})
+        w.ci_done()
+        first = w.driver("replica-1")
+        await first.enqueue(forge, REPO, a.number, expect_head_sha=a.head_sha)
+        await first.run(w.queue)
+        w.ci_done()
+        (car,) = w.store.cars(forge, REPO, "main")
+        tested = car.tested_sha
+        assert tested is not None
+
+        async def killed(*args: object, **kwargs: object) -> None:
+            raise Killed
+
+        with monkeypatch.context() as m:
+            # A killed process releases nothing: its lane stays held until its term ends.
+            m.setattr("reviewbot.runtime.lanes.store.release", lambda *a: False)
+            if when == "after_the_fast_forward":
+                m.setattr(QueueSession, "_record_landing", killed)
+            else:
+                forge_class = type(w.forges[0][forge])
+                m.setattr(forge_class, "fast_forward", killed)
+            with pytest.raises(Killed):
+                await first.run(w.queue)
+        assert w.db is not None
+        stale = lanes.holder_of(w.db, w.queue.lane, w.sim.clock())
+        assert stale is not None and stale.holder == "replica-1"
+        assert (w.tip() == tested) == (when == "after_the_fast_forward")
+
+        second = w.driver("replica-2")
+        assert await second.run(w.queue) is None  # the lane is still the dead one's
+        w.sim.advance(LANE_TERM_S + 1)
+        await second.run(w.queue)
+
+        assert w.tip() == tested
+        assert w.base_commits().count(tested) == 1  # one fast-forward, never repeated
+        assert landed(w, a.number) == tested
+        assert w.sim.pull(forge, REPO, a.number).merged
+        assert [e.state for e in w.store.entries(forge, REPO, state=None)] == ["merged"]
+        assert w.store.cars(forge, REPO, "main") == []
+        assert_base_green(w)
+        # The dead replica's token no longer writes anything.
+        old = LaneHold(stale.name, stale.holder, stale.token, stale.expires_at)
+        with pytest.raises(QueueFenced), w.store.fenced(w.queue, old) as writer:
+            writer.event(EventKind.LEFT, "a stale write")
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_the_sweep_takes_out_an_entry_whose_push_webhook_was_lost(
+    forge: str, tmp_path: Path
+) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 6\n"})
+        b = await w.pull("b", {"docs/guide.md": "# Guide, again\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        # A push nobody told the bot about: the queued head is no longer the PR's.
+        w.sim.push(forge, REPO, a.number, files={"src/api.py": "def api():\n    return 7\n"})
+        w.ci_done()
+        report = await driver.sweep()
+        assert report.errors == [] and report.queues == [w.queue.lane]
+        (left,) = [e for e in w.events(a.number) if e.kind == "left"]
+        assert left.code == ReasonCode.HEAD_MOVED.value
+        assert not w.sim.pull(forge, REPO, a.number).merged
+        assert w.sim.pull(forge, REPO, b.number).merged  # the other train landed meanwhile
+        assert w.store.cars(forge, REPO, "main") == []
+        assert_base_green(w)
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_hotfix_goes_to_the_head_of_its_train(forge: str, tmp_path: Path) -> None:
+    rules = {"merge_queue": {"cars_per_train": 1, "batch_max": 1}}
+    async with queue_world(forge, tmp_path, **rules) as w:
+        first = await w.pull("first", {"src/one.py": "ONE = 1\n"})
+        second = await w.pull("second", {"src/two.py": "TWO = 2\n"})
+        fix = await w.pull("fix", {"src/three.py": "THREE = 3\n"})
+        w.sim.update_pr(forge, REPO, fix.number, labels=["hotfix"])
+        w.ci_done()
+        driver = w.driver()
+        for pull in (first, second, fix):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        assert [e.priority for e in w.store.entries(forge, REPO, "main")] == [False, False, True]
+        await driver.run(w.queue)
+        (car,) = w.store.cars(forge, REPO, "main")
+        assert car.batch == (fix.number,)
+        await w.drive(driver, rounds=3)
+        landed_in_order = [
+            e.number for e in w.store.events(forge, REPO, "main") if e.kind == "landed"
+        ]
+        assert landed_in_order == [fix.number, first.number, second.number]
+        assert_base_green(w)
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_disjoint_trains_land_in_one_round_where_the_rules_allow_untested_merges(
+    forge: str, tmp_path: Path
+) -> None:
+    rules = {"merge_queue": {"land_disjoint_untested": True}}
+    async with queue_world(forge, tmp_path, **rules) as w:
+        pulls = [await w.pull(a, {f"{a}/x.txt": f"{a}\n"}) for a in ("docs", "lib", "web")]
+        w.ci_done()
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await w.drive(driver, rounds=1)  # one CI run of each train's car, then one pass
+        for pull in pulls:
+            assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        landings = [e for e in w.store.events(forge, REPO, "main") if e.kind == "landed"]
+        assert len(landings) == 3
+        first, *rest = landings
+        assert first.evidence["merged_sha"] == first.evidence["tested_sha"]
+        for event in rest:  # merges of a moved base and a tested commit: both recorded
+            assert event.evidence["merged_sha"] != event.evidence["tested_sha"]
+            assert "landed untested" in event.detail
+        assert_base_green(w)
+        built = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_built"]
+        assert len(built) == 3  # no car was rebuilt or retested
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_car_whose_ci_never_answers_times_out_with_its_own_reason(
+    forge: str, tmp_path: Path
+) -> None:
+    # CI runs on the PR branches only: nothing ever reports on the queue branch.
+    rules = {"merge_queue": {"car_timeout_s": 2 * CI_S}}
+    async with queue_world(forge, tmp_path, ci_branches=["a"], **rules) as w:
+        a = await w.pull("a", {"src/api.py": "def api():\n    return 8\n"})
+        w.ci_done()
+        driver = w.driver()
+        await driver.enqueue(forge, REPO, a.number, expect_head_sha=a.head_sha)
+        await w.drive(driver, rounds=1)
+        assert [e.kind for e in w.events(a.number)] == ["enqueued"]  # still waiting
+        w.sim.advance(CI_S + 1)  # past the car's time limit
+        await driver.run(w.queue)
+        (ejected,) = [e for e in w.events(a.number) if e.kind == "ejected"]
+        assert ejected.code == ReasonCode.QUEUE_CULPRIT.value
+        assert ejected.evidence["failure"] == ReasonCode.CAR_TIMED_OUT.value
+        timed_out = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_timed_out"]
+        assert [e.code for e in timed_out] == [ReasonCode.CAR_TIMED_OUT.value]
+        assert w.tip() != ejected.sha and not w.sim.pull(forge, REPO, a.number).merged
