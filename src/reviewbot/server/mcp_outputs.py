@@ -37,6 +37,7 @@ class CanonicalState(_Out):
     last_updated_at: str
     what_happened: str
     why: str
+    queue: str = ""  # the merge-queue spot, while queued
 
 
 class CapabilityBlocker(_Out):
@@ -111,3 +112,22 @@ class QueueView(_Out):
     repo: str
     entries: list[dict[str, Any]]
     cars: list[dict[str, Any]]
+
+
+class QueueOverlap(_Out):
+    number: int
+    train: str
+    shared: list[str]
+
+
+class QueuePrediction(_Out):
+    """What a planned change would meet in a base branch's merge queue."""
+
+    forge: str
+    repo: str
+    base: str
+    keys: list[str]
+    serial: bool
+    independent: bool
+    overlaps: list[QueueOverlap]
+    trains: list[str]

@@ -88,7 +88,8 @@ class Merged(_Out):
 
 class Explained(_Out):
     """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
-    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
+    refusals) or a PR (decisions, reviews, merge, findings, lease_history, queue: its
+    merge-queue events with their reason codes): what reviewbot
     explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
 
     decisions: list[dict[str, Any]] = Field(default_factory=list)

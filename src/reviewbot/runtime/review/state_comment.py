@@ -27,8 +27,10 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.pull_locks import PullLocks
+from reviewbot.runtime.queue.spot import queue_line
 from reviewbot.runtime.review.outbox import ReviewerLeases
 from reviewbot.store import repositories
+from reviewbot.store.queue import QueueStore
 from reviewbot.store.review_outbox import OutboxRow, OutboxStore
 from reviewbot.store.reviews import ReviewDecision, ReviewStore, body_sha256
 from reviewbot.store.state_comments import StateCommentStore
@@ -151,6 +153,10 @@ class StateComments:
                 iso(float(seen["received_at"]), timespec="microseconds"),
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
+        queue = ""
+        if rules is not None:
+            store = QueueStore(self.store.db, self.store.clock)
+            queue = queue_line(store, rules.merge_queue, forge, repo, number, self.store.clock())
         records = PRStateRecords(
             pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",
             pr_state=pr_state,
@@ -166,6 +172,7 @@ class StateComments:
             automerge=bool(rules and rules.automerge),
             draft=draft,
             changes=self._changes(forge, repo, number, latest, rows),
+            queue=queue,
         )
         return render_pr_state(records)
 
