@@ -6,8 +6,11 @@ merge lane, as the queue driver writes them."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from reviewbot.config import QueueRules, RepoRules
 from reviewbot.core.reasons import ReasonCode
@@ -54,93 +57,96 @@ async def predict(server: Running, token: str, body: dict[str, Any]) -> tuple[in
     return await server.post("/api/v1/queue/predict", json.dumps(body).encode(), headers)
 
 
-async def test_queue_predict_names_the_overlapped_entries_on_rest_mcp_and_cli(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Running]:
+    """A serve whose gitea:acme/api has path groups and a queue seeded by :func:`seed_queue`."""
     clock = FakeClock()
     settings = make_settings(tmp_path / "data", repos={f"{FORGE}:{REPO}": RULES})
-    async with running_server(settings, forges={}, clock=clock) as server:
-        seed_queue(server.db, clock)
-        ask = {"forge": FORGE, "repo": "Acme/API", "base": "main", "files": ["src/api/v.py"]}
-        status, answer = await predict(server, server.token("read"), ask)
-        assert status == 200, answer
-        assert answer["keys"] == ["api"] and not answer["independent"]
-        assert answer["overlaps"] == [{"number": 7, "train": "1", "shared": ["api"]}]
-        assert answer["trains"] == ["1"]
-        # a lockfile overlaps every queued entry; a disjoint change none
-        status, serial = await predict(
-            server, server.token("read"), {**ask, "files": ["poetry.lock"]}
-        )
-        assert [o["number"] for o in serial["overlaps"]] == [7, 8] and serial["serial"]
-        status, alone = await predict(server, server.token("read"), {**ask, "files": ["cli/x.py"]})
-        assert alone["independent"] and alone["overlaps"] == []
-        # another base branch has nothing queued
-        status, other = await predict(server, server.token("read"), {**ask, "base": "release"})
-        assert status == 200 and other["independent"]
+    async with running_server(settings, forges={}, clock=clock) as running:
+        seed_queue(running.db, clock)
+        yield running
 
-        async with mcp_http(server.base, server.token("read")) as client:
-            by_mcp = ok(await client.call_tool("queue_predict", ask))
-        assert by_mcp == answer
 
-        config = tmp_path / "reviewbot.toml"
-        config.write_text(
-            f'[repos."{FORGE}:{REPO}".merge_queue]\n'
-            'path_groups = { "src/api/*" = "api" }\nserial_paths = ["poetry.lock"]\n'
-        )
-        done = run_reviewbot(
-            "queue",
-            "predict",
-            f"{FORGE}:{REPO}",
-            "--base",
-            "main",
-            "src/api/v.py",
-            "--json",
-            cwd=tmp_path,
-            env={"REVIEWBOT_DATA_DIR": str(settings.data_dir), "REVIEWBOT_CONFIG": str(config)},
-        )
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == answer
+async def test_queue_predict_names_the_overlapped_entries_on_rest_mcp_and_cli(
+    tmp_path: Path, server: Running
+) -> None:
+    ask = {"forge": FORGE, "repo": "Acme/API", "base": "main", "files": ["src/api/v.py"]}
+    status, answer = await predict(server, server.token("read"), ask)
+    assert status == 200, answer
+    assert answer["keys"] == ["api"] and not answer["independent"]
+    assert answer["overlaps"] == [{"number": 7, "train": "1", "shared": ["api"]}]
+    assert answer["trains"] == ["1"]
+    # a lockfile overlaps every queued entry; a disjoint change none
+    status, serial = await predict(server, server.token("read"), {**ask, "files": ["poetry.lock"]})
+    assert [o["number"] for o in serial["overlaps"]] == [7, 8] and serial["serial"]
+    status, alone = await predict(server, server.token("read"), {**ask, "files": ["cli/x.py"]})
+    assert alone["independent"] and alone["overlaps"] == []
+    # another base branch has nothing queued
+    status, other = await predict(server, server.token("read"), {**ask, "base": "release"})
+    assert status == 200 and other["independent"]
+
+    async with mcp_http(server.base, server.token("read")) as client:
+        by_mcp = ok(await client.call_tool("queue_predict", ask))
+    assert by_mcp == answer
+
+    config = tmp_path / "reviewbot.toml"
+    config.write_text(
+        f'[repos."{FORGE}:{REPO}".merge_queue]\n'
+        'path_groups = { "src/api/*" = "api" }\nserial_paths = ["poetry.lock"]\n'
+    )
+    done = run_reviewbot(
+        "queue",
+        "predict",
+        f"{FORGE}:{REPO}",
+        "--base",
+        "main",
+        "src/api/v.py",
+        "--json",
+        cwd=tmp_path,
+        env={
+            "REVIEWBOT_DATA_DIR": str(server.service.settings.data_dir),
+            "REVIEWBOT_CONFIG": str(config),
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == answer
 
 
 async def test_queue_predict_refuses_what_a_low_scope_or_foreign_token_asks(
-    tmp_path: Path,
+    server: Running,
 ) -> None:
-    clock = FakeClock()
-    settings = make_settings(tmp_path / "data", repos={f"{FORGE}:{REPO}": RULES})
-    async with running_server(settings, forges={}, clock=clock) as server:
-        seed_queue(server.db, clock)
-        ask = {"forge": FORGE, "repo": REPO, "base": "main", "files": ["src/api/v.py"]}
-        cases: list[tuple[str, dict[str, Any], int, str]] = [
-            (server.token("lease"), ask, 403, "missing_scope"),
-            (server.token("read", repo="gitea:acme/web"), ask, 403, "repo_not_allowed"),
-            (server.token("read", repo="github:acme/api"), ask, 403, "repo_not_allowed"),
-            (server.token("read"), {**ask, "files": ["x"] * 5001}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "files": []}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "files": ["a" * 1025]}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "forge": "gitlab"}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "repo": "acme"}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "extra": 1}, 400, "invalid_request"),
-            (server.token("read"), {**ask, "repo": "acme/unconfigured"}, 200, ""),
-        ]
-        for token, body, code, error in cases:
-            status, answer = await predict(server, token, body)
-            assert status == code, (body.keys(), answer)
-            if error:
-                assert answer["error"] == error, answer
-        # a token bound to the repository in other casing asks about it
-        status, answer = await predict(server, server.token("read", repo="gitea:ACME/Api"), ask)
-        assert status == 200 and answer["overlaps"][0]["number"] == 7
-        # a body past the limit is refused before it is read
-        huge = json.dumps({**ask, "files": ["p" * 1000] * 1100}).encode()
-        headers = {
-            "Authorization": f"Bearer {server.token('read')}",
-            "Content-Type": "application/json",
-        }
-        status, answer = await server.post("/api/v1/queue/predict", huge, headers)
-        assert (status, answer["error"]) == (413, "body_too_large")
-        async with mcp_http(server.base, server.token("read", repo="gitea:acme/web")) as client:
-            code, _ = refused(await client.call_tool("queue_predict", ask))
-        assert code == "repo_not_allowed"
+    ask = {"forge": FORGE, "repo": REPO, "base": "main", "files": ["src/api/v.py"]}
+    cases: list[tuple[str, dict[str, Any], int, str]] = [
+        (server.token("lease"), ask, 403, "missing_scope"),
+        (server.token("read", repo="gitea:acme/web"), ask, 403, "repo_not_allowed"),
+        (server.token("read", repo="github:acme/api"), ask, 403, "repo_not_allowed"),
+        (server.token("read"), {**ask, "files": ["x"] * 5001}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "files": []}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "files": ["a" * 1025]}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "forge": "gitlab"}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "repo": "acme"}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "extra": 1}, 400, "invalid_request"),
+        (server.token("read"), {**ask, "repo": "acme/unconfigured"}, 200, ""),
+    ]
+    for token, body, code, error in cases:
+        status, answer = await predict(server, token, body)
+        assert status == code, (body.keys(), answer)
+        if error:
+            assert answer["error"] == error, answer
+    # a token bound to the repository in other casing asks about it
+    status, answer = await predict(server, server.token("read", repo="gitea:ACME/Api"), ask)
+    assert status == 200 and answer["overlaps"][0]["number"] == 7
+    # a body past the limit is refused before it is read
+    huge = json.dumps({**ask, "files": ["p" * 1000] * 1100}).encode()
+    headers = {
+        "Authorization": f"Bearer {server.token('read')}",
+        "Content-Type": "application/json",
+    }
+    status, answer = await server.post("/api/v1/queue/predict", huge, headers)
+    assert (status, answer["error"]) == (413, "body_too_large")
+    async with mcp_http(server.base, server.token("read", repo="gitea:acme/web")) as client:
+        code, _ = refused(await client.call_tool("queue_predict", ask))
+    assert code == "repo_not_allowed"
 
 
 async def test_explain_and_the_state_comment_show_the_queue(
