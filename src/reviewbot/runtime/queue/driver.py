@@ -376,7 +376,7 @@ class QueueDriver:
                 forge,
                 rules,
                 self.clock,
-                lambda: self._confirm(lane),
+                lambda: self.lanes.confirm(lane),
             )
             await session.load()
             try:
@@ -385,7 +385,3 @@ class QueueDriver:
                 raise QueueRefused(
                     f"the lane {queue.lane} was lost mid-pass", code=ReasonCode.LANE_LOST
                 ) from None
-
-    async def _confirm(self, lane: Any) -> bool:
-        ok = await self.lanes.confirm(lane)
-        return bool(ok and lane.hold is not None)

@@ -24,7 +24,7 @@ base and its tested commit, and its ``landed`` event records both commits.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -57,6 +57,7 @@ from reviewbot.forges.errors import ForgeError, NotFastForward, NotFound
 from reviewbot.forges.refs import RefOps
 from reviewbot.runtime.queue import cars as carwork
 from reviewbot.runtime.queue.codec import state_back, state_json
+from reviewbot.store.lanes import LaneHold
 from reviewbot.store.queue import (
     CarState,
     EntryState,
@@ -117,11 +118,11 @@ class QueueSession:
         self,
         queue: QueueRef,
         store: QueueStore,
-        hold: Any,
+        hold: LaneHold,
         forge: Forge,
         rules: RepoRules,
         clock: Callable[[], float],
-        confirm: Callable[[], Any],
+        confirm: Callable[[], Awaitable[bool]],
     ) -> None:
         self.queue = queue
         self.store = store
@@ -468,23 +469,23 @@ class QueueSession:
 
     # -- CI ----------------------------------------------------------------------------------
 
+    @staticmethod
+    def _current(train: Train, car_id: int) -> Car | None:
+        """The car as the train holds it now (an earlier action may have changed it)."""
+        return next((c for c in train.state.line + train.state.splits if c.id == car_id), None)
+
     async def _resume_builds(self, train: Train) -> None:
         """Cars the machine holds as building (a pass stopped before their push) are built."""
         for car in list(train.state.line + train.state.splits):
-            if car.status is CarStatus.BUILDING and car.tested_sha is None:
-                current = next(
-                    (c for c in train.state.line + train.state.splits if c.id == car.id), None
-                )
-                if current is not None and current.tested_sha is None:
-                    await self._build(train, current)
+            current = self._current(train, car.id)
+            if current is not None and current.status is CarStatus.BUILDING:
+                await self._build(train, current)
 
     async def _read_ci(self, train: Train) -> None:
         timeout = self.rules.merge_queue.car_timeout_s
         assert self.protection is not None
         for car in list(train.state.line + train.state.splits):
-            current = next(
-                (c for c in train.state.line + train.state.splits if c.id == car.id), None
-            )
+            current = self._current(train, car.id)
             if current is None or current.status is not CarStatus.TESTING:
                 continue
             row = self.car_rows.get((train.name, car.id))
