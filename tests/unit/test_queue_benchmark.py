@@ -39,8 +39,17 @@ def test_no_queue_strategy_breaks_the_base_or_lands_an_untested_commit(
     report = bench.run(workload, bench.Options())
     assert report["workload"]["conflict_pairs"] > 5
     rows = {row["strategy"]: row for row in report["rows"]}
-    assert set(rows) == {"reviewbot", "trains-direct", "serial", "bors", "single-queue"}
-    for row in rows.values():
+    assert set(rows) == {
+        "reviewbot",
+        "trains-direct",
+        "trains-untested",
+        "serial",
+        "bors",
+        "single-queue",
+    }
+    for name, row in rows.items():
+        if name in bench.UNSAFE:  # lands untested merges by design
+            continue
         assert row["merged"] > 0, row
         assert row["base_failures_after_landing"] == 0, row
         assert row["merged_ne_tested"] == 0, row
