@@ -30,6 +30,7 @@ READ_TOOLS = {
     "lease_history",
     "runtime",
     "queue_status",
+    "queue_predict",
 }
 
 
