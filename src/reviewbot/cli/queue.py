@@ -91,6 +91,7 @@ def _queue(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     """Read-only: the store's queued entries and the repository's rules, no lane taken."""
+    # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.core.errors import Refused
     from reviewbot.runtime.queue.predict import MAX_FILES, predict, prediction_json
     from reviewbot.store import repositories
