@@ -14,8 +14,9 @@ which picks the next body of the pool and makes a fresh ``X-GitHub-Delivery`` pe
 Before each point of ``all`` its workers are caught up, so one point's backlog does not
 weigh on the next.
 
-Prints, per variant and connection count: acked/s (2xx), the ratio to the baseline,
-p50/p99/max latency (wrk's own histogram) and non-2xx answers.
+Prints, per variant and connection count: acked/s (2xx), the ratio to the baseline (median
+and min over the rounds), p50/p99/max latency (wrk's own histogram), non-2xx answers and the
+server's CPU milliseconds per acknowledgement.
 
 Usage:
   python benchmarks/ingress_wrk.py                 # 10 s per point
@@ -45,6 +46,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from ingress import SECRET, free_port, wait_listening  # noqa: E402 - the sibling benchmark
+from review import process_cpu_s  # noqa: E402
 
 PAYLOAD = "github/webhooks/pull_request/opened.json"
 VARIANTS = ("journal", "ingest", "all")
@@ -214,7 +216,12 @@ def measure(
                 if variant.endswith("all"):
                     drained(port)
                 run = f"{variant}-{c}-{time.monotonic_ns()}"
-                out[f"c{c}"] = run_wrk(port, c, args.seconds, pool, run, cores[1])
+                cpu = process_cpu_s(proc.pid)
+                point = run_wrk(port, c, args.seconds, pool, run, cores[1])
+                # The server's CPU per acknowledgement: what a loaded machine distorts least.
+                acked = max(1, point["requests"] - point["non2xx"])
+                point["cpu_ms_per_ack"] = (process_cpu_s(proc.pid) - cpu) * 1000 / acked
+                out[f"c{c}"] = point
             if variant.endswith("all"):
                 out["drain_s"] = drained(port)
         finally:
@@ -226,13 +233,19 @@ def measure(
         return out
 
 
+def label(variant: str) -> str:
+    if variant.startswith("before-"):  # with the arguments given (--serve-args)
+        return f"before: serve {' '.join(ROLE_ARGS[variant])}".rstrip()
+    return LABELS[variant]
+
+
 def report(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace, size: int) -> str:
     lines = [
         f"ingress (wrk): {PAYLOAD} variants of {size} bytes, {args.seconds:g} s per point, "
         f"{len(rounds)} round(s), medians; server core 0, wrk core 1",
         "",
-        f"{'variant':<32} {'conns':>5} {'acked/s':>9} {'vs base':>8} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'max ms':>8} {'non-2xx':>8}",
+        f"{'variant':<32} {'conns':>5} {'acked/s':>9} {'vs base':>8} {'min':>5} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'max ms':>8} {'non-2xx':>8} {'CPU ms/ack':>10}",
     ]
     variants = list(rounds[0])
     for variant in variants:
@@ -242,23 +255,21 @@ def report(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace, si
             def med(name: str, v: str = variant, k: str = key) -> float:
                 return float(statistics.median(r[v][k][name] for r in rounds))
 
-            ratio = (
-                statistics.median(
-                    r[variant][key]["acked_per_s"] / r["journal"][key]["acked_per_s"]
-                    for r in rounds
-                )
+            ratios = (
+                [r[variant][key]["acked_per_s"] / r["journal"][key]["acked_per_s"] for r in rounds]
                 if "journal" in variants
-                else float("nan")
+                else [float("nan")]
             )
             lines.append(
-                f"{LABELS[variant]:<32} {c:>5} {med('acked_per_s'):>9.0f} {ratio:>8.0%} "
+                f"{label(variant):<32} {c:>5} {med('acked_per_s'):>9.0f} "
+                f"{statistics.median(ratios):>8.0%} {min(ratios):>5.0%} "
                 f"{med('p50_ms'):>8.2f} {med('p99_ms'):>8.2f} {med('max_ms'):>8.2f} "
-                f"{med('non2xx') + med('socket_errors'):>8.0f}"
+                f"{med('non2xx') + med('socket_errors'):>8.0f} {med('cpu_ms_per_ack'):>10.3f}"
             )
     lines.append("")
     for variant in (v for v in variants if v.endswith("all")):
         drain = statistics.median(r[variant]["drain_s"] for r in rounds)
-        lines.append(f"{LABELS[variant]}: {drain:.1f} s to gate the backlog after the last point")
+        lines.append(f"{label(variant)}: {drain:.1f} s to gate the backlog after the last point")
     return "\n".join(lines)
 
 
@@ -311,7 +322,7 @@ def main() -> None:
             order = variants[n % len(variants) :] + variants[: n % len(variants)]
             results = {}
             for variant in order:
-                print(f"round {n + 1}: {LABELS[variant]} ...", file=sys.stderr, flush=True)
+                print(f"round {n + 1}: {label(variant)} ...", file=sys.stderr, flush=True)
                 results[variant] = measure(variant, args, pool, cores)
             rounds.append({v: results[v] for v in variants})
     if args.json:

@@ -76,6 +76,9 @@ class GitHubSettings(_Section):
     private_key_path: Path | None = None
     webhook_secret: SecretStr | None = None
     bot_login: str | None = None
+    # Read a pull (checks, rules, reviews, the state comment) with one GraphQL query; false:
+    # REST only. A part GraphQL cannot read is read over REST either way.
+    graphql: bool = True
 
     @field_validator("api_url")
     @classmethod
@@ -301,6 +304,10 @@ class RepoRules(_Section):
     # External reviewers: a command, or a table with its name, grants and network.
     reviewers: list[str | ReviewerRule] = Field(default_factory=list)
     approve_without_checks: bool = False
+    # After a merge by the bot: delete the PR's head branch (never a fork's, the base or
+    # default branch, nor one that moved), and close the issues its description closes.
+    delete_head_branch_after_merge: bool = False
+    close_linked_issues_after_merge: bool = False
     # Merge queue: admit every PR that is approved and green at its head by itself.
     queue: bool = False
     merge_queue: QueueRules = Field(default_factory=QueueRules)
@@ -354,6 +361,9 @@ class Settings(BaseSettings):
     # An explicit review request (API, MCP, Crew) at a head the bot judged less than this
     # long ago repeats nothing: it is answered from that verdict (an approval: for good).
     review_request_dedupe_s: float = Field(60.0, ge=0)
+    # How long a comparison of the running process with the disk (code, configuration,
+    # schema) stands before a review or a merge compares again (0: before each of them).
+    runtime_check_s: float = Field(1.0, ge=0, le=3600)
     leases: LeaseSettings = Field(default_factory=LeaseSettings)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
@@ -544,7 +554,7 @@ def read_private_key(path: Path) -> bytes:
 
 # REVIEWBOT_* variables that are not settings (read by the command line or by reviewers).
 _OTHER_VARIABLES = frozenset(
-    {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_API_URL", "REVIEWBOT_RUN_FOLDER"}
+    {CONFIG_ENV, "REVIEWBOT_SESSION_TOKEN", "REVIEWBOT_TOOLS_SOCKET", "REVIEWBOT_RUN_FOLDER"}
     | {"REVIEWBOT_TRIGGER_FILE", "REVIEWBOT_VENV", "REVIEWBOT_INVOKED_AS"}
 )
 

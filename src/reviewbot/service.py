@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -38,9 +39,10 @@ from reviewbot.runtime.ingestion.listeners import CommitListeners
 from reviewbot.runtime.ingestion.watch import JournalWatch
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.runtime.lanes import Lanes
+from reviewbot.runtime.merge.after_merge import AfterMerge
 from reviewbot.runtime.merge.automerge import AutoMerger
 from reviewbot.runtime.merge.merger import Merger, ReReviewHook, ReviewRequestHook
-from reviewbot.runtime.parity import Boot, RuntimeReport, boot_snapshot
+from reviewbot.runtime.parity import Boot, ParityGate, RuntimeReport, boot_snapshot
 from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.runtime.retention import Retention
@@ -50,7 +52,7 @@ from reviewbot.runtime.review.outbox import OutboxDrainer, StoreReviewerLeases
 from reviewbot.runtime.review.pipeline import ExternalReviewers, ReviewPipeline
 from reviewbot.runtime.review.reconcile import QueueHead, Reconciler
 from reviewbot.runtime.review.state_comment import StateComments
-from reviewbot.runtime.reviewers.runner import ReviewerLimits
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, ToolsEndpoint
 from reviewbot.runtime.reviewers.sandbox import Sandbox, announce
 from reviewbot.runtime.reviewers.sessions import SessionManager
 from reviewbot.runtime.reviewers.tools import ApiTokenCallers, ToolDispatcher, api_token_callers
@@ -192,6 +194,9 @@ class Service:
     boot: Boot | None = None  # what this process started with (GET /api/v1/runtime)
     # Callers asking while a comparison with the disk runs share it (any entry path).
     runtime_reports: Reused[RuntimeReport] | None = None
+    # Asked before each review and merge of this process: refused (``restart_required``)
+    # once it is no longer the code, configuration or schema on disk. Built with the store.
+    parity: ParityGate | None = None
     # False: leave deliveries another process may be gating alone (``mcp --stdio``).
     resume_deliveries: bool = True
     # Deletes the rows the retention settings no longer keep (after each reconcile sweep).
@@ -201,6 +206,10 @@ class Service:
     # Parts of this process that registered for commits no PR owns (in memory only): the
     # gate runner routes their events, the reconcile sweep polls their checks.
     listeners: CommitListeners = field(default_factory=CommitListeners)
+    # Opens each review run's own tools socket (the server's tools handler over a Unix
+    # socket, reviewbot.server.tools_socket): every process that reviews passes it, so its
+    # reviewers reach their session tools whichever process claimed the review.
+    tools_endpoint: Callable[[Service], ToolsEndpoint] | None = None
     # The parts built so far, in order (names of :data:`BUILDERS`).
     built: list[str] = field(default_factory=list, init=False)
     _base: _ReviewBase | None = field(default=None, init=False)
@@ -252,6 +261,8 @@ class Service:
         if self.db is None:
             self.db = await asyncio.to_thread(open_store, self.settings)
             self.owns_db = True
+        if self.boot is not None and self.parity is None:
+            self.parity = ParityGate(self.boot, self.db, self.clock, self.settings.runtime_check_s)
 
     async def _open_forges(self) -> None:
         self.forges = configured_forges(self.settings, self.telemetry)
@@ -421,6 +432,7 @@ class Service:
             on_finished=automerge.on_outbox_finished if automerge is not None else None,
             after_drain=comments.sync,
             telemetry=self.telemetry,
+            parity=self.parity,
         )
         pipeline = ReviewPipeline(
             self.settings,
@@ -430,8 +442,12 @@ class Service:
             drainer,
             clock=self.clock,
             comments=comments,
-            external=self.external,
+            external=dataclasses.replace(
+                self.external,
+                endpoint=None if self.tools_endpoint is None else self.tools_endpoint(self),
+            ),
             telemetry=self.telemetry,
+            parity=self.parity,
         )
         assert self.db is not None
         jobs = ReviewJobs(
@@ -453,6 +469,8 @@ class Service:
             state_comment=comments.sync if comments is not None else None,
             re_review=re_review,
             telemetry=self.telemetry,
+            parity=self.parity,
+            after_merge=AfterMerge(self.settings, self.forges, db, self.clock),
         )
         queue = self._queue_driver(db)
         if Parts.AUTOMERGE not in self.parts:
@@ -523,13 +541,6 @@ class Service:
                 await queue.after_event(eligible.pull, eligible.trigger)
 
         return review_then_merge
-
-    # -- while running ---------------------------------------------------------------------
-
-    def set_api_url(self, url: str | None) -> None:
-        """The server's base URL, known once its site listens: external reviewers started
-        after this call get it as ``REVIEWBOT_API_URL`` to reach the session tools."""
-        self.external.api_url = url
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -696,7 +707,7 @@ BUILDERS: tuple[Builder, ...] = (
     Builder(
         "review",
         Service._build_review,
-        needs=("review_base",),
+        needs=("review_base", "tools"),  # each run's tools socket answers with the tools
         after=("queued_merge",),
         stop=Service._stop_review,
     ),
@@ -859,6 +870,7 @@ def build_service(
     reload_settings: Callable[[], Settings] | None = None,
     telemetry: Telemetry | None = None,
     resume_deliveries: bool = True,
+    tools_endpoint: Callable[[Service], ToolsEndpoint] | None = None,
 ) -> Service:
     """The service these settings describe; nothing runs until :meth:`Service.start`.
 
@@ -871,6 +883,9 @@ def build_service(
     ``telemetry`` defaults to a new one with its own metrics registry.
     ``resume_deliveries=False``: the workers reset no delivery left ``processing`` at start.
     ``role`` (``serve``) picks the parts and the routes, unless ``parts`` is given too.
+    ``tools_endpoint`` opens each review run's tools socket
+    (``reviewbot.server.tools_socket.service_tools_sockets``); without it, reviewers get no
+    ``REVIEWBOT_TOOLS_SOCKET`` and their session tools are out of their reach.
     """
     manager = sessions if sessions is not None else SessionManager()
     return Service(
@@ -898,5 +913,6 @@ def build_service(
         boot=boot_snapshot(settings, started_at=clock(), reload=reload_settings),
         runtime_reports=Reused(clock),
         resume_deliveries=resume_deliveries,
+        tools_endpoint=tools_endpoint,
         quota=TokenBuckets(settings.rate_limits.rates()),
     )

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from reviewbot.config import Settings
 from reviewbot.server.app import create_app
+from reviewbot.server.tools_socket import service_tools_sockets
 from reviewbot.service import Parts, Service, build_service
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
@@ -116,6 +117,7 @@ async def running_bot(
             parts=Parts.SERVE & ~Parts.RECONCILE,
             backoff_base_s=0.05,
             shutdown_grace_s=2.0,
+            tools_endpoint=service_tools_sockets,  # as ``reviewbot serve`` builds it
         )
         app = create_app(service)
         runner = web.AppRunner(app, access_log=None)

@@ -70,3 +70,42 @@ async def hold_a_lease(srv: Running) -> tuple[str, dict[str, Any]]:
     )  # fmt: skip
     assert status == 200, lease
     return token, lease
+
+
+# What a reviewer puts first to call the session tools of its run over the Unix socket in
+# REVIEWBOT_TOOLS_SOCKET, with the standard library only (as docs/external-reviewers.md
+# shows): ``tool(name, **arguments)`` returns the result, or exits naming the refusal.
+SOCKET_CLIENT = """\
+import http.client, json, os, socket
+
+
+class ToolsConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.socket_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
+
+
+def call(name, arguments, token=None, path=None):
+    connection = ToolsConnection(path or os.environ["REVIEWBOT_TOOLS_SOCKET"])
+    connection.request(
+        "POST", "/api/v1/tools/" + name, body=json.dumps({"arguments": arguments}),
+        headers={"Authorization": "Bearer " + (token or os.environ["REVIEWBOT_SESSION_TOKEN"]),
+                 "Content-Type": "application/json"},
+    )
+    response = connection.getresponse()
+    answer = json.load(response)
+    connection.close()
+    return response.status, answer
+
+
+def tool(name, **arguments):
+    status, answer = call(name, arguments)
+    if status != 200:
+        raise SystemExit(name + ": " + answer["error"] + ": " + answer["detail"])
+    return answer["result"]
+"""

@@ -332,6 +332,8 @@ class ForgeSpecs:
         where = f"{record.method} {record.path} -> {record.status}"
         if not record.operation_id:
             return [f"{where}: not an operation of the {record.forge} description"]
+        if record.operation_id == "graphql":  # not REST: checked against GitHub's schema
+            return [f"{where}: {p}" for p in graphql_problems(record, requests=requests)]
         problems: list[str] = []
         if requests:
             problems += spec.validate_request(
@@ -349,3 +351,20 @@ class ForgeSpecs:
         for record in records:
             problems += self.check_record(record, requests=requests)
         return problems
+
+
+def graphql_problems(record: Any, *, requests: bool) -> list[str]:
+    """A ``POST /graphql`` exchange: the query validates against GitHub's schema, and the
+    answer's data has the shape the query selects."""
+    from tests.support.graphql_schema import query_problems, shape_problems
+
+    body = record.body if isinstance(record.body, dict) else {}
+    query = body.get("query")
+    if not isinstance(query, str):
+        return ["graphql: the request holds no query"] if requests else []
+    refused = query_problems(query)
+    problems = [f"graphql: {p}" for p in refused] if requests else []
+    answer = record.response_body
+    if record.status == 200 and not refused and isinstance(answer, dict) and "data" in answer:
+        problems += [f"graphql answer: {p}" for p in shape_problems(query, answer["data"])]
+    return problems

@@ -80,7 +80,12 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 async def forge(fake_time: FakeTime, client: httpx.AsyncClient) -> GitHubForge:
     return GitHubForge(
-        api_url=API, token="t0ken", client=client, sleep=fake_time.sleep, clock=fake_time
+        api_url=API,
+        token="t0ken",
+        client=client,
+        sleep=fake_time.sleep,
+        clock=fake_time,
+        graphql=False,  # the REST reads; the GraphQL read: test_github_graphql_respx.py
     )
 
 

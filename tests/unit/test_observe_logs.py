@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 from reviewbot.observe import Telemetry, logs
 
@@ -34,6 +36,28 @@ def restore_logging() -> Iterator[None]:
     for handler in [h for h in root.handlers if h.get_name() == "reviewbot"]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def alone(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Only the handler ``configure`` installs is on the root logger, as in a server: the
+    test runner's own capture handlers (there already, or added around each test) are
+    left out, and put back afterwards."""
+    root = logging.getLogger()
+    others = list(root.handlers)
+    for handler in others:
+        root.removeHandler(handler)
+    original = logging.Logger.addHandler
+
+    def add(self: logging.Logger, handler: logging.Handler) -> None:
+        if self is logging.getLogger() and handler.get_name() != "reviewbot":
+            return
+        original(self, handler)
+
+    monkeypatch.setattr(logging.Logger, "addHandler", add)
+    yield
+    for handler in others:
+        original(root, handler)
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -131,3 +155,107 @@ def test_lines_follow_stderr_when_it_is_replaced(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr("sys.stderr", later)
     logging.getLogger("reviewbot.x").warning("after the swap")
     assert lines(later)[0]["msg"] == "after the swap"
+
+
+@pytest.mark.usefixtures("alone")
+def test_the_delivery_line_keeps_every_field() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    telemetry = Telemetry()
+    telemetry.delivery_received("d-1", "github", "pull_request", duration_s=0.0042)
+    telemetry.delivery_received("d-1", "crew", None, duration_s=0.001, duplicate=True)
+    received, duplicate = lines(out)
+    assert received.pop("ts").endswith("Z")
+    assert received == {
+        "level": "info",
+        "msg": "delivery received",
+        "delivery_id": "d-1",
+        "source": "github",
+        "forge": "github",
+        "duration_ms": 4.2,
+        "logger": "reviewbot",
+        "event": "pull_request",
+    }
+    assert set(duplicate) == {"ts", "level", "msg", "delivery_id", "source", "forge"} | {
+        "duration_ms",
+        "logger",
+    }
+    assert duplicate["msg"] == "delivery duplicate" and duplicate["forge"] is None
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+@pytest.mark.usefixtures("alone")
+def test_a_direct_line_is_the_line_structlog_writes(fmt: logs.LogFormat) -> None:
+    """The bot's event lines skip structlog's logger and the log record when only the
+    configured handler would see them; the text is the same as the routed line's."""
+    out = io.StringIO()
+    logs.configure(fmt, "debug", secrets=[SECRET], stream=out)
+    keys: dict[str, Any] = {
+        "delivery_id": f"d-{SECRET}",
+        "forge": "gitea",
+        "_event": "pull_request",
+        "reason_codes": ["a", "b"],
+        "detail": None,
+        "token": "rbt_AbCdEf0123456789",
+        "nested": {"k": [1, SECRET]},
+    }
+    structlog.contextvars.bind_contextvars(request_id="r-1")
+    try:
+        for method in ("debug", "info", "warning", "error"):
+            getattr(logs.get_logger("reviewbot"), method)("an event", **keys)
+            getattr(structlog.stdlib.get_logger("reviewbot"), method)("an event", **keys)
+    finally:
+        structlog.contextvars.clear_contextvars()
+    written = out.getvalue().splitlines()
+    assert len(written) == 8 and SECRET not in out.getvalue()
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+    for direct, routed in zip(written[::2], written[1::2], strict=True):
+        assert stamp.sub("TS", direct) == stamp.sub("TS", routed)
+        assert "request_id" in direct
+
+
+@pytest.mark.usefixtures("alone")
+def test_another_handler_still_gets_every_event_line() -> None:
+    out, other = io.StringIO(), io.StringIO()
+    logs.configure("json", "info", stream=out)
+    extra = logging.StreamHandler(other)
+    logging.getLogger("reviewbot").addHandler(extra)
+    try:
+        Telemetry().delivery_received("d-1", "github", "push", duration_s=0.001)
+    finally:
+        logging.getLogger("reviewbot").removeHandler(extra)
+    Telemetry().delivery_received("d-2", "github", "push", duration_s=0.001)
+    assert [line["delivery_id"] for line in lines(out)] == ["d-1", "d-2"]
+    assert "delivery received" in other.getvalue() and "d-2" not in other.getvalue()
+
+
+@pytest.mark.usefixtures("alone")
+def test_an_event_line_makes_no_log_record_when_only_the_configured_handler_listens() -> None:
+    """The acknowledgement path's line costs no ``LogRecord`` nor its formatter's copy."""
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    factory = logging.getLogRecordFactory()
+    made: list[str] = []
+
+    def counting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        made.append(record.name)
+        return record
+
+    logging.setLogRecordFactory(counting)
+    try:
+        Telemetry().delivery_received("d-1", "github", "push", duration_s=0.001)
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert made == [] and lines(out)[0]["delivery_id"] == "d-1"
+
+
+@pytest.mark.usefixtures("alone")
+def test_the_handlers_own_level_still_drops_event_lines() -> None:
+    out = io.StringIO()
+    logs.configure("json", "debug", stream=out)
+    [handler] = [h for h in logging.getLogger().handlers if h.get_name() == "reviewbot"]
+    handler.setLevel(logging.WARNING)
+    Telemetry().delivery_received("d-1", "github", "push", duration_s=0.001)
+    logs.get_logger("reviewbot").warning("shown")
+    assert [line["msg"] for line in lines(out)] == ["shown"]

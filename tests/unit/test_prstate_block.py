@@ -14,18 +14,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reviewbot.core.blockers import Blocker
+from reviewbot.core.merge import Readiness
 from reviewbot.core.prstate import (
     STATE_MARKER,
     Change,
+    CheckLine,
     DeliveryLine,
     LeaseLine,
+    Live,
     PostedReview,
     PRStateRecords,
     PullState,
+    ReviewProof,
     parse_pr_state,
     render_pr_state,
     state_view,
 )
+from reviewbot.core.reasons import ReasonCode
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "prstate"
 HEAD = "9d1c0e7f4b2a8c6d5e3f1a0b9c8d7e6f5a4b3c2d"
@@ -57,6 +63,23 @@ def records(**kw: object) -> PRStateRecords:
 
 
 POSTED = PostedReview("approve", HEAD, "posted", 77)
+GREEN = (CheckLine("ci/test", "success", True), CheckLine("docs", "pending", False))
+READY = Live(
+    Readiness(HEAD, ()),
+    GREEN,
+    ReviewProof(77, "approved", "https://gitea.example/acme/api/pulls/12#issuecomment-77"),
+    (5, 9),
+)
+RED = Live(
+    Readiness(
+        HEAD,
+        (
+            Blocker(ReasonCode.NOT_APPROVED, "no approval", f"get a review at {HEAD[:12]}"),
+            Blocker(ReasonCode.CHECKS_NOT_GREEN, "ci/test failure", "wait for CI, or fix them"),
+        ),
+    ),
+    (CheckLine("ci/test", "failure", True), CheckLine("lint", "missing", True)),
+)
 STATES: dict[PullState, PRStateRecords] = {
     PullState.NOT_EVALUATED: records(decision=None, changes=()),
     PullState.WAITING_FOR_CHECKS: records(
@@ -71,14 +94,17 @@ STATES: dict[PullState, PRStateRecords] = {
         decision="request_changes",
         blockers=("ci/test failure: https://ci.example/9d1c",),
         review=PostedReview("request_changes", HEAD, "posted", 78),
+        live=RED,
     ),
     PullState.APPROVING: records(review=PostedReview("approve", HEAD, "pending")),
     PullState.READY_TO_MERGE: records(
         review=POSTED,
+        live=READY,
         changes=(EVALUATED, Change(T0 + 2, "reviewbot", "posted the approve review", "review 77")),
     ),
     PullState.MERGING: records(
         review=POSTED,
+        live=READY,
         leases=(MERGER,),
         changes=(
             EVALUATED,
@@ -125,6 +151,12 @@ def test_each_state_renders_as_its_golden_file(state: PullState) -> None:
 
 def test_the_block_reads_back_every_key() -> None:
     view = parse_pr_state(render_pr_state(STATES[PullState.MERGING]))
+    assert view.issue == "#5 #9"
+    assert view.validation == "ci/test=success, docs (optional)=pending"
+    assert view.native_review_proof == (
+        "id=77 state=approved url=https://gitea.example/acme/api/pulls/12#issuecomment-77"
+    )
+    assert view.next_prompt.startswith(f"acquire the merger lease at {HEAD}")
     assert (view.state, view.who_is_next, view.head_sha, view.merge_ready) == (
         "merging",
         MERGER.holder,
@@ -198,6 +230,21 @@ def test_the_block_round_trips(
     body = render_pr_state(rec)
     assert body.startswith(STATE_MARKER) and body.count(STATE_MARKER) == 1
     assert parse_pr_state(body) == state_view(rec)
+
+
+def test_a_bot_approval_the_forge_rules_block_is_not_merge_ready() -> None:
+    """The bot approved and posted at the head, but the live facts block a merge: the
+    comment must not say ready (it used to, from the records alone)."""
+    rec = records(review=POSTED, live=RED)
+    view = parse_pr_state(render_pr_state(rec))
+    assert (view.state, view.merge_ready) == ("needs_attention", False)
+    assert view.next_prompt == (
+        f"not_approved: get a review at {HEAD[:12]}; checks_not_green: wait for CI, or fix them"
+    )
+    assert view.validation == "ci/test=failure, lint=missing"
+    assert view.who_is_next == "alice" and view.next_action == f"get a review at {HEAD[:12]}"
+    # without a live read nothing is ready: readiness is never guessed from the records
+    assert parse_pr_state(render_pr_state(records(review=POSTED))).merge_ready is False
 
 
 def test_a_queued_pr_shows_its_queue_spot_in_the_table_and_the_block() -> None:

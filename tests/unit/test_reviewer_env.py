@@ -49,7 +49,7 @@ PINNED_NAMES = {
     "REVIEWBOT_TRIGGER_FILE",
     "REVIEWBOT_RUN_FOLDER",
     "REVIEWBOT_DB_ACCESS",
-    "REVIEWBOT_API_URL",
+    "REVIEWBOT_TOOLS_SOCKET",
     "REVIEWBOT_SESSION_TOKEN",
 }
 
@@ -98,7 +98,7 @@ def test_builder_keeps_only_the_allow_list() -> None:
         trigger_file=Path("/runs/r1/delivery.json"),
         run_folder=Path("/runs/r1"),
         db_access=DBAccess.READ,
-        api_url="http://127.0.0.1:8080",
+        tools_socket="/run/reviewbot/tools.sock",
         session_token="rbs_token",
         variables={"forge": "gitea", "head_sha": "abc"},
     )
@@ -119,8 +119,8 @@ def test_builder_keeps_only_the_allow_list() -> None:
 def test_db_access_spelling(access: DBAccess, value: str) -> None:
     env = reviewer_environment({}, trigger_file=Path("t"), run_folder=Path("r"), db_access=access)
     assert env["REVIEWBOT_DB_ACCESS"] == value
-    # No API address known: no address and no token, and PATH still has a default.
-    assert "REVIEWBOT_API_URL" not in env and "REVIEWBOT_SESSION_TOKEN" not in env
+    # No tools socket: no socket and no token, and PATH still has a default.
+    assert "REVIEWBOT_TOOLS_SOCKET" not in env and "REVIEWBOT_SESSION_TOKEN" not in env
     assert env["PATH"]
 
 
@@ -145,6 +145,8 @@ async def test_a_real_child_sees_exactly_the_allow_list(
     run = start_run(paths, "run-env", {"delivery_id": "d1"})
     sessions = SessionManager()
     command = f"{shlex.quote(sys.executable)} -c {shlex.quote(DUMP_ENV)}"
+    tools_socket = tmp_path / "tools" / "tools.sock"  # its folder is what the sandbox binds
+    tools_socket.parent.mkdir(mode=0o700)
 
     with sessions.run("run-env", db_access=DBAccess.READ_WRITE) as session:
         outcome = await run_external_reviewers(
@@ -152,7 +154,7 @@ async def test_a_real_child_sees_exactly_the_allow_list(
             run=run,
             sessions=sessions,
             run_session_id=session.id,
-            api_url="http://127.0.0.1:9",
+            tools_socket=tools_socket,
             variables={"forge": "github", "number": "7"},
             db_access=DBAccess.READ,
         )
@@ -166,7 +168,8 @@ async def test_a_real_child_sees_exactly_the_allow_list(
     assert child["REVIEWBOT_TRIGGER_FILE"] == str(run.delivery_file)
     assert child["REVIEWBOT_RUN_FOLDER"] == str(run.path)
     assert child["REVIEWBOT_DB_ACCESS"] == "read"
-    assert child["REVIEWBOT_API_URL"] == "http://127.0.0.1:9"
+    # Where the sandbox shows the run's socket (the host's path when the sandbox is off).
+    assert child["REVIEWBOT_TOOLS_SOCKET"] in ("/run/reviewbot/tools.sock", str(tools_socket))
     assert child["VAR_NUMBER"] == "7"
     assert child["STEP_NAME"] == "external-review"
     dumped = json.dumps(child)

@@ -72,6 +72,7 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
     # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
     from reviewbot.runtime.merge.merger import MergeError, MergeRequest
+    from reviewbot.server.tools_socket import service_tools_sockets
     from reviewbot.service import Parts, build_service, configure_logging
 
     # The result (or the one-line refusal) is printed already: the log (stderr) shows only
@@ -110,6 +111,7 @@ async def _run(settings: Settings, ref: PullRef, args: argparse.Namespace) -> di
             parts=Parts.REVIEW | Parts.MERGE,
             client="reviewbot-merge",
             worker=worker,
+            tools_endpoint=service_tools_sockets,  # each review run's own tools socket
         )
         async with service:
             assert service.merge is not None

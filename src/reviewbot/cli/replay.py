@@ -153,6 +153,7 @@ async def _review_eligible(
     """Review each eligible decision at its head, as the server's gate hook would."""
     # Start-up cost: the review pipeline loads only for --review.
     from reviewbot.runtime.review.pipeline import ReviewRequest
+    from reviewbot.server.tools_socket import service_tools_sockets
     from reviewbot.service import Parts, build_service
 
     eligible = [
@@ -164,7 +165,12 @@ async def _review_eligible(
     if not eligible:
         return
     service = build_service(
-        settings, forges=forges, db=db, parts=Parts.REVIEW, client="reviewbot-cli"
+        settings,
+        forges=forges,
+        db=db,
+        parts=Parts.REVIEW,
+        client="reviewbot-cli",
+        tools_endpoint=service_tools_sockets,  # each review run's own tools socket
     )
     async with service:
         parts = service.review

@@ -105,6 +105,7 @@ def say_waiting(url: str) -> Callable[[ForgeWait], None]:
 async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any]:
     # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
     from reviewbot.forges.factory import make_forge
+    from reviewbot.server.tools_socket import service_tools_sockets
     from reviewbot.service import Parts, build_service, configure_logging
 
     # The result (or the one-line refusal) is printed already: the log (stderr) shows only
@@ -112,7 +113,11 @@ async def _run(settings: Settings, ref: PullRef, wait_s: float) -> dict[str, Any
     configure_logging(settings, level=None if "log_level" in settings.model_fields_set else "error")
     forge = make_forge(settings, ref.forge, on_wait=say_waiting(forge_url(settings, ref.forge)))
     service = build_service(
-        settings, forges={ref.forge: forge}, parts=Parts.REVIEW, client="reviewbot-cli"
+        settings,
+        forges={ref.forge: forge},
+        parts=Parts.REVIEW,
+        client="reviewbot-cli",
+        tools_endpoint=service_tools_sockets,  # each review run's own tools socket
     )
     try:
         async with service:

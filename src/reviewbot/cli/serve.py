@@ -134,6 +134,7 @@ async def serve(
 ) -> None:
     # Start-up cost: every command's module loads with `reviewbot --help`; the server only here.
     from reviewbot.server.app import create_app, create_metrics_app
+    from reviewbot.server.tools_socket import service_tools_sockets
     from reviewbot.service import Parts, Role, build_service, configure_logging
 
     # Before anything is written (the store, the simulator): a port in use stops the start
@@ -161,6 +162,7 @@ async def serve(
         parts=parts,
         shutdown_grace_s=shutdown_grace_s,
         reload_settings=reload_settings,
+        tools_endpoint=service_tools_sockets,  # each review run's own tools socket
     )
     app = create_app(service)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -191,7 +193,6 @@ async def serve(
             raise ConfigError(_listen_problem(*where, exc, how="REVIEWBOT_METRICS_PORT")) from None
         m_host, m_port = metrics_runner.addresses[0][:2]
         _say(f"reviewbot: metrics on http://{m_host}:{m_port}/metrics (no token)")
-    service.set_api_url(_local_url(host, port))  # external reviewers call the tools here
     if sim_session is not None:
         await sim_session.connect(base)
         _say(sim_session.describe(invoked_as(), _local_url(host, port), _status_token(service)))

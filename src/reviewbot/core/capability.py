@@ -10,8 +10,8 @@ facts and shows the answer.
 The codes are reason codes (:data:`reviewbot.core.blockers.BLOCKER_CODES`,
 ``docs/capability.md``). This module adds only who asks (scopes, binding, worker) and the
 lease of the role; for a merge, every other blocker is
-:func:`reviewbot.core.merge.merge_blockers` at the PR's head, the same list a merge is
-refused with.
+:func:`reviewbot.core.merge.merge_readiness` at the PR's head, the same answer a merge is
+refused with and the state comment's ``MERGE_READY`` shows.
 
 A free merger lease is not a blocker: the next action is to acquire it. A refusal names a
 lease holder and its expiry, never its epoch.
@@ -27,7 +27,7 @@ from typing import Any
 from reviewbot.core.blockers import Blocker, in_order
 from reviewbot.core.clock import iso
 from reviewbot.core.leases import Lease, WorkerStatus
-from reviewbot.core.merge import PrFacts, merge_blockers, same_sha, state_blockers
+from reviewbot.core.merge import PrFacts, merge_readiness, same_sha, state_blockers
 from reviewbot.core.models import (
     CheckResult,
     PullRequestSnapshot,
@@ -241,8 +241,9 @@ def resolve_capability(facts: CapabilityFacts) -> Capability:
     """Whether the caller may take ``facts.action`` on the PR now, and every reason if not."""
     blockers = _caller_blockers(facts) + _lease_blockers(facts)
     if facts.action is Action.MERGE:
-        # The same list a merge is refused with (core.merge.merge_blockers), at the head.
-        blockers += merge_blockers(facts.merge_facts, facts.configured_checks)
+        # The one merge-readiness answer (core.merge.merge_readiness) at the head: what a
+        # merge is refused with and what the state comment and status page show.
+        blockers += merge_readiness(facts.merge_facts, facts.configured_checks).blockers
     else:
         blockers += _review_blockers(facts)
     ordered = in_order(blockers)

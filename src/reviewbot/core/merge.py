@@ -22,9 +22,10 @@ twice) or a refusal listing **every** reason, each with a documented code:
 require (``required_approvals``).
 
 The forge-side rules (every code above but the lease's) are :func:`merge_blockers`, the one
-list of what blocks a merge at a head; :func:`decide` refuses with them and
-:func:`reviewbot.core.capability.resolve_capability` answers with them, so a merge and a
-capability answer can never disagree about the same facts. A blocker may be finer than the
+list of what blocks a merge at a head, and :func:`merge_readiness` is the one answer built
+on it: :func:`decide` refuses with it, :func:`reviewbot.core.capability.resolve_capability`
+answers with it, the PR state comment's ``MERGE_READY`` and the status page's merge verdict
+show it, so no two of them can disagree about the same facts. A blocker may be finer than the
 refusal (``pr_draft``, ``pr_closed``, ``self_approval``, an approval at an older head); the
 refusal names its coarser code (:attr:`~reviewbot.core.blockers.Blocker.refusal_code`).
 
@@ -402,6 +403,51 @@ def merge_blockers(facts: PrFacts, configured_checks: Sequence[str]) -> tuple[Bl
     return in_order(out)
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the forge-side rules allow a merge at ``head`` now, and every reason if not:
+    :func:`merge_readiness`, the one merge-readiness answer every surface shows."""
+
+    head: str
+    blockers: tuple[Blocker, ...]
+
+    @property
+    def ready(self) -> bool:
+        return not self.blockers
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(b.code.value for b in self.blockers)
+
+    @property
+    def refusal_codes(self) -> tuple[str, ...]:
+        """The codes a merge at ``head`` is refused with (coarser than :attr:`codes`)."""
+        return tuple(dict.fromkeys(b.refusal_code.value for b in self.blockers))
+
+    def next_prompt(self) -> str:
+        """What an agent should do next: each blocker's next action (once each, in the
+        reported order, named by its code), or the merge itself when nothing blocks it."""
+        if self.ready:
+            return (
+                f"acquire the merger lease at {self.head}, then merge at it "
+                "(POST /api/v1/merges, or the merge_pr tool)"
+            )
+        seen: dict[str, str] = {}
+        for b in self.blockers:
+            seen.setdefault(b.next_action, b.code.value)
+        return "; ".join(f"{code}: {action}" for action, code in seen.items())
+
+
+def merge_readiness(facts: PrFacts, configured_checks: Sequence[str]) -> Readiness:
+    """May ``facts.pull`` be merged at ``facts.head`` as far as the forge's rules go: the
+    one merge-readiness function (see the module docstring). A pull that is closed or merged
+    needs no merge facts to be refused; an open one is never judged on the pull alone."""
+    pull = facts.pull
+    if not facts.merge_read and (pull.merged or pull.state != "open"):
+        return Readiness(facts.head, tuple(state_blockers(pull)))
+    return Readiness(facts.head, merge_blockers(facts, configured_checks))
+
+
 def decide(inputs: MergeInputs) -> MergeDecision:
     """Merge, already merged, or refuse with every reason. See the module docstring."""
     pull, pin = inputs.pull, inputs.pin
@@ -416,8 +462,8 @@ def decide(inputs: MergeInputs) -> MergeDecision:
     lease = lease_refusal(inputs.lease, inputs.claim, pin, inputs.now)
     if lease is not None:
         refusals.append(lease)
-    blockers = merge_blockers(inputs.facts, inputs.configured_checks)
-    refusals += [Refusal(b.refusal_code, b.detail) for b in blockers]
+    readiness = merge_readiness(inputs.facts, inputs.configured_checks)
+    refusals += [Refusal(b.refusal_code, b.detail) for b in readiness.blockers]
     approvers = approvers_at(inputs.reviews, pull.author, pin)
     if refusals:
         order = {code: i for i, code in enumerate(REFUSAL_CODES)}

@@ -274,6 +274,7 @@ class Review:
     commit_sha: str | None
     body: str = ""
     submitted_at: str = ""
+    html_url: str = ""  # where the forge shows it
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,9 @@ class PullRequestSnapshot:
     title: str = ""
     html_url: str = ""
     merge_commit_sha: str | None = None
+    body: str = ""  # the description, where closing keywords name the issues it closes
+    head_repo: str | None = None  # OWNER/NAME the head branch lives in (a fork's); None: unknown
+    default_branch: str | None = None  # the base repository's default branch, if shown
 
     def __post_init__(self) -> None:
         _canonical_parts(self)

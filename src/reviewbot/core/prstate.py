@@ -1,4 +1,4 @@
-"""The canonical PR state comment: one comment per PR, rendered from records only.
+"""The canonical PR state comment: one comment per PR, rendered from records and one live read.
 
 The comment carries a hidden marker so the bot finds and edits the same comment every
 time instead of adding a second one. Rendering is a pure function: the same records give
@@ -7,10 +7,15 @@ the same text byte for byte, so an unchanged state needs no edit at all.
 Below the table for people, the comment ends with a fenced ``reviewbot-state`` block of
 ``KEY: value`` lines for agents (:func:`parse_pr_state` reads it back; :data:`BLOCK_KEYS`
 lists the keys in order). ``BLOCKER:`` and ``LEASE:`` repeat, one line each, after their
-counts ``BLOCKERS:`` and ``LEASES:``; ``QUEUE:`` (the PR's merge-queue spot) is there only
-while the PR is queued. Every value is one line: whitespace runs (newlines included) become
-one space, and comment delimiters are broken up, so user text can neither end the block nor
-the marker. The epoch of a lease is never shown: the comment is public.
+counts ``BLOCKERS:`` and ``LEASES:``; ``QUEUE:`` (the PR's merge-queue spot) is there
+only while the PR is queued. Every value is one line: whitespace runs (newlines
+included) become one space, and comment delimiters are broken up, so user text can neither
+end the block nor the marker. The epoch of a lease is never shown: the comment is public.
+
+``MERGE_READY``, ``NEXT_PROMPT``, ``VALIDATION``, ``NATIVE_REVIEW_PROOF`` and ``ISSUE`` come
+from one live read of the PR (:class:`Live`): ``MERGE_READY`` is
+:func:`reviewbot.core.merge.merge_readiness`, the answer ``resolve_capability``, the status
+page and a merge's refusal give too, never a second opinion from the records.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from reviewbot.core import policy
+from reviewbot.core.after_merge import linked_issues
 from reviewbot.core.clock import iso
+from reviewbot.core.merge import PrFacts, Readiness, merge_readiness, same_sha
+from reviewbot.core.models import ReviewState
 from reviewbot.core.reasons import ReasonCode
 
 STATE_MARKER = "<!-- reviewbot:pr-state -->"
@@ -124,6 +133,68 @@ class PostedReview:
 
 
 @dataclass(frozen=True)
+class CheckLine:
+    """One check at the head (VALIDATION): its newest state, or ``missing`` when a required
+    check was not reported."""
+
+    name: str
+    state: str
+    required: bool
+
+
+@dataclass(frozen=True)
+class ReviewProof:
+    """The bot's own native review at the head, as the forge lists it now."""
+
+    id: int
+    state: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Live:
+    """What the comment shows from the PR's live facts: one read, one readiness answer."""
+
+    readiness: Readiness
+    checks: tuple[CheckLine, ...] = ()
+    review: ReviewProof | None = None
+    issues: tuple[int, ...] = ()  # the issues the description says it closes
+
+
+def live_of(facts: PrFacts, configured_checks: Sequence[str], bot_login: str | None) -> Live:
+    """The comment's live fields from ``facts`` (a pull alone when it is closed or merged)."""
+    pull = facts.pull
+    readiness = merge_readiness(facts, configured_checks)
+    issues = linked_issues(pull.body, pull.owner, pull.name)
+    if not facts.merge_read:
+        return Live(readiness, issues=issues)
+    required = policy.required_names(facts.protection, configured_checks)
+    newest = policy.newest_results(facts.results)
+    checks = [
+        CheckLine(name, r.state.value, any(q.matches(name) for q in required))
+        for name, r in sorted(newest.items())
+    ]
+    checks += [
+        CheckLine(q.text, "missing", True)
+        for q in required
+        if not any(q.matches(name) for name in newest)
+    ]
+    proof = None
+    if bot_login:
+        mine = [
+            r
+            for r in sorted(facts.reviews, key=lambda r: r.id)
+            if r.reviewer.lower() == bot_login.lower()
+            and same_sha(r.commit_sha, facts.head)
+            and r.state is not ReviewState.DISMISSED
+        ]
+        if mine:
+            last = mine[-1]
+            proof = ReviewProof(last.id, last.state.value, last.html_url)
+    return Live(readiness, tuple(checks), proof, issues)
+
+
+@dataclass(frozen=True)
 class PRStateRecords:
     """Everything the comment shows, read from the store (and the PR as last seen)."""
 
@@ -142,6 +213,9 @@ class PRStateRecords:
     extra: dict[str, str] = field(default_factory=dict)
     draft: bool = False
     changes: tuple[Change, ...] = ()  # candidates; the newest is "what happened and why"
+    # The PR's live facts (:func:`live_of`); ``None`` when they were not read, and then
+    # MERGE_READY is "no": readiness is never guessed from the records.
+    live: Live | None = None
     # Its spot in the merge queue (:meth:`reviewbot.core.queue_spot.QueueSpot.line`), if queued.
     queue: str = ""
 
@@ -215,12 +289,33 @@ def pull_state(rec: PRStateRecords) -> PullState:
         AUTHOR_IS_BOT: PullState.NEEDS_ATTENTION,
         ERROR: PullState.NEEDS_ATTENTION,
     }
-    return by_decision.get(rec.decision, PullState.NOT_EVALUATED)
+    state = by_decision.get(rec.decision, PullState.NOT_EVALUATED)
+    if state is PullState.READY_TO_MERGE and _live_blockers(rec):
+        return PullState.NEEDS_ATTENTION  # approved by the bot, but the forge's rules say no
+    return state
+
+
+def _live_blockers(rec: PRStateRecords) -> tuple[str, ...]:
+    """The codes that block a merge now, by the live readiness answer (none unread)."""
+    return () if rec.live is None else rec.live.readiness.codes
 
 
 def merge_ready(rec: PRStateRecords) -> bool:
-    """The bot's own view: approved and posted at this head, open, not a draft."""
-    return pull_state(rec) in (PullState.READY_TO_MERGE, PullState.MERGING)
+    """MERGE_READY: the one readiness answer (:func:`reviewbot.core.merge.merge_readiness`)
+    over the PR's live facts at this head; "no" when they were not read."""
+    live = rec.live
+    return live is not None and live.readiness.ready and same_sha(live.readiness.head, rec.head_sha)
+
+
+def next_prompt(rec: PRStateRecords) -> str:
+    """NEXT_PROMPT: what an agent should do next, from the live blockers' next actions."""
+    if rec.pr_state == "merged":
+        return "nothing: the pull request is merged"
+    if rec.pr_state != "open":
+        return "nothing: the pull request is closed"
+    if rec.live is None:
+        return "read the pull request's capability (resolve_capability) before acting"
+    return rec.live.readiness.next_prompt()
 
 
 def next_step(rec: PRStateRecords) -> NextStep:
@@ -239,6 +334,14 @@ def next_step(rec: PRStateRecords) -> NextStep:
     if rec.decision == APPROVE:
         if not posted:
             return NextStep("reviewbot", "post the approving review")
+        if rec.live is not None and not rec.live.readiness.ready:
+            first = rec.live.readiness.blockers[0]
+            who = {
+                ReasonCode.CHECKS_NOT_GREEN: "CI",
+                ReasonCode.PROTECTION_UNREADABLE: "operators",
+                ReasonCode.PERMISSION_DENIED: "operators",
+            }.get(first.code, rec.author)
+            return NextStep(who, first.next_action)
         if rec.automerge:
             return NextStep("merger", f"merge at `{rec.head_sha[:12]}`")
         return NextStep("maintainers", f"merge at `{rec.head_sha[:12]}`")
@@ -286,6 +389,7 @@ def render_pr_state(rec: PRStateRecords) -> str:
         f"| Review | {_escape(review_status(rec))} |",
         f"| Next | {_escape(step.who)} |",
         f"| Next action | {_escape(step.action)} |",
+        f"| Merge ready | {'yes' if merge_ready(rec) else 'no'} |",
     ]
     if rec.decision_detail:
         lines.append(f"| Detail | {_escape(rec.decision_detail)} |")
@@ -334,6 +438,10 @@ BLOCK_KEYS = (
     "HEAD_SHA",
     "REVIEW_STATUS",
     "MERGE_READY",
+    "NEXT_PROMPT",
+    "ISSUE",
+    "VALIDATION",
+    "NATIVE_REVIEW_PROOF",
     "BLOCKERS",
     "BLOCKER",
     "LEASES",
@@ -344,6 +452,8 @@ BLOCK_KEYS = (
     "WHY",
     "QUEUE",
 )
+# A LEASE line's fields, in order; what a lease records beyond these (its target branch and
+# SHA, session, issue, blocker) is shown as further ``name=value`` fields of the same line.
 _LEASE_FIELDS = ("role", "holder", "phase", "head", "expires")
 
 
@@ -382,6 +492,10 @@ class PRStateView:
     merge_ready: bool
     blockers: tuple[str, ...] = ()
     leases: tuple[LeaseEntry, ...] = ()
+    next_prompt: str = ""
+    issue: str = ""  # "#N", several space-separated, or "none"
+    validation: str = ""  # "NAME=STATE" per check at the head, ", "-separated, or "none"
+    native_review_proof: str = ""  # "id=N state=S url=U" of the bot's review at the head
     last_updated_by: str = ""
     last_updated_at: str = ""
     what_happened: str = ""
@@ -409,6 +523,10 @@ def state_view(rec: PRStateRecords) -> PRStateView:
         head_sha=one_line(rec.head_sha),
         review_status=one_line(review_status(rec)),
         merge_ready=merge_ready(rec),
+        next_prompt=one_line(next_prompt(rec)),
+        issue=_issue_field(rec),
+        validation=_validation_field(rec),
+        native_review_proof=_proof_field(rec),
         blockers=tuple(one_line(b) for b in rec.blockers if one_line(b)),
         leases=tuple(
             LeaseEntry(
@@ -428,6 +546,24 @@ def state_view(rec: PRStateRecords) -> PRStateView:
     )
 
 
+def _issue_field(rec: PRStateRecords) -> str:
+    issues = () if rec.live is None else rec.live.issues
+    return " ".join(f"#{n}" for n in issues) or "none"
+
+
+def _validation_field(rec: PRStateRecords) -> str:
+    checks = () if rec.live is None else rec.live.checks
+    shown = [f"{c.name}{'' if c.required else ' (optional)'}={c.state}" for c in checks]
+    return one_line(", ".join(shown)) or "none"
+
+
+def _proof_field(rec: PRStateRecords) -> str:
+    proof = None if rec.live is None else rec.live.review
+    if proof is None:
+        return "none"
+    return f"id={proof.id} state={proof.state} url={_token(proof.url)}"
+
+
 def render_block(view: PRStateView) -> str:
     """The fenced ``reviewbot-state`` block of ``view``."""
     lines = [
@@ -439,6 +575,10 @@ def render_block(view: PRStateView) -> str:
         f"HEAD_SHA: {view.head_sha}",
         f"REVIEW_STATUS: {view.review_status}",
         f"MERGE_READY: {'yes' if view.merge_ready else 'no'}",
+        f"NEXT_PROMPT: {view.next_prompt}",
+        f"ISSUE: {view.issue}",
+        f"VALIDATION: {view.validation}",
+        f"NATIVE_REVIEW_PROOF: {view.native_review_proof}",
         f"BLOCKERS: {len(view.blockers)}",
     ]
     lines += [f"BLOCKER: {b}" for b in view.blockers]
@@ -495,6 +635,10 @@ def parse_pr_state(body: str) -> PRStateView:
         head_sha=single["HEAD_SHA"],
         review_status=single.get("REVIEW_STATUS", ""),
         merge_ready=single.get("MERGE_READY", "no") == "yes",
+        next_prompt=single.get("NEXT_PROMPT", ""),
+        issue=single.get("ISSUE", ""),
+        validation=single.get("VALIDATION", ""),
+        native_review_proof=single.get("NATIVE_REVIEW_PROOF", ""),
         blockers=tuple(blockers),
         leases=tuple(leases),
         last_updated_by=single.get("LAST_UPDATED_BY", ""),

@@ -58,6 +58,9 @@ class ReasonCode(StrEnum):
     CHECKS_NOT_GREEN = "checks_not_green"
     NOT_MERGEABLE = "not_mergeable"
     SUPERSEDED = "superseded"
+    # this process is not the code, configuration or schema on disk: it reviews and merges
+    # nothing until it restarts
+    RESTART_REQUIRED = "restart_required"
     LEASE_NOT_HELD = "lease_not_held"
     LEASE_HELD = "lease_held"
     LANE_LOST = "lane_lost"  # automerge lost its branch's merge lane before the merge call

@@ -34,7 +34,11 @@ from reviewbot.core.errors import Refused
 # The uid and gid a reviewer has inside its user namespace ("nobody").
 SANDBOX_ID = 65534
 MIB = 1024 * 1024
-RUN_TMPFS_BYTES = MIB  # /run: nothing a reviewer needs is there
+RUN_TMPFS_BYTES = MIB  # /run: nothing a reviewer needs is there but its tools socket
+# Where a reviewer finds the session tools of its run: the run's private socket folder on
+# the host is bound here, so a reviewer reaches them without any network.
+TOOLS_FOLDER = PurePosixPath("/run/reviewbot")
+TOOLS_SOCKET = "tools.sock"
 
 
 class GrantMode(StrEnum):

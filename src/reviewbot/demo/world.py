@@ -27,6 +27,7 @@ from reviewbot.config import Settings
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.reasons import Outcome
 from reviewbot.server.app import create_app
+from reviewbot.server.tools_socket import service_tools_sockets
 from reviewbot.service import Service, build_service, configure_logging
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.state import SimPull, SimReview
@@ -258,7 +259,12 @@ async def demo_world(
         settings = demo_settings(data_dir, sim_server, tokens)
         if log is not None:
             configure_logging(settings, log_format="json", stream=log)
-        service = build_service(settings, backoff_base_s=0.05, shutdown_grace_s=2.0)
+        service = build_service(
+            settings,
+            backoff_base_s=0.05,
+            shutdown_grace_s=2.0,
+            tools_endpoint=service_tools_sockets,
+        )
         app = create_app(service)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from reviewbot.core.access import AccessFacts
+from reviewbot.core.after_merge import Closing
 from reviewbot.core.models import (
     CheckResult,
     Comment,
@@ -85,6 +86,19 @@ class Forge(Protocol):
     async def create_comment(self, repo: str, number: int, body: str) -> Comment: ...
 
     async def edit_comment(self, repo: str, comment_id: int, body: str) -> Comment: ...
+
+    async def branch_head(self, repo: str, branch: str) -> str | None:
+        """The commit ``branch`` points at now; ``None`` when there is no such branch."""
+        ...
+
+    async def delete_branch(self, repo: str, branch: str) -> None:
+        """Delete ``branch`` (the forge refuses a protected or default branch)."""
+        ...
+
+    async def close_issue(self, repo: str, number: int) -> Closing:
+        """Close issue ``number`` (read first: a pull request or a closed issue is left
+        as it is, and the answer says so)."""
+        ...
 
     def ref_ops(self) -> RefOps:
         """The adapter's ref operations (branches, comparisons, merge commits, fast-forwards),

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import httpx
 
 from reviewbot.core.access import AccessFacts
+from reviewbot.core.after_merge import Closing
 from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
@@ -359,11 +360,6 @@ class GiteaForge(HttpAdapter):
 
     # -- ref operations (RefOps): the branch API, and git for what it lacks ----------
 
-    async def branch_sha(self, repo: str, branch: str) -> str:
-        data = await self._get_json("branch_sha", _branch_path(repo, branch))
-        with response_shape("branch_sha"):
-            return str(as_dict(data, "branch_sha")["commit"]["id"])
-
     async def record_landed(self, repo: str, number: int, sha: str) -> None:
         """Mark the pull request merged by ``sha``, a commit already on its base branch
         (``Do: manually-merged``: go-gitea/gitea services/pull/merge.go MergedManually)."""
@@ -405,6 +401,28 @@ class GiteaForge(HttpAdapter):
 
     async def delete_branch(self, repo: str, branch: str) -> None:
         await self._send("delete_branch", "DELETE", _branch_path(repo, branch))
+
+    async def branch_head(self, repo: str, branch: str) -> str | None:
+        """``GET /repos/{owner}/{repo}/branches/{branch}`` (``repoGetBranch``)."""
+        try:
+            data = await self._get_json("branch_head", _branch_path(repo, branch))
+        except NotFound:
+            return None
+        with response_shape("branch_head"):
+            return str(as_dict(data, "branch_head")["commit"]["id"])
+
+    async def close_issue(self, repo: str, number: int) -> Closing:
+        """``issueGetIssue``, then ``issueEditIssue`` with ``state: closed``
+        (routers/api/v1/repo/issue.go). A pull request is an issue there too (it carries
+        ``pull_request``): one is never closed here."""
+        path = _repo_path(repo, "issues", number)
+        data = as_dict(await self._get_json("get_issue", path), "get_issue")
+        if data.get("pull_request"):
+            return Closing.NOT_AN_ISSUE
+        if data.get("state") == "closed":
+            return Closing.ALREADY_CLOSED
+        await self._send("close_issue", "PATCH", path, {"state": "closed"})
+        return Closing.CLOSED
 
     async def compare(self, repo: str, base: str, head: str) -> Comparison:
         """Two comparisons: Gitea lists the commits from the merge base to the second commit,

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
+import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,6 +21,7 @@ import gidgethub.httpx
 import httpx
 
 from reviewbot.core.access import AccessFacts
+from reviewbot.core.after_merge import Closing
 from reviewbot.core.clock import Clock
 from reviewbot.core.models import (
     CheckResult,
@@ -45,6 +49,14 @@ from reviewbot.forges.errors import (
     RefExists,
     permission_named,
 )
+from reviewbot.forges.github_graphql import (
+    PULL_READ,
+    Gathered,
+    GraphQLUnusable,
+    Part,
+    gather,
+    variables,
+)
 from reviewbot.forges.http import (
     ErrorMap,
     ForgeHttp,
@@ -53,6 +65,7 @@ from reviewbot.forges.http import (
     OnWait,
     RetryPolicy,
     Sleep,
+    decode_json,
 )
 from reviewbot.forges.normalize import (
     as_dict,
@@ -66,6 +79,8 @@ from reviewbot.forges.normalize import (
     split_repo,
 )
 from reviewbot.forges.refs import Comparison, MergeCommit, RefOps
+
+log = logging.getLogger(__name__)
 
 USER_AGENT = "reviewbot"
 ACCEPT = "application/vnd.github+json"
@@ -114,6 +129,13 @@ NEEDED: dict[str, str] = {
 MERGE_ERRORS: ErrorMap = {409: HeadMoved, 405: NotMergeable}
 # GitHub lists at most this many files in a comparison.
 COMPARE_FILES_CAP = 300
+# How long a GraphQL read of a pull serves the reads that follow it in the same task (the
+# gate's read serves the evaluation, the pre-post check and the state comment).
+READ_REUSE_S = 10.0
+READS_KEPT = 64  # pulls whose read one task keeps
+# After a GraphQL read failed (a server error, a refusal, a rate limit), reads go to REST for
+# this long before GraphQL is asked again: a GraphQL outage costs no wait per read.
+GRAPHQL_PAUSE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,21 @@ class _Call:
 class _Auth:
     oauth_token: str | None = None
     jwt: str | None = None
+
+
+@dataclass
+class _Read:
+    """One GraphQL read of a pull: each part ``None`` when it could not be read."""
+
+    at: float
+    pull: PullRequestSnapshot
+    results: list[CheckResult] | None
+    required: RequiredChecks | None
+    reviews: list[Review] | None
+    comments: list[Comment] | None
+
+
+_Reads = dict[tuple[str, int], _Read]
 
 
 _CALL: contextvars.ContextVar[_Call] = contextvars.ContextVar("github_call")
@@ -178,7 +215,9 @@ class GitHubForge(HttpAdapter):
         clock: Clock = time.time,
         on_wait: OnWait | None = None,
         watch: ForgeWatcher | None = None,
+        graphql: bool = True,
     ) -> None:
+        """``graphql``: read a pull with one GraphQL query (else REST only)."""
         if (token is None) == (app_auth is None):
             raise ValueError("GitHubForge needs exactly one of token or app_auth")
         self._token = token
@@ -188,6 +227,14 @@ class GitHubForge(HttpAdapter):
         self._gh = _Client(self._http, self.url)
         self._bot_login = bot_login
         self._workflow_heads: dict[tuple[str, int, str], bool] = {}
+        self.graphql_url: str | None = graphql_endpoint(self.url) if graphql else None
+        self.graphql_points: Counter[str] = Counter()  # GraphQL rate-limit points per operation
+        self._graphql_paused_until = 0.0
+        self._reading: dict[tuple[str, int], asyncio.Future[_Read | None]] = {}
+        # The reads of the running task (each task, a delivery's gating and review, has its own).
+        self._reads: contextvars.ContextVar[_Reads | None] = contextvars.ContextVar(
+            f"github_reads_{id(self)}", default=None
+        )
 
     # -- Forge -----------------------------------------------------------------------
 
@@ -220,6 +267,15 @@ class GitHubForge(HttpAdapter):
             return f"{found['slug']}[bot]" if auth.jwt else str(found["login"])
 
     async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+        """The pull, with one GraphQL read that also serves the evaluation's other reads
+        (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``; the
+        pull itself is read anew each time."""
+        read = await self._pull_read(repo, number, live=True)
+        if read is not None:
+            return read.pull
+        return await self._rest_pull(repo, number)
+
+    async def _rest_pull(self, repo: str, number: int) -> PullRequestSnapshot:
         owner, name = split_repo(repo)
         data = await self._get(
             "get_pull",
@@ -259,7 +315,13 @@ class GitHubForge(HttpAdapter):
         its required status checks. Only when the summary leaves the checks out is the
         protection endpoint asked, which needs Administration (read) and answers a
         non-admin user 404. A refusal there is a gap, never "not protected".
+
+        A GraphQL read of a pull into ``branch`` in this task answers instead (its base's
+        rules as a non-admin sees them, its rulesets, and the checks GitHub calls required).
         """
+        read = await self._served(repo, lambda r: r.pull.base_ref == branch)
+        if read is not None and read.required is not None:
+            return read.required
         rulesets, classic = await asyncio.gather(
             self._ruleset_rules(repo, branch), self._classic_protection(repo, branch)
         )
@@ -320,6 +382,9 @@ class GitHubForge(HttpAdapter):
             )
 
     async def check_results(self, repo: str, sha: str) -> list[CheckResult]:
+        read = await self._served(repo, lambda r: r.pull.head_sha == sha)
+        if read is not None and read.results is not None:
+            return list(read.results)
         owner, name = split_repo(repo)
         url_vars = {"owner": owner, "repo": name, "ref": sha, "per_page": PER_PAGE}
         statuses = await self._list(
@@ -341,6 +406,9 @@ class GitHubForge(HttpAdapter):
         )
 
     async def list_reviews(self, repo: str, number: int) -> list[Review]:
+        read = await self._served(repo, lambda r: r.pull.number == number)
+        if read is not None and read.reviews is not None:
+            return list(read.reviews)
         owner, name = split_repo(repo)
         items = await self._list(
             "list_reviews",
@@ -379,6 +447,7 @@ class GitHubForge(HttpAdapter):
             {"owner": owner, "repo": name, "pull_number": number},
             payload,
             repo=repo,
+            changes=(number, Part.REVIEWS),
         )
         with response_shape("submit_review"):
             return _review(as_dict(data, "submit_review"))
@@ -494,8 +563,11 @@ class GitHubForge(HttpAdapter):
     async def find_comment(self, repo: str, number: int, marker: str) -> Comment | None:
         if not marker:
             raise ValueError("a comment marker must not be empty")
-        owner, name = split_repo(repo)
         me = await self.bot_login()
+        read = await self._served(repo, lambda r: r.pull.number == number)
+        if read is not None and read.comments is not None:
+            return marked_comment(read.comments, me, marker)
+        owner, name = split_repo(repo)
         items = await self._list(
             "find_comment",
             "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}",
@@ -513,6 +585,7 @@ class GitHubForge(HttpAdapter):
             {"owner": owner, "repo": name, "issue_number": number},
             {"body": body},
             repo=repo,
+            changes=(number, Part.COMMENTS),
         )
         with response_shape("create_comment"):
             return comment_of(as_dict(data, "create_comment"))
@@ -526,6 +599,7 @@ class GitHubForge(HttpAdapter):
             {"owner": owner, "repo": name, "comment_id": comment_id},
             {"body": body},
             repo=repo,
+            changes=(None, Part.COMMENTS),
         )
         with response_shape("edit_comment"):
             return comment_of(as_dict(data, "edit_comment"))
@@ -536,16 +610,34 @@ class GitHubForge(HttpAdapter):
         """GitHub does every ref operation through its REST API."""
         return self
 
-    async def branch_sha(self, repo: str, branch: str) -> str:
+    async def branch_head(self, repo: str, branch: str) -> str | None:
+        """``GET /repos/{owner}/{repo}/branches/{branch}`` ("Get a branch")."""
         owner, name = split_repo(repo)
-        tip = await self._get(
-            "branch_sha",
-            "/repos/{owner}/{repo}/branches/{branch}",
-            {"owner": owner, "repo": name, "branch": branch},
-            repo=repo,
-        )
-        with response_shape("branch_sha"):
-            return str(as_dict(tip, "branch_sha")["commit"]["sha"])
+        url_vars = {"owner": owner, "repo": name, "branch": branch}
+        try:
+            data = await self._get(
+                "branch_head", "/repos/{owner}/{repo}/branches/{branch}", url_vars, repo=repo
+            )
+        except NotFound:
+            return None
+        with response_shape("branch_head"):
+            return str(as_dict(data, "branch_head")["commit"]["sha"])
+
+    async def close_issue(self, repo: str, number: int) -> Closing:
+        """ "Get an issue", then "Update an issue" with ``state: closed`` (REST reference,
+        issues/issues). GitHub's issues include pull requests (they carry ``pull_request``):
+        one is never closed here."""
+        owner, name = split_repo(repo)
+        url_vars = {"owner": owner, "repo": name, "number": number}
+        url = "/repos/{owner}/{repo}/issues/{number}"
+        data = as_dict(await self._get("get_issue", url, url_vars, repo=repo), "get_issue")
+        if data.get("pull_request"):
+            return Closing.NOT_AN_ISSUE
+        if data.get("state") == "closed":
+            return Closing.ALREADY_CLOSED
+        body = {"state": "closed", "state_reason": "completed"}
+        await self._write("close_issue", "PATCH", url, url_vars, body, repo=repo)
+        return Closing.CLOSED
 
     async def record_landed(self, repo: str, number: int, sha: str) -> None:
         """GitHub marks the pull request merged when its commits reach the base."""
@@ -781,7 +873,11 @@ class GitHubForge(HttpAdapter):
         *,
         repo: str,
         errors: ErrorMap | None = None,
+        changes: tuple[int | None, Part] | None = None,
     ) -> Any:
+        """``changes``: the part of a pull's read the write changes (``None`` as the number:
+        of every pull of ``repo``); without it, every read of ``repo`` is dropped."""
+
         async def send(a: _Auth) -> Any:
             body = dict(data)
             kw: dict[str, Any] = {"accept": ACCEPT, "oauth_token": a.oauth_token, "jwt": a.jwt}
@@ -793,11 +889,186 @@ class GitHubForge(HttpAdapter):
                 return await self._gh.delete(url, url_vars, **kw)
             return await self._gh.patch(url, url_vars, data=body, **kw)
 
-        return await self._authed(_Call(operation, errors), send, repo=repo)
+        try:
+            return await self._authed(_Call(operation, errors), send, repo=repo)
+        finally:  # applied or not (a timeout): what was read before may be stale now
+            self._forget(repo, changes)
+
+    # -- the GraphQL read of a pull ---------------------------------------------------
+
+    async def _pull_read(self, repo: str, number: int, *, live: bool = False) -> _Read | None:
+        """:meth:`_graphql_read`, kept for this task's later reads; shared by the reads of
+        the pull's parts that ask at once (the checks and the rules of one evaluation).
+        ``live``: a read of its own, never one that started before it was asked for."""
+        key = (repo.lower(), number)
+        running = None if live else self._reading.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._graphql_read(repo, number))
+            self._reading[key] = running
+            running.add_done_callback(
+                lambda done: self._reading.pop(key) if self._reading.get(key) is done else None
+            )
+        read = await asyncio.shield(running)
+        if read is not None:
+            reads = self._reads.get()
+            if reads is None:
+                reads = {}
+                self._reads.set(reads)
+            reads[key] = read
+            while len(reads) > READS_KEPT:
+                reads.pop(next(iter(reads)))
+        return read
+
+    async def _graphql_read(self, repo: str, number: int) -> _Read | None:
+        """A new GraphQL read of the pull; ``None`` when GraphQL cannot serve (the caller reads
+        over REST). The pull itself is always read live: the check before posting a review
+        must see a head pushed since."""
+        if self.graphql_url is None or self._http.clock() < self._graphql_paused_until:
+            return None
+        owner, name = split_repo(repo)
+        try:
+            gathered = await self._graphql_pages(repo, owner, name, number)
+            with response_shape("pull_read"):
+                read = self._read_of(owner, name, gathered)
+        except GraphQLUnusable as exc:
+            if exc.rejected:
+                log.warning(
+                    "GitHub GraphQL at %s refused the pull read (%s): REST only",
+                    self.graphql_url,
+                    exc,
+                )
+                self.graphql_url = None
+            else:
+                self._pause_graphql(f"GraphQL read of {repo}#{number} unusable ({exc})")
+            return None
+        except AuthenticationFailed:
+            raise  # the credentials, not GraphQL: REST would be refused the same
+        except ForgeError as exc:
+            # Refused, not found, rate limited, malformed, unreachable or slow: REST reads (its
+            # retries decide whether the forge can be reached at all).
+            if isinstance(exc, NotFound):
+                # GraphQL answers a missing pull in its errors (200): a 404 is the endpoint's
+                # absence, and it will not appear in this process's lifetime.
+                log.warning("no GitHub GraphQL endpoint at %s: REST only", self.graphql_url)
+                self.graphql_url = None
+            else:
+                self._pause_graphql(f"GraphQL read of {repo}#{number} failed ({exc})")
+            return None
+        if gathered.unread:
+            log.info(
+                "GraphQL read of %s#%s left parts to REST: %s",
+                repo,
+                number,
+                "; ".join(f"{part}: {why}" for part, why in gathered.unread.items()),
+            )
+        return read
+
+    def _pause_graphql(self, why: str) -> None:
+        log.warning("%s: reads go to REST for %g s", why, GRAPHQL_PAUSE_S)
+        self._graphql_paused_until = self._http.clock() + GRAPHQL_PAUSE_S
+
+    async def _graphql_pages(self, repo: str, owner: str, name: str, number: int) -> Gathered:
+        assert self.graphql_url is not None
+        url = self.graphql_url
+        gathered: Gathered | None = None
+        cursors: dict[Part, str] = {}
+        while gathered is None or gathered.cursors:
+            if gathered is not None:
+                cursors = dict(gathered.cursors)
+            query = {"query": PULL_READ, "variables": variables(owner, name, number, cursors)}
+
+            async def send(a: _Auth, body: bytes = json.dumps(query).encode()) -> Any:
+                headers = {
+                    "accept": "application/json",
+                    "user-agent": USER_AGENT,
+                    "content-type": "application/json",
+                    "authorization": f"bearer {a.oauth_token}",
+                }
+                # One exchange, never retried nor waited for: REST reads what it cannot.
+                result = await self._http.send(
+                    "pull_read", "POST", url, headers=headers, body=body, read=True, once=True
+                )
+                return decode_json(result, operation="pull_read")
+
+            answer = await self._authed(_Call("pull_read"), send, repo=repo)
+            with response_shape("pull_read"):  # a field missing or of another type
+                gathered = gather(answer, gathered)
+        self.graphql_points["pull_read"] += gathered.points
+        return gathered
+
+    def _read_of(self, owner: str, name: str, got: Gathered) -> _Read:
+        pull = self._snapshot(owner, name, got.pull)
+        results = None
+        if Part.CHECKS not in got.unread:
+            results = map_all(got.statuses, _status, "pull_read") + map_all(
+                got.check_runs, _check_run, "pull_read"
+            )
+        required = None
+        if Part.RULES not in got.unread:
+            classic = RequiredChecks()
+            if got.classic is not None:
+                names = [str(n) for n in got.classic.get("requiredStatusCheckContexts") or ()]
+                classic = RequiredChecks(
+                    tuple(dict.fromkeys(names)),
+                    required_approvals=int(got.classic.get("requiredApprovingReviewCount") or 0),
+                    code_owner_review=bool(got.classic.get("requiresCodeOwnerReviews")),
+                )
+            flagged = RequiredChecks(tuple(dict.fromkeys(got.required_names)))
+            # As the REST reads join them: rulesets, then classic protection.
+            required = ruleset_requirements(got.rules).joined(classic).joined(flagged)
+        reviews = None
+        if Part.REVIEWS not in got.unread:
+            reviews = map_all(got.reviews, _review, "pull_read")
+        comments = None
+        if Part.COMMENTS not in got.unread:
+            comments = map_all(got.comments, comment_of, "pull_read")
+        return _Read(self._http.clock(), pull, results, required, reviews, comments)
+
+    async def _served(self, repo: str, which: Callable[[_Read], bool]) -> _Read | None:
+        """This task's read of the pull of ``repo`` that ``which`` picks; one older than
+        ``READ_REUSE_S`` is read anew (one query), and serves only if ``which`` still picks
+        it (the head may have moved). ``None``: no such read, the caller reads over REST."""
+        reads = self._reads.get()
+        if not reads:
+            return None
+        key = repo.lower()
+        for (r, number), read in list(reads.items()):
+            if r != key or not which(read):
+                continue
+            if 0 <= self._http.clock() - read.at <= READ_REUSE_S:
+                return read
+            again = await self._pull_read(repo, number)
+            return again if again is not None and which(again) else None
+        return None
+
+    def _forget(self, repo: str, changes: tuple[int | None, Part] | None) -> None:
+        reads = self._reads.get()
+        if not reads:
+            return
+        key = repo.lower()
+        for (r, number), read in list(reads.items()):
+            if r != key:
+                continue
+            if changes is None:
+                del reads[(r, number)]
+            elif changes[0] in (None, number):
+                if changes[1] is Part.REVIEWS:
+                    read.reviews = None
+                elif changes[1] is Part.COMMENTS:
+                    read.comments = None
 
     def _snapshot(self, owner: str, name: str, data: dict[str, Any]) -> PullRequestSnapshot:
         merged = bool(data.get("merged") or data.get("merged_at"))
         return pull_snapshot("github", owner, name, data, merged=merged)
+
+
+def graphql_endpoint(api_url: str) -> str:
+    """GitHub's GraphQL URL for a REST base: ``/graphql`` beside api.github.com's REST,
+    ``/api/graphql`` on a GitHub Enterprise Server (whose REST base ends in ``/api/v3``)."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base.removesuffix("/v3") + "/graphql"
+    return base + "/graphql"
 
 
 def protection_requirements(summary: Mapping[str, Any]) -> RequiredChecks:

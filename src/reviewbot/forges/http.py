@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import importlib.util
 import json
 import socket
+import sys
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,6 +48,19 @@ from reviewbot.forges.errors import (
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMap = Mapping[int, type[ForgeError]]
 
+
+def _record_absent_sniffio() -> None:
+    """httpcore runs ``import sniffio`` for every lock and event it sets up, several times
+    per request. Where sniffio is not installed (it is optional: httpcore then assumes
+    asyncio), each of those failed imports searches every ``sys.path`` entry again, a few
+    dozen ``stat`` calls: about half of the CPU of a forge request. A ``None`` entry in
+    ``sys.modules`` is Python's own record of a module known to be absent: the import then
+    fails at once, exactly as it did."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_record_absent_sniffio()
 
 NO_ANSWER_YET = "no answer yet"  # the reason of a wait for a request still in flight
 
@@ -150,16 +165,19 @@ class ForgeHttp:
         body: bytes = b"",
         errors: ErrorMap | None = None,
         once: bool = False,
+        read: bool = False,
     ) -> HttpResult:
         """Send one logical request; returns a 2xx result or raises a typed forge error.
 
         ``errors`` maps statuses the operation gives a meaning of its own (a merge's
         409) to the error type to raise. ``once``: a single exchange, never retried nor
-        waited for (a health probe reports what it sees at once).
+        waited for (a health probe reports what it sees at once). ``read``: a POST that only
+        reads (a GraphQL query): not queued behind the writes, retried as a GET is unless
+        ``once``, never cached.
         """
         method = method.upper()
-        if method in IDEMPOTENT_METHODS:
-            return await self._send(operation, method, url, headers, body, errors, once)
+        if method in IDEMPOTENT_METHODS or read:
+            return await self._send(operation, method, url, headers, body, errors, once, read)
         async with self._write_lock:
             return await self._send(operation, method, url, headers, body, errors, once)
 
@@ -172,8 +190,9 @@ class ForgeHttp:
         body: bytes,
         errors: ErrorMap | None,
         once: bool = False,
+        read: bool = False,
     ) -> HttpResult:
-        idempotent = method in IDEMPOTENT_METHODS and not once
+        idempotent = (method in IDEMPOTENT_METHODS or read) and not once
         request_headers = dict(headers)
         cache_key = (url, _auth_scope(request_headers)) if method == "GET" else None
         cached = self._cache.get(cache_key) if cache_key else None

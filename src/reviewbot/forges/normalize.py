@@ -104,7 +104,22 @@ def pull_snapshot(
         title=str(data.get("title") or ""),
         html_url=str(data.get("html_url") or ""),
         merge_commit_sha=(data.get("merge_commit_sha") or None) if merged else None,
+        body=str(data.get("body") or ""),
+        head_repo=_full_name(data["head"].get("repo")),
+        default_branch=_default_branch(data["base"].get("repo")),
     )
+
+
+def _default_branch(repo: Any) -> str | None:
+    name = repo.get("default_branch") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _full_name(repo: Any) -> str | None:
+    """A repository object's ``full_name``; ``None`` when absent (GitHub sends ``null`` for
+    the repository of a deleted fork)."""
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) and "/" in name else None
 
 
 def commit_status(data: dict[str, Any], *, state_field: str) -> CheckResult:
@@ -127,6 +142,7 @@ def review_of(data: dict[str, Any], state: ReviewState) -> Review:
         commit_sha=data.get("commit_id") or None,
         body=str(data.get("body") or ""),
         submitted_at=str(data.get("submitted_at") or ""),
+        html_url=str(data.get("html_url") or ""),
     )
 
 

@@ -53,10 +53,6 @@ class RefOps(Protocol):
     ``MergeConflict``, ``NotFastForward``; writes are never retried blindly.
     """
 
-    async def branch_sha(self, repo: str, branch: str) -> str:
-        """The commit ``branch`` is at now; ``NotFound`` when there is no such branch."""
-        ...
-
     async def create_branch(self, repo: str, branch: str, sha: str) -> None:
         """Create ``branch`` at commit ``sha``; ``RefExists`` when it exists already."""
         ...

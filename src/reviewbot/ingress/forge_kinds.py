@@ -9,6 +9,7 @@ those of :data:`reviewbot.core.models.FORGES` (a test holds the two to each othe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -115,6 +116,8 @@ def forge_of_headers(headers: Mapping[str, str]) -> str | None:
     own, so the one it imitates is set aside when both match.
     """
     found = [kind for kind in FORGE_KINDS.values() if kind.event(headers)]
+    if len(found) < 2:  # the usual delivery: nothing to set aside
+        return found[0].name if found else None
     imitated = {name for kind in found for name in kind.imitates}
     named = [kind.name for kind in found if kind.name not in imitated]
     return named[0] if named else None
@@ -129,9 +132,11 @@ def forge_delivery_id(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+@functools.cache
 def kept_header_names() -> tuple[str, ...]:
     """The headers a journal keeps: the common ones and every forge's event and id headers
-    (the worker parses the delivery later from what was kept)."""
+    (the worker parses the delivery later from what was kept). The table is fixed: worked
+    out once, not for every delivery."""
     names = dict.fromkeys(KEPT_HEADERS)
     for kind in FORGE_KINDS.values():
         names.update(dict.fromkeys((*kind.event_headers, *kind.delivery_headers)))

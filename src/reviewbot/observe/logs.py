@@ -102,8 +102,9 @@ def _leading_keys(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """When, how bad and what first: a person reading JSON lines scans these."""
-    first = {k: event_dict[k] for k in ("ts", "level", "msg") if k in event_dict}
-    return first | {k: v for k, v in event_dict.items() if k not in first}
+    first = {k: event_dict.pop(k) for k in ("ts", "level", "msg") if k in event_dict}
+    first.update(event_dict)
+    return first
 
 
 def _route_structlog_into_logging() -> None:
@@ -126,9 +127,105 @@ def _route_structlog_into_logging() -> None:
 _route_structlog_into_logging()
 
 
-def get_logger(name: str) -> Any:
-    """A structlog logger whose lines go through the standard library's handlers."""
-    return structlog.stdlib.get_logger(name)
+def get_logger(name: str) -> EventLogger:
+    """A logger of the bot's events whose lines go through the standard library's handlers."""
+    return EventLogger(name)
+
+
+class EventLogger:
+    """structlog's ``info(msg, **keys)`` and its siblings, with a direct path for a line.
+
+    When this process's lines go to the handler :func:`configure` installed and nowhere
+    else (no other handler or filter on the way, the usual case of a server), a line is
+    built by the same processors, in the same order, and written to that handler's stream
+    under its lock: the same text, without a ``LogRecord``, structlog's bound-logger
+    machinery and the formatter's copy of the record (most of the cost of a line, paid on
+    every acknowledgement). Otherwise (a test's capture handler, a library's own handler,
+    a traceback to format) the line takes the ordinary structlog path.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._std = logging.getLogger(name)
+        self._structlog = structlog.stdlib.get_logger(name)
+
+    def debug(self, msg: str, **keys: Any) -> None:
+        self._log(logging.DEBUG, "debug", msg, keys)
+
+    def info(self, msg: str, **keys: Any) -> None:
+        self._log(logging.INFO, "info", msg, keys)
+
+    def warning(self, msg: str, **keys: Any) -> None:
+        self._log(logging.WARNING, "warning", msg, keys)
+
+    def error(self, msg: str, **keys: Any) -> None:
+        self._log(logging.ERROR, "error", msg, keys)
+
+    def exception(self, msg: str, **keys: Any) -> None:
+        """An error with the traceback being handled: always the structlog path."""
+        self._structlog.exception(msg, **keys)
+
+    def _log(self, level: int, method: str, msg: str, keys: dict[str, Any]) -> None:
+        std = self._std
+        if not std.isEnabledFor(level):
+            return
+        route = _DIRECT[0]
+        if (
+            route is None
+            or "exc_info" in keys
+            or "stack_info" in keys
+            or not route.serves(std, level)
+        ):
+            getattr(self._structlog, method)(msg, **keys)
+            return
+        route.emit(std, method, msg, keys)
+
+
+class _Direct:
+    """The handler :func:`configure` installed and what its formatter runs after the
+    structlog chain: what a direct line needs to come out exactly as a routed one."""
+
+    def __init__(self, handler: logging.StreamHandler, processors: list[Any]) -> None:  # type: ignore[type-arg]
+        self.handler = handler
+        self.processors = processors
+
+    def serves(self, logger: logging.Logger, level: int) -> bool:
+        """Whether a record of ``logger`` at ``level`` would reach this handler (and pass
+        its level) and no other handler."""
+        if logger.disabled or self.handler.filters or level < self.handler.level:
+            return False
+        current: logging.Logger | None = logger
+        while current is not None:
+            if current.filters:
+                return False
+            if current.parent is None:  # the root logger
+                handlers = current.handlers
+                return len(handlers) == 1 and handlers[0] is self.handler
+            if current.handlers or not current.propagate:
+                return False
+            current = current.parent
+        return False
+
+    def emit(self, logger: logging.Logger, method: str, msg: str, keys: dict[str, Any]) -> None:
+        event: Any = {"event": msg, **keys}
+        for step in _SHARED:
+            event = step(logger, method, event)
+        for step in self.processors:
+            event = step(logger, method, event)
+        handler = self.handler
+        handler.acquire()
+        try:
+            handler.stream.write(event + handler.terminator)
+            handler.flush()
+        except Exception:  # as StreamHandler.emit: reported, never raised at the caller
+            record = logging.makeLogRecord({"name": logger.name, "msg": msg})
+            handler.handleError(record)
+        finally:
+            handler.release()
+
+
+# The direct route of the handler configure() installed (None: every line via structlog).
+_DIRECT: list[_Direct | None] = [None]
 
 
 def resolve_format(fmt: LogFormat, stream: Any = None) -> Literal["json", "console"]:
@@ -160,15 +257,20 @@ def configure(
         if chosen == "json"
         else structlog.dev.ConsoleRenderer(colors=False, event_key="msg")
     )
+    # What a line goes through once its record's bookkeeping is gone and any traceback is
+    # text (a direct line has neither).
+    rendering = [
+        structlog.processors.EventRenamer("msg", "_event"),
+        Redactor(secrets),
+        _leading_keys,
+        renderer,
+    ]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_SHARED,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
-            structlog.processors.EventRenamer("msg", "_event"),
-            Redactor(secrets),
-            _leading_keys,
-            renderer,
+            *rendering,
         ],
     )
     handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
@@ -178,6 +280,7 @@ def configure(
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
+    _DIRECT[0] = _Direct(handler, rendering)
     root.setLevel(level.upper())
     # No line shows where in the code it was logged from, nor the thread or process: the
     # standard library need not look them up for every record (its documented switches).

@@ -167,6 +167,8 @@ class Telemetry:
             buckets=_RUN_BUCKETS,
             registry=r,
         )
+        # Per (source, duplicate): the ack latency and the accepted/duplicate counter.
+        self._ack_series: dict[tuple[str, bool], tuple[Any, Any]] = {}
         self.errors = Counter(
             "reviewbot_errors",
             "Unexpected errors caught and logged, by component",
@@ -186,11 +188,15 @@ class Telemetry:
         duplicate: bool = False,
     ) -> None:
         """Acknowledged: committed to the journal (or already there: ``duplicate``)."""
-        self.ack_latency.labels(source).observe(duration_s)
-        if duplicate:
-            self.deliveries_duplicate.labels(source).inc()
-        else:
-            self.deliveries_accepted.labels(source).inc()
+        series = self._ack_series.get((source, duplicate))
+        if series is None:  # the children of a source's series, looked up once
+            counted = self.deliveries_duplicate if duplicate else self.deliveries_accepted
+            series = self._ack_series[source, duplicate] = (
+                self.ack_latency.labels(source),
+                counted.labels(source),
+            )
+        series[0].observe(duration_s)
+        series[1].inc()
         log.info(
             "delivery duplicate" if duplicate else "delivery received",
             delivery_id=delivery_id,

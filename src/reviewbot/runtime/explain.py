@@ -14,7 +14,8 @@ from reviewbot.config import Settings
 from reviewbot.core.clock import iso
 from reviewbot.core.findings import Finding
 from reviewbot.core.models import PullRef
-from reviewbot.store import decisions, journal, refused_webhooks, repositories
+from reviewbot.store import after_merge, decisions, journal, refused_webhooks, repositories
+from reviewbot.store.after_merge import ActionRow
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import StoredDelivery
@@ -71,6 +72,10 @@ PLAIN_WORDS: dict[str, str] = {
     "lease_not_held": "the caller does not hold the lease it claims",
     "lease_held": "another worker holds the lease",
     "lane_lost": "automerge lost its branch's merge lane before the merge call; nothing sent",
+    "restart_required": (
+        "this process is not the code, configuration or schema on disk: it reviews and "
+        "merges nothing until it restarts"
+    ),
     "queue_culprit": "the entry failed alone in a queue car and was ejected",
     "queue_flaky": "the entry's batch failed twice while it passed alone; ejected as flaky",
     "car_timed_out": "a queue car's CI did not finish in time; counted as a failure",
@@ -101,11 +106,16 @@ class PullFacts:
     # The external reviewers' findings at the newest reviewed head: the whole list, of
     # which a review shows at most a bounded part inline.
     findings: tuple[Finding, ...] = ()
+    # What the bot did after the merge (deleted the head branch, closed issues), oldest first.
+    after_merge: tuple[ActionRow, ...] = ()
     # Its merge-queue events and those of the cars that carried it, oldest first.
     queue: tuple[QueueEvent, ...] = ()
 
     def text(self) -> str:
         text = explain_pull(self.shown, self.decisions, self.reviews, self.merge)
+        if self.after_merge:
+            lines = "\n".join("  " + r.line() for r in self.after_merge)
+            text += f"\nAfter the merge:\n{lines}"
         if self.queue:
             if not self.known_outside_queue:
                 text = ""
@@ -136,10 +146,14 @@ class PullFacts:
             "decisions": [r.to_json() for r in self.decisions],
             "reviews": [r.to_json() for r in self.reviews],
             "merge": self.merge,
+            "after_merge": self.after_merge_json(),
             "findings": self.findings_json(),
             "lease_history": lease_history,
             "queue": [event.to_json() for event in self.queue],
         }
+
+    def after_merge_json(self) -> list[dict[str, Any]]:
+        return [r.to_json() for r in self.after_merge]
 
     def findings_json(self) -> list[dict[str, Any]]:
         return [
@@ -159,8 +173,9 @@ def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int
         if reviews
         else None
     )
+    actions = tuple(after_merge.for_pull(db, pr.forge, pr.full_name, pr.number))
     queue = queue_events(QueueStore(db, clock), pr, limit=QUEUE_EVENTS)
-    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or (), queue)
+    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or (), actions, queue)
 
 
 # The newest this many events of each queue a PR was in are searched for its cars' events.

@@ -10,10 +10,18 @@ needed and why.
 Secrets (every ``SecretStr`` of the settings) never appear in the shown configuration; they
 enter the configuration hash only as their SHA-256, so rotating a secret changes the hash
 without the hash revealing the secret.
+
+Parity gates mutation: :class:`ParityGate` answers, before each review and merge of this
+process, whether it may act. When the code or the configuration on disk differs from what
+runs, or the store's schema is newer than the migrations this code knows (a newer version
+migrated it), the action is refused with ``restart_required`` and the report's reasons,
+until the process restarts; ``GET /api/v1/runtime`` (and the ``runtime`` tool) says why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import shutil
@@ -27,11 +35,13 @@ from pydantic import BaseModel, SecretStr
 
 import reviewbot
 from reviewbot.config import Settings
-from reviewbot.core.clock import iso
+from reviewbot.core.clock import Clock, iso
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.core.redact import url_for_display
+from reviewbot.runtime.reuse import Reused
 from reviewbot.store.database import Database
 from reviewbot.workflowdb.allowlist import LEDGER_TABLE
-from reviewbot.workflowdb.protected import PACKAGED_NAME
+from reviewbot.workflowdb.protected import PACKAGED_NAME, packaged_migrations
 
 PACKAGE_DIR = Path(reviewbot.__file__).resolve().parent
 SECRET_SHOWN = "<secret>"  # noqa: S105 - what is shown in place of a secret
@@ -162,6 +172,13 @@ class RuntimeReport:
     def restart_needed(self) -> bool:
         return bool(self.reasons)
 
+    @property
+    def refusal(self) -> str | None:
+        """Why this process reviews and merges nothing, or ``None`` while parity holds."""
+        if not self.reasons:
+            return None
+        return "; ".join(self.reasons) + "; restart the process"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
@@ -178,6 +195,10 @@ class RuntimeReport:
             "config_on_disk_hash": self.config_on_disk_hash,
             "restart_needed": self.restart_needed,
             "reasons": list(self.reasons),
+            "schema_known": known_schema(),
+            # Reviews and merges by this process are refused until it restarts.
+            "mutations": "refused" if self.restart_needed else "allowed",
+            "refusal_code": ReasonCode.RESTART_REQUIRED.value if self.restart_needed else None,
         }
 
 
@@ -191,6 +212,35 @@ def schema_state(db: Database) -> tuple[int | None, dict[str, Any] | None]:
     if last is not None:
         shown = {k: last[k] for k in ("file_name", "applied_by", "applied_at")}
     return (max(versions) if versions else None), shown
+
+
+@functools.cache
+def known_schema() -> int:
+    """The highest packaged migration this code carries."""
+    return max(int(name[:4]) for name, _ in packaged_migrations())
+
+
+async def compare(boot: Boot, db: Database, sandbox: dict[str, Any]) -> RuntimeReport:
+    """:func:`runtime_report` for async callers: the schema read on the store's threads,
+    hashing the package's files and reading the configuration again on a thread of their
+    own (they block far longer than a store read)."""
+    schema = await db.run(schema_state, db)
+    return await asyncio.to_thread(disk_report, boot, schema, sandbox)
+
+
+class ParityGate:
+    """Asked before each review and merge of this process: ``None`` while the process is
+    what is on disk, else why not (``restart_required``). A comparison stands for
+    ``ttl_s`` of ``clock``; callers arriving while one runs share it."""
+
+    def __init__(self, boot: Boot, db: Database, clock: Clock, ttl_s: float) -> None:
+        self.boot = boot
+        self.db = db
+        self._reports: Reused[RuntimeReport] = Reused(clock, ttl_s)
+
+    async def __call__(self) -> str | None:
+        report = await self._reports.get("gate", lambda: compare(self.boot, self.db, {}))
+        return report.refusal
 
 
 def runtime_report(boot: Boot, db: Database, sandbox: dict[str, Any]) -> RuntimeReport:
@@ -225,6 +275,11 @@ def disk_report(
             if config_changed:
                 reasons.append("the configuration on disk differs from the running one")
     version, last = schema
+    if version is not None and version > known_schema():
+        reasons.append(
+            f"the store's schema is at migration {version}, newer than this code knows "
+            f"({known_schema()}): a newer version migrated it"
+        )
     return RuntimeReport(
         version=boot.version,
         commit=boot.commit,

@@ -31,6 +31,10 @@ class CanonicalState(_Out):
     head_sha: str
     review_status: str
     merge_ready: bool
+    next_prompt: str
+    issue: str
+    validation: str
+    native_review_proof: str
     blockers: list[str]
     leases: list[StateLease]
     last_updated_by: str
@@ -93,6 +97,9 @@ class Runtime(_Out):
     config_changed: bool | None
     restart_needed: bool
     reasons: list[str]
+    schema_known: int
+    mutations: str  # "refused" while a restart is needed: no review or merge by this process
+    refusal_code: str | None
 
 
 class QueueEntryOut(_Out):

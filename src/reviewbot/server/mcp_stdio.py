@@ -32,6 +32,7 @@ from reviewbot.server.mcp_http import authenticate_caller
 from reviewbot.server.mcp_registry import Caller
 from reviewbot.server.mcp_server import build_server
 from reviewbot.server.mcp_tools import TOOLS
+from reviewbot.server.tools_socket import service_tools_sockets
 from reviewbot.service import Parts, Service, build_service
 
 STDIO_PARTS = Parts.JOURNAL | Parts.WORKERS | Parts.REVIEW | Parts.DRAIN | Parts.MERGE
@@ -63,7 +64,13 @@ async def serve_stdio(
     settings: Settings, token: str | None, *, run_workers: bool = True, resume: bool = False
 ) -> None:
     parts = STDIO_PARTS if run_workers else Parts.JOURNAL | Parts.MERGE
-    service = build_service(settings, parts=parts, client="reviewbot-mcp", resume_deliveries=resume)
+    service = build_service(
+        settings,
+        parts=parts,
+        client="reviewbot-mcp",
+        resume_deliveries=resume,
+        tools_endpoint=service_tools_sockets,  # each review run's own tools socket
+    )
     async with service:
         await check_stdio_token(service, token)
         assert token is not None

@@ -286,7 +286,9 @@ async def lease_history(env: ToolEnv, info: TokenInfo, args: HistoryQuery) -> di
 async def runtime(env: ToolEnv, info: TokenInfo, args: RuntimeQuery) -> dict[str, Any]:
     """What is running: version and commit, schema version and last migration, the
     configuration's hash, start time, the sandbox state, and whether the code or the
-    configuration on disk differs (restart_needed and its reasons). Same answer as
+    configuration on disk differs or the store's schema is newer than the code
+    (restart_needed and its reasons), and whether this process reviews and merges
+    (mutations; refused with restart_required until it restarts). Same answer as
     GET /api/v1/runtime (the configuration itself only to a token bound to no repository)."""
     return await read_actions.runtime(env.service, info)
 

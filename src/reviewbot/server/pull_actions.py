@@ -17,7 +17,7 @@ from reviewbot.core.clock import iso
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import lease_json
 from reviewbot.core.models import MAX_NUMBER, PullRef, repo_key
-from reviewbot.core.prstate import LeaseLine, PRStateRecords, parse_pr_state, state_view
+from reviewbot.core.prstate import LeaseLine, PRStateRecords, live_of, parse_pr_state, state_view
 from reviewbot.core.quota import RouteClass
 from reviewbot.forges.errors import ForgeError, reason_for
 from reviewbot.ingress.api import ReviewRequestBody, api_trigger, parse_review_request
@@ -25,6 +25,7 @@ from reviewbot.ingress.errors import TriggerError
 from reviewbot.runtime.explain import delivery_facts, pull_facts, unknown_pull
 from reviewbot.runtime.ingestion.gate_runner import parse_stored_delivery
 from reviewbot.runtime.lease_history import read_lease_history
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.auth import bound_target, check_binding, require_scope
 from reviewbot.server.quota import admit, token_caller
@@ -127,9 +128,12 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
     if forge is None:
         raise Refused(f"no {body.forge} forge is configured", code="forge_not_configured")
     try:
-        pull = await forge.get_pull(body.repo, body.number)
+        # One read of the live facts: MERGE_READY is the merge-readiness answer on them.
+        facts = await read_readiness_facts(forge, body.repo, body.number)
+        bot = await forge.bot_login()
     except ForgeError as exc:
         raise Refused(str(exc), code=reason_for(exc).value) from None
+    pull = facts.pull
     api = merge_parts(service)
     leases = await database(service).run(
         lambda: api.leases.list_leases(
@@ -140,7 +144,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
     if service.review is not None:
         review = service.review
         comment = await review.store.run(
-            review.comments.render, body.forge, body.repo, body.number, pull
+            review.comments.render, body.forge, body.repo, body.number, facts, bot
         )
     now = api.leases.clock()
     state = "merged" if pull.merged else pull.state
@@ -148,6 +152,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
     if comment is not None:
         view = parse_pr_state(comment)  # the very fields an agent reads off the comment
     else:  # before the first review decision the bot posts no comment; the core still says
+        configured = configured_checks(service.settings, body.forge, body.repo)
         lines = tuple(
             LeaseLine(x.target.role.value, x.holder, x.phase.value, x.head_sha, iso(x.expires_at))
             for x in leases
@@ -161,6 +166,7 @@ async def pr_state(service: Service, info: TokenInfo, body: PullBody) -> dict[st
                 decision=None,
                 leases=lines,
                 draft=pull.draft,
+                live=live_of(facts, configured, bot),
             )
         )
     return {
@@ -250,6 +256,7 @@ async def explain_pull(
             pull=str(pr),
             shown=facts.shown,
             merge=facts.merge,
+            after_merge=facts.after_merge_json(),
             findings=facts.findings_json(),
             lease_history=history,
             queue=[event.to_json() for event in facts.queue],

@@ -9,7 +9,6 @@ leaks and an entry path cannot forget either check.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -22,7 +21,7 @@ from reviewbot.core.models import PullRef
 from reviewbot.core.quota import RouteClass
 from reviewbot.runtime.capability import Caller, read_capability
 from reviewbot.runtime.lease_history import read_lease_history
-from reviewbot.runtime.parity import RuntimeReport, disk_report, schema_state
+from reviewbot.runtime.parity import RuntimeReport, compare
 from reviewbot.server.actions import database, merge_parts
 from reviewbot.server.auth import current_bound, require_scope
 from reviewbot.server.quota import admit, token_caller
@@ -128,15 +127,12 @@ async def runtime(service: Service, info: TokenInfo) -> dict[str, Any]:
         raise Refused("this server keeps no runtime record", code="not_found")
     sandbox = service.external.sandbox.state.describe()
 
-    async def compare() -> RuntimeReport:
-        schema = await db.run(schema_state, db)
-        # Hashing the package's files and reading the configuration again block for far
-        # longer than a store read: on a thread of their own, never the store's.
-        return await asyncio.to_thread(disk_report, boot, schema, sandbox)
+    async def compared() -> RuntimeReport:
+        return await compare(boot, db, sandbox)
 
     # Callers asking while a comparison runs share it: a flood costs one at a time.
     reports = service.runtime_reports
-    report = await (reports.get("runtime", compare) if reports is not None else compare())
+    report = await (reports.get("runtime", compared) if reports is not None else compared())
     body = replace(report, sandbox=sandbox).to_json()
     if info.repo is not None:
         del body["config"]

@@ -96,9 +96,13 @@ def tool_handler(
     api_tokens: ApiTokenCallers | None = None,
     max_body_bytes: int = MAX_TOOL_BODY_BYTES,
     admit: Admit | None = None,
+    run_id: str | None = None,
+    read_timeout_s: float | None = None,
 ) -> Handler:
     """The route's handler; ``admit`` sees every authenticated caller before its body is
-    read."""
+    read. With ``run_id`` (a run's own socket, :mod:`reviewbot.server.tools_socket`) only
+    the sessions of that run are callers: any other token is unknown there.
+    ``read_timeout_s``: the body's read deadline (default: the server's setting)."""
 
     async def handle(request: web.Request) -> web.Response:
         # Answered here too, for an application without the server's middleware (tests).
@@ -114,6 +118,11 @@ def tool_handler(
         caller: Session | None = None
         if token is not None and token.startswith(SESSION_TOKEN_PREFIX):
             caller = dispatcher.authenticate(token)
+            if run_id is not None and caller.run_id != run_id:
+                raise Refused(
+                    f"this socket serves the sessions of run {run_id!r} only",
+                    code="invalid_session_token",
+                )
         elif token is not None and api_tokens is not None:
             api_token, token_access = await _api_token(api_tokens, token)
         else:
@@ -127,7 +136,9 @@ def tool_handler(
         # Any name: one that no registry holds is refused as not owned, like every other.
         name = request.match_info["name"][:MAX_TOOL_NAME_CHARS]
         try:
-            raw = await read_body(request, max_body_bytes, code="too_large")
+            raw = await read_body(
+                request, max_body_bytes, code="too_large", timeout_s=read_timeout_s
+            )
         except (ValueError, ConnectionError) as exc:
             raise Refused(f"cannot read the body: {exc}", code="bad_body") from None
         try:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT = 5000
 RATE_WINDOW = 3600
+GRAPHQL = "graphql"  # POST /graphql (sim/github_graphql.py), outside the REST description
 # Operations that take an App JWT rather than a user or installation token.
 APP_OPERATIONS = (
     "apps/get-authenticated",
@@ -263,6 +264,8 @@ class GitHubApi:
             response.headers["ETag"] = tag
             if _etag_matches(request.headers.get("If-None-Match"), tag):
                 response = web.Response(status=304, headers={"ETag": tag})
+        if route.operation_id == GRAPHQL:
+            return response  # charged in points by its own handler
         # Neither a 304 nor GET /rate_limit counts against the limit.
         counted = response.status != 304 and route.operation_id != "rate-limit/get"
         response.headers.update(self._rate_headers(key, count=counted))

@@ -166,6 +166,11 @@ GITHUB: dict[str, GitHubNeed] = {
     "issues/update-comment": _gh(
         ("issues", "write"), _PR_WRITE, page="issues/comments#update-an-issue-comment"
     ),
+    # Issues (sim/issues_api.py): reading one, and closing it ("Update an issue": "Issue
+    # owners and users with push access or Triage role can edit an issue"; the handler
+    # checks the owner-or-push part, as it needs the issue).
+    "issues/get": _gh(("issues", "read"), page="issues/issues#get-an-issue"),
+    "issues/update": _gh(("issues", "write"), page="issues/issues#update-an-issue"),
     # Ref operations (sim/refs_api.py): Contents write moves refs and merges, read compares.
     "git/create-ref": _gh(("contents", "write"), page="git/refs#create-a-reference", role="write"),
     "git/update-ref": _gh(("contents", "write"), page="git/refs#update-a-reference", role="write"),
@@ -232,6 +237,9 @@ GITEA: dict[str, GiteaNeed] = {
     "issueGetComments": _gt("read", "/issues/{index}/comments: reqRepoReader on issues or pulls"),
     "issueCreateComment": _gt("read", "/issues/{index}/comments: reqToken(), mustNotBeArchived"),
     "issueEditComment": _gt("read", "/issues/comments/{id}: reqToken(), mustNotBeArchived"),
+    # Issues (sim/issues_api.py); EditIssue checks the poster or issue write in its handler.
+    "issueGetIssue": _gt("read", "/issues group: reqRepoReader(unit.TypeIssues)"),
+    "issueEditIssue": _gt("read", "/issues/{index} PATCH: reqToken(), mustNotBeArchived"),
     # Ref operations (sim/refs_api.py); the branch update is go-gitea/gitea#35951.
     "repoCreateBranch": _gt("write", "/branches POST: reqToken(), reqRepoWriter(unit.TypeCode)"),
     "repoDeleteBranch": _gt(

@@ -127,6 +127,10 @@ class GitHubRefs:
         branch = self._branch_of(call.params["ref"])
         if branch not in repo.branches:
             raise ApiError(422, "Reference does not exist")
+        if branch in repo.protections:
+            # "About protected branches": a protected branch cannot be deleted unless its
+            # rule allows deletions (the simulated rules never do).
+            raise ApiError(422, "Cannot delete this protected branch")
         self.sim.set_branch(repo, branch, None, call.login)
         return Reply(204)
 

@@ -20,6 +20,7 @@ from reviewbot.sim.gitea_api import GiteaApi
 from reviewbot.sim.githttp import add_git_routes
 from reviewbot.sim.github_api import DOCS, GitHubApi, error_body
 from reviewbot.sim.http import Route
+from reviewbot.sim.issues_api import GiteaIssues, GitHubIssues
 from reviewbot.sim.records import RequestRecord
 from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from reviewbot.sim.simulator import Simulator
@@ -91,7 +92,10 @@ def build_app(sim: Simulator) -> web.Application:
     app[RELEASE_KEY] = asyncio.Event()
     routes: dict[tuple[str, str], tuple[str, Route, Serve]] = {}
     github, gitea = GitHubApi(sim), GiteaApi(sim)
-    extra = {"github": GitHubRefs(github).routes(), "gitea": GiteaRefs(gitea).routes()}
+    extra = {
+        "github": GitHubRefs(github).routes() + GitHubIssues(github).routes(),
+        "gitea": GiteaRefs(gitea).routes() + GiteaIssues(gitea).routes(),
+    }
     for forge, prefix, api in (("github", GITHUB_PREFIX, github), ("gitea", GITEA_PREFIX, gitea)):
         serve: Serve = api.serve
         for route in [*api.routes(), *extra[forge]]:
@@ -100,10 +104,27 @@ def build_app(sim: Simulator) -> web.Application:
             canonical = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", resource_path)
             routes[(route.method, canonical)] = (forge, route, serve)
             app.router.add_route(route.method, resource_path, _placeholder)
+    # GraphQL is no REST operation: served beside the REST description's routes.
+    graphql_route = _graphql_route(github)
+    if graphql_route is not None:
+        path = GITHUB_PREFIX + graphql_route.path
+        routes[("POST", path)] = ("github", graphql_route, github.serve)
+        app.router.add_route("POST", path, _placeholder)
     app[_ROUTES_KEY] = routes
     add_control_routes(app)
     add_git_routes(app, SIM_KEY)
     return app
+
+
+def _graphql_route(github: GitHubApi) -> Route | None:
+    """GitHub's ``POST /graphql``; none without graphql-core (a test dependency), and then the
+    bot reads over REST, as against a server without GraphQL."""
+    try:
+        # Here, not at the top: graphql-core may be absent outside the suite.
+        from reviewbot.sim.github_graphql import GitHubGraphQL
+    except ImportError:  # pragma: no cover - the suite installs it
+        return None
+    return GitHubGraphQL(github).route()
 
 
 async def _placeholder(request: web.Request) -> web.StreamResponse:  # pragma: no cover

@@ -20,6 +20,7 @@ from reviewbot.sim.state import (
     SimCheckRun,
     SimCheckSuite,
     SimComment,
+    SimIssue,
     SimProtection,
     SimPull,
     SimReview,
@@ -123,6 +124,16 @@ class Simulator(ForgeRules, GitHubApps, WebhookScenario):
             self.set_branch(state, head_ref, sha, author, follow=not taken, announce=False)
         self._move_git_ref(state, f"refs/pull/{number}/head", sha)
         return pull
+
+    def open_issue(self, forge: str, repo: str, author: str, title: str = "A bug") -> SimIssue:
+        """An open issue, numbered from the same sequence as the pull requests."""
+        state = self.repo(forge, repo)
+        self.user(forge, author)
+        now = self.now()
+        issue = SimIssue(state.next_number, self.next_id(), title, author, now, now)
+        state.next_number += 1
+        state.issues[issue.number] = issue
+        return issue
 
     def push(
         self,

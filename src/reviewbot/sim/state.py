@@ -146,6 +146,21 @@ class SimPull:
 
 
 @dataclass
+class SimIssue:
+    """An issue (not a pull request); it shares the repository's numbers with them."""
+
+    number: int
+    id: int
+    title: str
+    author: str
+    created_at: float
+    updated_at: float
+    state: str = "open"  # open | closed
+    closed_at: float | None = None
+    closed_by: str | None = None
+
+
+@dataclass
 class SimProtection:
     """Branch protection. GitHub: ``contexts`` are exact names (``checks`` adds app ids).
     Gitea: ``contexts`` are glob patterns, enforced only when ``enable_status_check``."""
@@ -196,6 +211,7 @@ class SimRepo:
     protections: dict[str, SimProtection] = field(default_factory=dict)
     rulesets: list[SimRuleset] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin|write|read|none
+    issues: dict[int, SimIssue] = field(default_factory=dict)
     next_number: int = 1
     private: bool = False
 

@@ -66,9 +66,10 @@ class World:
     bot_token: str
 
     def make_forge(
-        self, token: str | None = None, policy: RetryPolicy | None = None
+        self, token: str | None = None, policy: RetryPolicy | None = None, graphql: bool = False
     ) -> GitHubForge | GiteaForge:
-        """An adapter against the simulator, with the bot's token unless told otherwise."""
+        """An adapter against the simulator, with the bot's token unless told otherwise;
+        the REST contract unless ``graphql`` (GitHub's one-query read of a pull)."""
         if self.forge_name == "github":
             return GitHubForge(
                 api_url=self.server.github_api_url,
@@ -77,6 +78,7 @@ class World:
                 policy=policy,
                 sleep=self.sleep,
                 clock=self.clock,
+                graphql=graphql,
             )
         return GiteaForge(
             url=self.server.gitea_url,

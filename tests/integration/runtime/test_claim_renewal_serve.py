@@ -158,10 +158,9 @@ async def test_replicas_a_gate_held_by_the_forge_past_its_claim_is_gated_once(
             held.set()
             await release.wait()
 
-        # The gate's read of the PR is held by the forge (answered slowly, within timeouts).
-        slow = world.sim.faults.add(
-            forge="github", method="GET", path=f"/repos/acme/api/pulls/{pr.number}", before=hold
-        )
+        # The gate's read of the PR (GitHub's GraphQL query) is held by the forge (answered
+        # slowly, within timeouts).
+        slow = world.sim.faults.add(forge="github", method="POST", path="/graphql", before=hold)
         url = postgres_store_url
         db = open_store(WorkflowPaths(tmp_path / "reader", None, url))
         try:

@@ -60,7 +60,9 @@ async def test_sigkill_after_ack_then_restart_processes_each_once(tmp_path: Path
             world.sim.open_pr("github", "acme/api", author="alice", head_ref=f"b{i}")
             for i in range(N)
         ]
-        for pr in pulls:  # the forge hangs: nothing can be gated before the kill
+        # the forge hangs: nothing can be gated before the kill (GraphQL read, then REST)
+        world.sim.faults.add(forge="github", method="POST", path="/graphql", delay=120.0, times=100)
+        for pr in pulls:
             world.sim.faults.add(
                 forge="github",
                 method="GET",

@@ -145,6 +145,8 @@ async def test_forge_error_is_recorded_with_status(h: Harness, status: int, code
         status=status,
         times=10,
     )
+    # the GraphQL read of the PR first: a 401 stands, anything else is read again over REST
+    h.sim.faults.add(forge="github", method="POST", path="/graphql", status=status, times=10)
     delivery = await h.sim.deliver_pull_request("github", "acme/api", pr.number)
     rows = await h.server.decisions_of(delivery.id)
     assert rows[0].decision == "error"

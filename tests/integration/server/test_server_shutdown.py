@@ -37,6 +37,8 @@ async def test_in_flight_work_past_the_grace_goes_back_to_the_queue(tmp_path: Pa
         pr = world.sim.open_pr("github", "acme/api", author="alice")
         path = f"/repos/acme/api/pulls/{pr.number}"
         world.sim.faults.add(forge="github", method="GET", path=path, delay=60.0, times=100)
+        # the gate reads the PR with GitHub's GraphQL query first
+        world.sim.faults.add(forge="github", method="POST", path="/graphql", delay=60.0, times=100)
         async with running_server(world.settings, shutdown_grace_s=0.2) as server:
             point_webhooks(world, server)
             delivery = await world.sim.deliver_pull_request("github", "acme/api", pr.number)

@@ -18,6 +18,7 @@ import pytest
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.sim.gitea_api import GiteaApi
 from reviewbot.sim.github_api import GitHubApi
+from reviewbot.sim.issues_api import GiteaIssues, GitHubIssues
 from reviewbot.sim.refs_api import GiteaRefs, GitHubRefs
 from tests.support.openapi import ForgeSpecs
 
@@ -28,14 +29,14 @@ def test_every_described_operation_is_served_at_its_path(
     sim: Simulator, forge_specs: ForgeSpecs
 ) -> None:
     github, gitea = GitHubApi(sim), GiteaApi(sim)
-    for forge, api, refs in (
-        ("github", github, GitHubRefs(github)),
-        ("gitea", gitea, GiteaRefs(gitea)),
+    for forge, api, refs, issues in (
+        ("github", github, GitHubRefs(github), GitHubIssues(github)),
+        ("gitea", gitea, GiteaRefs(gitea), GiteaIssues(gitea)),
     ):
         # The ref routes match names with slashes ({ref:.+}); the descriptions say {ref}.
         served = {
             (r.method, re.sub(r"\{(\w+):[^}]*\}", r"{\1}", r.path), r.operation_id)
-            for r in [*api.routes(), *refs.routes()]
+            for r in [*api.routes(), *refs.routes(), *issues.routes()]
         }
         described = {(o.method, o.path, o.operation_id) for o in forge_specs[forge].operations}
         assert served == described, forge
@@ -62,6 +63,7 @@ async def test_github_sweep_of_every_operation(
     now = int(time.time())
     app_jwt = jwt.encode({"iat": now - 60, "exp": now + 500, "iss": str(app_id)}, key, "RS256")
     pr = sim.open_pr("github", REPO, author="alice", labels=["bug"])
+    issue = sim.open_issue("github", REPO, "alice")
     old = pr.head_sha
     sim.push("github", REPO, pr.number)
     sim.require_checks("github", REPO, "main", ["ci/test", "build"], required_approvals=1)
@@ -104,6 +106,9 @@ async def test_github_sweep_of_every_operation(
         ("POST", f"/repos/{REPO}/merges", token, {"json": {"base": "q/1", "head": "main"}}),
         ("GET", f"/repos/{REPO}/compare/main...q/1", token, {}),
         ("DELETE", f"/repos/{REPO}/git/refs/heads/q/1", token, {}),
+        ("GET", f"/repos/{REPO}/issues/{issue.number}", token, {}),
+        ("GET", f"/repos/{REPO}/issues/{pr.number}", token, {}),
+        ("PATCH", f"/repos/{REPO}/issues/{issue.number}", token, {"json": {"state": "closed"}}),
         ("GET", f"/repos/{REPO}/commits/{pr.head_sha}/pulls", token, {}),
         ("GET", f"/repos/{REPO}/commits/{pr.head_sha}/status", token, {}),
         ("GET", f"/repos/{REPO}/commits/{old}/statuses", token, {"params": {"per_page": "5"}}),
@@ -269,6 +274,10 @@ async def test_gitea_sweep_of_every_operation(
             0
         ] == 200
         assert (await call("GET", f"{api}/issues/{n}/comments"))[0] == 200
+        issue = sim.open_issue("gitea", REPO, "alice")
+        assert (await call("GET", f"{api}/issues/{n}"))[0] == 200
+        closed = await call("PATCH", f"{api}/issues/{issue.number}", json={"state": "closed"})
+        assert (closed[0], closed[1]["state"]) == (201, "closed")
         merge = f"{api}/pulls/{n}/merge"
         assert (await call("POST", merge, json={"Do": "merge", "head_commit_id": old}))[0] == 409
         sim.set_mergeable("gitea", REPO, n, False)

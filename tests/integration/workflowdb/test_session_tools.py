@@ -21,9 +21,11 @@ from aiohttp.test_utils import TestServer
 
 from reviewbot.config import ReviewerRule
 from reviewbot.runtime.reviewers.runner import review_in_run
+from reviewbot.runtime.reviewers.sandbox import probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
-from reviewbot.runtime.reviewers.tools import run_tools
+from reviewbot.runtime.reviewers.tools import ToolDispatcher, run_tools
 from reviewbot.server.tools import SESSIONS, TOOLS_ROUTE, register_tool_routes
+from reviewbot.server.tools_socket import RunToolsSockets
 from reviewbot.store.database import Database
 from reviewbot.store.sessions import tool_calls
 from reviewbot.store.tokens import revoke_token
@@ -32,12 +34,14 @@ from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.migrations import apply_workflow_db_migration
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.integration.server_support import make_settings, running_server
+from tests.integration.tools_support import SOCKET_CLIENT
 from tests.support.clock import FakeClock
 from tests.support.store_fixtures import AUTO_ID
 
 PAIRS = 100
 INSERT = "INSERT INTO notes (pair, writer) VALUES (?, ?)"
 OWNERSHIP = "caller does not own this tool session"
+SANDBOX = probe("on")  # what review_in_run runs reviewers in by default
 
 
 class Api:
@@ -398,27 +402,16 @@ async def test_a_large_body_arriving_in_pieces_is_read_whole(
 
 # -- end to end: a reviewer process calls back with its own token ------------------------------
 
-CALLING_REVIEWER = """
-import json, os, urllib.request
-
-def call(name, arguments):
-    req = urllib.request.Request(
-        os.environ["REVIEWBOT_API_URL"] + "/api/v1/tools/" + name,
-        data=json.dumps({"arguments": arguments}).encode(),
-        headers={"Authorization": "Bearer " + os.environ["REVIEWBOT_SESSION_TOKEN"],
-                 "Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.load(resp)
-
-wrote = call("mutate_workflow_db", {"sql": "INSERT INTO notes (pair, writer) VALUES (?, ?)",
+CALLING_REVIEWER = (
+    SOCKET_CLIENT
+    + """
+status, wrote = call("mutate_workflow_db", {"sql": "INSERT INTO notes (pair, writer) VALUES (?, ?)",
                                      "params": [7, os.environ["VAR_NUMBER"]]})
 assert wrote["session"].endswith("/reviewer-1") and wrote["result"]["rowcount"] == 1
-call("record_finding", {"path": "src/x.py", "line": 2, "message": "from the API",
-                        "severity": "error"})
+tool("record_finding", path="src/x.py", line=2, message="from the API", severity="error")
 print(json.dumps([{"path": "src/y.py", "line": 5, "message": "printed", "severity": "warning"}]))
 """
+)
 
 
 async def test_a_reviewer_process_calls_the_tools_of_its_run(
@@ -428,15 +421,16 @@ async def test_a_reviewer_process_calls_the_tools_of_its_run(
     script = tmp_path / "calling_reviewer.py"
     script.write_text(CALLING_REVIEWER)
 
+    sockets = RunToolsSockets(ToolDispatcher(api.sessions, audit=lambda: db), owner=SANDBOX.drop_to)
     outcome = await review_in_run(
-        # network: the tools are called over TCP on the host's loopback.
-        [ReviewerRule(command=shlex.join([sys.executable, str(script)]), network=True)],
+        # No network: the run's tools socket is bound into the reviewer's sandbox.
+        [ReviewerRule(command=shlex.join([sys.executable, str(script)]))],
         paths=paths,
         sessions=api.sessions,
         run_id="run-K",
         delivery={"delivery_id": "d-7"},
         db_access=DBAccess.READ_WRITE,
-        api_url=api.base_url,
+        endpoint=sockets,
         variables={"number": "12"},
     )
 

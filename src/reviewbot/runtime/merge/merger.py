@@ -57,6 +57,7 @@ from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
 from reviewbot.store import merges as merge_rows
+from reviewbot.store.after_merge import ActionRow
 from reviewbot.store.leases import LeaseRefused, LeaseStore
 from reviewbot.store.merges import MergeAttempt, MergeStore
 
@@ -67,6 +68,11 @@ MERGE_METHODS = ("merge", "squash", "rebase")
 # Hooks the server (or the command line) plugs in.
 StateCommentHook = Callable[[str, str, int, PullRequestSnapshot | None], Awaitable[object]]
 ReReviewHook = Callable[[str, str, int, str], Awaitable[object]]
+# Asked before each merge: why this process may not act now (``restart_required``), or None.
+ParityHook = Callable[[], Awaitable[str | None]]
+# Run once a merge is confirmed (runtime.merge.after_merge.AfterMerge): forge, repo, number,
+# the merged pull as the forge shows it, the merged head; answers what it recorded.
+AfterMergeHook = Callable[[str, str, int, PullRequestSnapshot, str], Awaitable[list[ActionRow]]]
 
 
 class MergeError(ReviewbotError):
@@ -111,6 +117,7 @@ class MergeOutcome:
     approvers: tuple[str, ...] = ()
     state_comment: str | None = None
     notes: list[str] = field(default_factory=list)
+    after_merge: list[ActionRow] = field(default_factory=list)  # recorded by this call
 
     @property
     def code(self) -> str | None:
@@ -131,6 +138,8 @@ class MergeOutcome:
             out["detail"] = self.detail
         if self.new_head:
             out["new_head"] = self.new_head
+        if self.after_merge:
+            out["after_merge"] = [row.to_json() for row in self.after_merge]
         return out
 
 
@@ -158,8 +167,14 @@ class Merger:
         state_comment: StateCommentHook | None = None,
         re_review: ReReviewHook | None = None,
         telemetry: Telemetry | None = None,
+        parity: ParityHook | None = None,
+        after_merge: AfterMergeHook | None = None,
     ) -> None:
+        """``parity``: asked before each merge (``runtime.parity.ParityGate``);
+        ``after_merge``: run once a merge is confirmed (the repository's rules decide)."""
         self.telemetry = telemetry or Telemetry()
+        self.parity = parity
+        self.after_merge = after_merge
         self.settings = settings
         self.forges = forges
         self.leases = leases
@@ -225,6 +240,11 @@ class Merger:
             )
         method = self.method_for(request)
         claim = request.claim
+        if self.parity is not None:
+            refused = await self.parity()
+            if refused is not None:
+                code = ReasonCode.RESTART_REQUIRED.value
+                return MergeOutcome(False, request.head_sha, codes=(code,), detail=refused)
         pending = await self.merges.run(
             self.merges.unverified, request.forge, request.repo, request.number
         )
@@ -398,6 +418,7 @@ class Merger:
             recorded=True,
             detail="the forge confirmed the merge",
         )
+        await self._after_merge(claim, pull, attempt.head_sha, outcome)
         outcome.state_comment = await self._comment(
             attempt.forge, attempt.repo, attempt.number, pull
         )
@@ -579,8 +600,22 @@ class Merger:
             log.warning("merge of %s not recorded: %s", t, exc)
         with contextlib.suppress(LeaseRefused):
             await self.leases.run(self.leases.release, claim, reason=EndReason.MERGED)
+        await self._after_merge(claim, pull, pin, outcome)
         outcome.state_comment = await self._comment(t.forge, t.repo, t.number, pull)
         return outcome
+
+    async def _after_merge(
+        self, claim: LeaseClaim, pull: PullRequestSnapshot, head: str, outcome: MergeOutcome
+    ) -> None:
+        """The repository's after-merge actions; whatever they meet, the merge stands."""
+        if self.after_merge is None or not pull.merged:
+            return
+        t = claim.target
+        try:
+            outcome.after_merge = await self.after_merge(t.forge, t.repo, t.number, pull, head)
+        except Exception as exc:  # the merge answer must not depend on them
+            log.warning("after-merge actions of %s: %s", t, exc)
+            outcome.notes.append(f"after-merge actions not finished: {exc}")
 
     async def _head_moved(
         self,

@@ -151,7 +151,13 @@ class QueueSession:
         self._struck = {e.number for e in entries if e.strikes}
         rows = await self.store.run(self.store.cars, *q.key)
         self.car_rows = {(r.train, r.car): r for r in rows}
-        self.tip = await self.ops.branch_sha(q.repo, q.base)
+        self.tip = await self._base_tip()
+
+    async def _base_tip(self) -> str:
+        tip = await self.forge.branch_head(self.queue.repo, self.queue.base)
+        if tip is None:
+            raise NotFound(f"the base branch {self.queue.base} is gone", operation="branch_head")
+        return tip
 
     async def write(self, fn: Callable[[QueueWriter], T]) -> T:
         """``fn`` in one transaction fenced by the lane, with every changed train's state."""
@@ -630,7 +636,7 @@ class QueueSession:
                 try:
                     await self.ops.fast_forward(self.queue.repo, self.queue.base, target)
                 except NotFastForward:
-                    self.tip = await self.ops.branch_sha(self.queue.repo, self.queue.base)
+                    self.tip = await self._base_tip()
                     continue  # read again: the next round finds the base moved
             self.tip = target
             train.state = state

@@ -178,6 +178,7 @@ class OutboxDrainer:
         on_finished: Callable[[OutboxRow], object] | None = None,
         after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
         telemetry: Telemetry | None = None,
+        parity: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.store = store
         self.telemetry = telemetry or Telemetry()
@@ -192,6 +193,9 @@ class OutboxDrainer:
         self.on_finished = on_finished
         # Run (outside the PR lock) after the loop finished a row: the state comment.
         self.after_drain = after_drain
+        # Asked before each post (runtime.parity.ParityGate): a process that is not what is
+        # on disk posts no review; the row waits, pending, for a process that is.
+        self.parity = parity
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -254,13 +258,24 @@ class OutboxDrainer:
 
     async def post_locked(self, outbox_id: int, *, claim: LeaseClaim | None = None) -> PostOutcome:
         """Drain one row; the caller holds the PR's lock (and may lend its lease claim)."""
-        row = await self.store.run(self.store.get, outbox_id)
+        if claim is not None:  # the row is read and its attempt begun in one store call
+            fence = self.leases.fence(claim)
+            row, started = await self.store.run(self._read_and_begin, outbox_id, fence)
+        else:
+            row = await self.store.run(self.store.get, outbox_id)
         if row is None:
             raise KeyError(f"no outbox row {outbox_id}")
         if row.status != PENDING:
             return PostOutcome(row, "skipped", f"already {row.status}", row.forge_review_id)
+        refused = None if self.parity is None else await self.parity()
+        if refused is not None:
+            later = self.clock() + self._delay(row.attempts)
+            await self.store.run(
+                self.store.retry_later, row.id, later, f"restart_required: {refused}"
+            )
+            return PostOutcome(row, "busy", refused)
         if claim is not None:
-            return await self._attempt(row, claim)
+            return await self._attempted(row, started, claim, fence)
         got = await self.store.run(
             self.leases.acquire, row.forge, row.repo, row.number, row.head_sha
         )
@@ -279,12 +294,38 @@ class OutboxDrainer:
             with contextlib.suppress(Exception):
                 await self.store.run(self.leases.release, got)
 
+    def _read_and_begin(
+        self, outbox_id: int, fence: Fence
+    ) -> tuple[OutboxRow | None, OutboxRow | FenceRefused | None]:
+        """The row, and (when it is pending) its attempt begun under ``fence``: what
+        :meth:`_attempted` is given, or the refusal of the fence."""
+        row = self.store.get(outbox_id)
+        if row is None or row.status != PENDING:
+            return row, None
+        try:
+            return row, self.store.begin_attempt(row.id, fence=fence)
+        except FenceRefused as exc:
+            return row, exc
+
     async def _attempt(self, row: OutboxRow, claim: LeaseClaim) -> PostOutcome:
         fence = self.leases.fence(claim)
+        started: OutboxRow | FenceRefused | None
         try:
             started = await self.store.run(self.store.begin_attempt, row.id, fence=fence)
         except FenceRefused as exc:
-            return PostOutcome(row, "busy", str(exc))
+            started = exc
+        return await self._attempted(row, started, claim, fence)
+
+    async def _attempted(
+        self,
+        row: OutboxRow,
+        started: OutboxRow | FenceRefused | None,
+        claim: LeaseClaim,
+        fence: Fence,
+    ) -> PostOutcome:
+        """Post the row whose attempt ``started`` (or say why it did not)."""
+        if isinstance(started, FenceRefused):
+            return PostOutcome(row, "busy", str(started))
         if started is None:
             return PostOutcome(row, "skipped", "no longer pending")
         row = started
@@ -403,8 +444,8 @@ class OutboxDrainer:
         review_id: int | None = None,
         fence: Fence | None = None,
     ) -> PostOutcome:
-        done = await self.store.run(
-            self.store.finish,
+        done, finished = await self.store.run(
+            self._finish,
             row.id,
             status,
             decision=decision,
@@ -417,10 +458,33 @@ class OutboxDrainer:
         label = "adopted" if status == POSTED and detail.startswith("adopted") else status
         if status == POSTED:
             self.telemetry.review_posted(row, review_id, adopted=label == "adopted")
-        finished = await self.store.run(self.store.get, row.id)
         if self.on_finished is not None and finished is not None:
             self.on_finished(finished)
         return PostOutcome(row, label, detail, review_id)
+
+    def _finish(
+        self,
+        outbox_id: int,
+        status: str,
+        *,
+        decision: NewDecision,
+        forge_review_id: int | None,
+        error: str | None,
+        fence: Fence | None,
+    ) -> tuple[bool, OutboxRow | None]:
+        """Close the row (:meth:`OutboxStore.finish`); whether it was closed here, and the
+        closed row when ``on_finished`` is to hear of it (read in the same store call)."""
+        closed = self.store.finish(
+            outbox_id,
+            status,
+            decision=decision,
+            forge_review_id=forge_review_id,
+            error=error,
+            fence=fence,
+        )
+        if not closed:
+            return False, None
+        return True, self.store.get(outbox_id) if self.on_finished is not None else None
 
     def _retry(self, row: OutboxRow, exc: ForgeError) -> PostOutcome:
         delay = self._delay(row.attempts)

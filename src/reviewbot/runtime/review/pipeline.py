@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,7 +68,7 @@ from reviewbot.runtime.review.outbox import (
     crash_point,
 )
 from reviewbot.runtime.review.state_comment import MISSING_CHECKS, StateComments
-from reviewbot.runtime.reviewers.runner import ReviewerLimits, review_pull
+from reviewbot.runtime.reviewers.runner import ReviewerLimits, ToolsEndpoint, review_pull
 from reviewbot.runtime.reviewers.runs import received, run_id_for
 from reviewbot.runtime.reviewers.sandbox import Sandbox, probe
 from reviewbot.runtime.reviewers.sessions import SessionManager
@@ -118,16 +118,16 @@ class ReviewRequest:
 class ExternalReviewers:
     """How the pipeline runs a repository's reviewer commands.
 
-    ``sessions`` must be the manager the server's tools route answers for
-    (``app[SESSIONS]``), or a reviewer's ``REVIEWBOT_SESSION_TOKEN`` would be unknown there;
-    ``api_url`` is the server's base URL (``None`` when nothing serves HTTP, as on the
-    command line: the reviewers then get no ``REVIEWBOT_API_URL``). ``sandbox`` is probed
-    once, when the service is built (``build_service``); ``sandbox.state.describe()`` is what
-    health views show.
+    ``sessions`` must be the manager the tools endpoint answers for, or a reviewer's
+    ``REVIEWBOT_SESSION_TOKEN`` would be unknown there; ``endpoint`` opens each run's own
+    tools socket (every process that reviews has one: ``serve``, ``mcp --stdio``,
+    ``reviewbot review``; ``None`` only where no tools are served, and the reviewers then get
+    no ``REVIEWBOT_TOOLS_SOCKET``). ``sandbox`` is probed once, when the service is built
+    (``build_service``); ``sandbox.state.describe()`` is what health views show.
     """
 
     sessions: SessionManager = field(default_factory=SessionManager)
-    api_url: str | None = None
+    endpoint: ToolsEndpoint | None = None
     limits: ReviewerLimits = field(default_factory=ReviewerLimits)
     sandbox: Sandbox = field(default_factory=lambda: Sandbox(probe("on")))
 
@@ -207,9 +207,12 @@ class ReviewPipeline:
         drain_inline: bool = True,
         external: ExternalReviewers | None = None,
         telemetry: Telemetry | None = None,
+        parity: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
-        """``comments``: the PR state comment to keep up to date (``None``: none)."""
+        """``comments``: the PR state comment to keep up to date (``None``: none);
+        ``parity``: asked before each review (``runtime.parity.ParityGate``)."""
         self.telemetry = telemetry or Telemetry()
+        self.parity = parity
         self.settings = settings
         self.store = store
         self.forges = forges
@@ -269,14 +272,16 @@ class ReviewPipeline:
             if bot and same_login(request.sender, bot):
                 return None
         async with self.locks.hold(request.forge, request.repo, request.number):
-            if head is not None and await self.store.run(self._repeated_request, request, head):
-                return None  # nothing new: no evaluation, no read, no edit
+            needed = True
+            if head is not None:
+                assessed = await self.store.run(self._assess, request, head)
+                if assessed is None:
+                    return None  # nothing new: no evaluation, no read, no edit
+                needed = assessed
             if dismissed and head:
                 evaluate = await self._reopen_if_dismissed(request, head)
             else:
-                evaluate = head is None or await self.store.run(
-                    self._needs_evaluation, request, head
-                )
+                evaluate = needed
             if evaluate:
                 return await self._review_locked(request)
             if self.comments is not None:
@@ -285,12 +290,21 @@ class ReviewPipeline:
                 )
             return None
 
-    def _repeated_request(self, request: ReviewRequest, head: str) -> bool:
+    def _assess(self, request: ReviewRequest, head: str) -> bool | None:
+        """One read of the latest verdict at ``head``: ``None`` when ``request`` repeats an
+        explicit request (nothing to do), else whether the head needs an evaluation."""
+        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+        if self._repeated_request(request, head, latest):
+            return None
+        return self._needs_evaluation(request, head, latest)
+
+    def _repeated_request(
+        self, request: ReviewRequest, head: str, latest: ReviewDecision | None
+    ) -> bool:
         """Whether ``request`` is an explicit request with nothing new to evaluate at
         ``head`` (see :func:`~reviewbot.core.prstate.request_repeats`)."""
         if request.event not in REQUEST_EVENTS or request.source == "sweep":
             return False
-        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
         if latest is None or latest.head_sha != head:
             return False
         window = self.settings.review_request_dedupe_s
@@ -308,8 +322,8 @@ class ReviewPipeline:
         )
         return True
 
-    def _needs_evaluation(self, request: ReviewRequest, head: str) -> bool:
-        latest = self.store.latest_verdict(request.forge, request.repo, request.number)
+    @staticmethod
+    def _needs_evaluation(request: ReviewRequest, head: str, latest: ReviewDecision | None) -> bool:
         if latest is None or latest.head_sha != head:
             return True  # nothing decided at this head yet, or a new head
         if latest.decision == DecisionKind.APPROVE:
@@ -395,6 +409,12 @@ class ReviewPipeline:
                 f"{request.forge}:{request.repo} has no [repos] table and there are no "
                 "[defaults]: nothing is evaluated or posted there",
             )
+        refused = None if self.parity is None else await self.parity()
+        if refused is not None:
+            # Not the code, configuration or schema on disk: it reviews nothing until it
+            # restarts, and says so (the restarted process reviews the head again).
+            code = ReasonCode.RESTART_REQUIRED.value
+            return await self._note(_error_decision(request, code), ERROR, code, refused)
         outcome = await self._evaluate(request)
         try:
             if self.drain_inline:
@@ -402,9 +422,11 @@ class ReviewPipeline:
                     if row.status == "pending":
                         post = await self.drainer.post_locked(row.id, claim=outcome.claim)
                         outcome.posts.append(post)
+                # The rows as posting left them, and the claim given back: one store call.
                 outcome.outbox = await self.store.run(
-                    lambda: [self.outbox.get(r.id) or r for r in outcome.outbox]
+                    self._refreshed_releasing, outcome.outbox, outcome.claim
                 )
+                outcome.claim = None
         finally:
             if outcome.claim is not None:
                 await self.store.run(self.leases.release, outcome.claim)
@@ -417,18 +439,17 @@ class ReviewPipeline:
             )
         return outcome
 
+    def _refreshed_releasing(
+        self, rows: list[OutboxRow], claim: LeaseClaim | None
+    ) -> list[OutboxRow]:
+        refreshed = [self.outbox.get(r.id) or r for r in rows]
+        if claim is not None:
+            self.leases.release(claim)
+        return refreshed
+
     async def _evaluate(self, request: ReviewRequest) -> ReviewOutcome:
         forge = self.forges[request.forge]
-        base = NewDecision(
-            forge=request.forge,
-            repo=request.repo,
-            number=request.number,
-            head_sha=request.head_sha or "",
-            decision=ERROR,
-            reason_code=ReasonCode.FORGE_ERROR.value,
-            delivery_id=request.delivery_id,
-            source=request.source,
-        )
+        base = _error_decision(request, ReasonCode.FORGE_ERROR.value)
         pull = request.pull
         try:
             if pull is None:
@@ -466,13 +487,15 @@ class ReviewPipeline:
                 f"{pull.author} is the bot's own login; reviewer and author must differ",
                 blockers=("the author is the bot",),
             )
-        await self.store.run(self._supersede_older_heads, request, head)
         checks: Checks | None = None
         findings: tuple[Finding, ...] | None = None
         rules = (
             self.settings.rules_for(RepoRef.parse(request.repo, forge=request.forge)) or RepoRules()
         )
-        if rules.reviewers:
+        if not rules.reviewers:  # nothing runs in between: one store call for both
+            claim = await self.store.run(self._supersede_then_acquire, request, head)
+        else:
+            await self.store.run(self._supersede_older_heads, request, head)
             # Before the lease: it is short, and a reviewer may run for minutes.
             try:
                 checks = await self._read_checks(forge, request.repo, pull.base_ref, head)
@@ -483,9 +506,9 @@ class ReviewPipeline:
                 if isinstance(ran, ReviewersFailed):
                     return await self._note(base, ERROR, ran.code.value, ran.detail)
                 findings = ran
-        claim = await self.store.run(
-            self.leases.acquire, request.forge, request.repo, request.number, head
-        )
+            claim = await self.store.run(
+                self.leases.acquire, request.forge, request.repo, request.number, head
+            )
         if isinstance(claim, Refused):
             return await self._note(
                 base, DecisionKind.LEASE_HELD, ReasonCode.LEASE_HELD.value, claim.detail
@@ -545,7 +568,7 @@ class ReviewPipeline:
             pull=pull,
             delivery_id=delivery_id,
             source=request.source,
-            api_url=self.external.api_url,
+            endpoint=self.external.endpoint,
             event=request.event,
             action=request.action,
             payload=payload,
@@ -582,6 +605,11 @@ class ReviewPipeline:
             run_id,
             outcome.findings,
         )
+
+    def _supersede_then_acquire(self, request: ReviewRequest, head: str) -> LeaseClaim | Refused:
+        """:meth:`_supersede_older_heads`, then the reviewer lease at ``head``."""
+        self._supersede_older_heads(request, head)
+        return self.leases.acquire(request.forge, request.repo, request.number, head)
 
     def _supersede_older_heads(self, request: ReviewRequest, head: str) -> None:
         latest = self.store.latest_verdict(request.forge, request.repo, request.number)
@@ -649,7 +677,9 @@ class ReviewPipeline:
                     comments=inline_comments(found),
                 )
             )
-        overdue = await self.store.run(self._overdue_missing, base, verdict)
+        overdue = (
+            await self.store.run(self._overdue_missing, base, verdict) if verdict.missing else []
+        )
         if overdue and verdict.kind is VerdictKind.WAITING:
             grace = self.settings.missing_check_grace_s
             outboxes.append(
@@ -682,12 +712,11 @@ class ReviewPipeline:
             )
         if recorded.created:
             crash_point(AFTER_OUTBOX)
-            self.drainer.wake()
+            if not self.drain_inline:  # posted right after this returns, under the claim
+                self.drainer.wake()
         return ReviewOutcome(recorded.decision, list(recorded.outboxes))
 
     def _overdue_missing(self, base: NewDecision, verdict: Verdict) -> list[str]:
-        if not verdict.missing:
-            return []
         seen = self.store.note_missing(
             base.forge, base.repo, base.number, base.head_sha, list(verdict.missing)
         )
@@ -715,6 +744,21 @@ class ReviewPipeline:
             ),
         )
         return ReviewOutcome(recorded)
+
+
+def _error_decision(request: ReviewRequest, code: str) -> NewDecision:
+    """An ``error`` decision about ``request``'s head with ``code`` (the base the
+    evaluation's own outcomes are made from)."""
+    return NewDecision(
+        forge=request.forge,
+        repo=request.repo,
+        number=request.number,
+        head_sha=request.head_sha or "",
+        decision=ERROR,
+        reason_code=code,
+        delivery_id=request.delivery_id,
+        source=request.source,
+    )
 
 
 def _verdict(rules: RepoRules, checks: Checks) -> Verdict:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from reviewbot.config import Settings
 from reviewbot.core.clock import iso
 from reviewbot.core.lease_history import EndReason, LeaseEvent
+from reviewbot.core.merge import PrFacts
 from reviewbot.core.models import PullRequestSnapshot, RepoRef
 from reviewbot.core.prstate import (
     STATE_MARKER,
@@ -21,11 +22,12 @@ from reviewbot.core.prstate import (
     LeaseLine,
     PostedReview,
     PRStateRecords,
+    live_of,
     render_pr_state,
 )
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
-from reviewbot.runtime.merge.facts import read_pr_facts
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.runtime.pull_locks import PullLocks
 from reviewbot.runtime.queue.spot import queue_line
 from reviewbot.runtime.review.outbox import ReviewerLeases
@@ -73,10 +75,10 @@ class StateComments:
     ) -> str:
         forge = self.forges[forge_name]
         try:
-            if pull is None:
-                # The comment shows the pull's state and head only: no merge facts.
-                pull = (await read_pr_facts(forge, repo, number, merge=False)).pull
-            body = await self.store.run(self.render, forge_name, repo, number, pull)
+            # MERGE_READY and the other live fields: one read, judged as a merge would be.
+            facts = await read_readiness_facts(forge, repo, number, pull)
+            bot = await forge.bot_login()
+            body = await self.store.run(self.render, forge_name, repo, number, facts, bot)
             if body is None:
                 return "unchanged"
             known = await self.rows.run(self.rows.get, forge_name, repo, number)
@@ -105,12 +107,19 @@ class StateComments:
             return "failed"
 
     def render(
-        self, forge: str, repo: str, number: int, pull: PullRequestSnapshot | None
+        self,
+        forge: str,
+        repo: str,
+        number: int,
+        facts: PrFacts | None,
+        bot_login: str | None = None,
     ) -> str | None:
-        """The state comment from the records (``None`` before any decision)."""
+        """The state comment from the records and the PR's live ``facts`` (``None`` before
+        any decision); ``bot_login`` finds the bot's own review at the head."""
         latest = self.store.latest_verdict(forge, repo, number)
         if latest is None:
             return None
+        pull = None if facts is None else facts.pull
         head = latest.head_sha
         pr_state = "open"
         author = ""
@@ -153,6 +162,8 @@ class StateComments:
                 iso(float(seen["received_at"]), timespec="microseconds"),
             )
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
+        configured = configured_checks(self.settings, forge, repo)
+        live = None if facts is None else live_of(facts, configured, bot_login)
         queue = ""
         if rules is not None:
             store = QueueStore(self.store.db, self.store.clock)
@@ -172,6 +183,7 @@ class StateComments:
             automerge=bool(rules and rules.automerge),
             draft=draft,
             changes=self._changes(forge, repo, number, latest, rows),
+            live=live,
             queue=queue,
         )
         return render_pr_state(records)

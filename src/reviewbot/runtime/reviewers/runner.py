@@ -23,6 +23,7 @@ import re
 import shlex
 import signal
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -50,11 +51,18 @@ STEP_ENV = (
     "REVIEWBOT_TRIGGER_FILE",
     "REVIEWBOT_RUN_FOLDER",
     "REVIEWBOT_DB_ACCESS",
-    "REVIEWBOT_API_URL",
+    "REVIEWBOT_TOOLS_SOCKET",
     "REVIEWBOT_SESSION_TOKEN",
 )
 ALLOWED_ENV = frozenset(INHERITED_ENV + STEP_ENV)
 ALLOWED_ENV_PREFIXES = ("VAR_", "STEP_")
+
+# A run's own tools endpoint: given the run id, a context that listens on a Unix socket in a
+# private folder and answers the session tools route for that run's sessions only, yielding
+# the socket's host path; it stops listening and removes the folder when the context ends.
+# Every process that runs reviews provides one (the composition root builds it), so a
+# reviewer reaches its tools whichever process claimed the review.
+ToolsEndpoint = Callable[[str], AbstractAsyncContextManager[Path]]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ACCESS_VALUE = {DBAccess.NONE: "none", DBAccess.READ: "read", DBAccess.READ_WRITE: "read-write"}
@@ -203,7 +211,7 @@ def reviewer_environment(
     trigger_file: Path,
     run_folder: Path,
     db_access: DBAccess,
-    api_url: str | None = None,
+    tools_socket: str | None = None,
     session_token: str | None = None,
     variables: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
@@ -223,8 +231,8 @@ def reviewer_environment(
     env["REVIEWBOT_TRIGGER_FILE"] = str(trigger_file)
     env["REVIEWBOT_RUN_FOLDER"] = str(run_folder)
     env["REVIEWBOT_DB_ACCESS"] = access_value(db_access)
-    if api_url is not None:
-        env["REVIEWBOT_API_URL"] = api_url
+    if tools_socket is not None:
+        env["REVIEWBOT_TOOLS_SOCKET"] = tools_socket
     if session_token is not None:
         env["REVIEWBOT_SESSION_TOKEN"] = session_token
     leaked = sorted(name for name in env if not env_allowed(name))
@@ -437,7 +445,7 @@ async def run_external_reviewers(
     run: RunFolder,
     sessions: SessionManager,
     run_session_id: str,
-    api_url: str | None = None,
+    tools_socket: Path | None = None,
     parent_env: Mapping[str, str] | None = None,
     variables: Mapping[str, str] | None = None,
     db_access: DBAccess | None = None,
@@ -450,6 +458,8 @@ async def run_external_reviewers(
     Each runs in ``sandbox`` (by default: required, probed once per process), which also
     hands it its own secrets; one the sandbox refuses does not run and is an error result.
     ``paths`` is the workflow folder of ``run`` (by default the one that holds it).
+    ``tools_socket`` is the run's own tools endpoint on the host (see :data:`ToolsEndpoint`):
+    each reviewer gets it, as its sandbox shows it, in ``REVIEWBOT_TOOLS_SOCKET``.
 
     Each reviewer gets a token that lives a little longer than its timeout and is revoked
     (its session ended) as soon as it has finished. ``db_access`` lowers the steps' access
@@ -461,7 +471,7 @@ async def run_external_reviewers(
     paths = paths or WorkflowPaths(run.path.parent.parent)
     results: list[ReviewerResult] = []
     for index, entry in enumerate(commands, start=1):
-        prepared = sandbox.prepare(entry, run=run, paths=paths)
+        prepared = sandbox.prepare(entry, run=run, paths=paths, tools_socket=tools_socket)
         if isinstance(prepared, PrepareFailed):
             error = ReviewerError(ReviewerErrorKind(prepared.code), prepared.detail)
             results.append(ReviewerResult(command_of(entry), None, error=error))
@@ -475,7 +485,7 @@ async def run_external_reviewers(
                 trigger_file=run.delivery_file,
                 run_folder=run.path,
                 db_access=child.db_access,
-                api_url=api_url,
+                tools_socket=prepared.tools_socket,
                 session_token=token,
                 variables=variables,
             )
@@ -513,7 +523,7 @@ async def review_in_run(
     run_id: str,
     delivery: Mapping[str, Any],
     db_access: DBAccess,
-    api_url: str | None = None,
+    endpoint: ToolsEndpoint | None = None,
     variables: Mapping[str, str] | None = None,
     step_access: DBAccess | None = None,
     limits: ReviewerLimits = ReviewerLimits(),
@@ -522,11 +532,12 @@ async def review_in_run(
 ) -> ReviewersOutcome:
     """The whole external review of one run, for the pipeline to call.
 
-    Starts the run (its folder with ``delivery.json``, and its session with the standard
-    tools bound to ``db_access``), runs every reviewer as a step of it, then ends the run:
-    its registry, its steps and their tokens are gone when this returns. No commands: no
-    run, an empty outcome. A run id that is already live is reported as an error result,
-    not raised.
+    Starts the run (its folder with ``delivery.json``, its session with the standard
+    tools bound to ``db_access``, and its tools socket from ``endpoint``), runs every
+    reviewer as a step of it, then ends the run: its socket, its registry, its steps and
+    their tokens are gone when this returns. No commands: no run, an empty outcome. A run
+    id that is already live, or a socket that cannot be opened, is reported as an error
+    result, not raised.
     """
     if not commands:
         return ReviewersOutcome((), ())
@@ -536,24 +547,36 @@ async def review_in_run(
             run_id, db_access=db_access, tools=run_tools(paths, sessions, query_limits)
         )
     except SessionExists as exc:
-        error = ReviewerError(ReviewerErrorKind.SPAWN_FAILED, str(exc))
-        failed = tuple(ReviewerResult(command_of(c), None, error=error) for c in commands)
-        return ReviewersOutcome(failed, ())
+        return _none_ran(commands, str(exc))
     try:
-        return await run_external_reviewers(
-            commands,
-            run=run,
-            sessions=sessions,
-            run_session_id=session.id,
-            api_url=api_url,
-            variables=variables,
-            db_access=step_access,
-            limits=limits,
-            sandbox=sandbox,
-            paths=paths,
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            socket = None
+            if endpoint is not None:
+                try:
+                    socket = await stack.enter_async_context(endpoint(run_id))
+                except OSError as exc:
+                    return _none_ran(commands, f"the run's tools socket cannot listen: {exc}")
+            return await run_external_reviewers(
+                commands,
+                run=run,
+                sessions=sessions,
+                run_session_id=session.id,
+                tools_socket=socket,
+                variables=variables,
+                db_access=step_access,
+                limits=limits,
+                sandbox=sandbox,
+                paths=paths,
+            )
     finally:
         sessions.end(session.id)
+
+
+def _none_ran(commands: Sequence[str | ReviewerRule], detail: str) -> ReviewersOutcome:
+    """The run could not start: every reviewer is a ``spawn_failed`` result saying why."""
+    error = ReviewerError(ReviewerErrorKind.SPAWN_FAILED, detail)
+    failed = tuple(ReviewerResult(command_of(c), None, error=error) for c in commands)
+    return ReviewersOutcome(failed, ())
 
 
 async def review_pull(
@@ -564,7 +587,7 @@ async def review_pull(
     pull: PullRequestSnapshot,
     delivery_id: str,
     source: str,
-    api_url: str | None = None,
+    endpoint: ToolsEndpoint | None = None,
     event: str | None = None,
     action: str | None = None,
     payload: Mapping[str, Any] | None = None,
@@ -609,7 +632,7 @@ async def review_pull(
         delivery=delivery,
         db_access=session_access(settings.reviewer_db_access, settings.db_access),
         query_limits=QueryLimits(timeout_s=settings.query_timeout_s),
-        api_url=api_url,
+        endpoint=endpoint,
         variables=pull_variables(
             forge=pull.forge,
             owner=pull.owner,

@@ -42,6 +42,7 @@ from reviewbot.core.errors import Refused
 from reviewbot.core.sandbox import (
     DEFAULT_LIMITS,
     SYSTEM_PATHS,
+    TOOLS_FOLDER,
     DataFile,
     GrantRefused,
     HostUser,
@@ -409,6 +410,8 @@ class Prepared:
     launch: Callable[[list[str]], Launch]  # its argv, in the sandbox (or not, when off)
     secrets_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
+    # The run's tools socket where the reviewer sees it (REVIEWBOT_TOOLS_SOCKET).
+    tools_socket: str | None = None
 
     def cleanup(self) -> None:
         """Remove this reviewer's secret files: the next reviewer of the run must not see them."""
@@ -448,8 +451,17 @@ class Sandbox:
         return cls(state, settings.reviewers)
 
     def prepare(
-        self, entry: str | ReviewerRule, *, run: RunFolder, paths: WorkflowPaths
+        self,
+        entry: str | ReviewerRule,
+        *,
+        run: RunFolder,
+        paths: WorkflowPaths,
+        tools_socket: Path | None = None,
     ) -> Prepared | PrepareFailed:
+        """What the runner needs to start ``entry`` of ``run``. ``tools_socket`` is the run's
+        own tools socket on the host (``None``: the run has none); inside the sandbox its
+        private folder is bound read-only at :data:`TOOLS_FOLDER`, so the reviewer reaches
+        the session tools of its run, and only those, with the network off."""
         command = command_of(entry)
         # model_construct: a bare command is checked by the runner (an empty one is its error).
         rule = (
@@ -477,7 +489,13 @@ class Sandbox:
             return PrepareFailed(exc.code, exc.detail)
         launcher = Launcher(self.state, self.environ)
         if not self.state.enforced:
-            return Prepared(command, env, launcher.plain, secrets_dir, notes)
+            plain = None if tools_socket is None else str(tools_socket)
+            return Prepared(command, env, launcher.plain, secrets_dir, notes, plain)
+        tools: tuple[Mount, ...] = ()
+        inside = None
+        if tools_socket is not None:
+            tools = (Mount(PurePosixPath(tools_socket.parent), target=TOOLS_FOLDER),)
+            inside = str(TOOLS_FOLDER / tools_socket.name)
         cwd = PurePosixPath(run.path)
         # The run folder inside is a tmpfs: delivery.json and the secrets are copied in.
         files: list[CopiedFile] = [(cwd / DELIVERY_FILE, run.delivery_file, 0o444)]
@@ -495,14 +513,17 @@ class Sandbox:
             return launcher.launch(
                 argv,
                 cwd=cwd,
-                mounts=system_mounts() + tuple(mounts) + program_mounts(argv, self.environ, paths),
+                mounts=system_mounts()
+                + tuple(mounts)
+                + program_mounts(argv, self.environ, paths)
+                + tools,
                 network=rule.network,
                 hidden=hidden,
                 files=tuple(files),
                 folders=folders,
             )
 
-        return Prepared(command, env, launch, secrets_dir, notes)
+        return Prepared(command, env, launch, secrets_dir, notes, inside)
 
     def _secrets(self, rule: ReviewerRule, run: RunFolder) -> tuple[dict[str, str], Path | None]:
         """Write the reviewer's secrets to ``secrets/NAME`` (0400) in its run folder and

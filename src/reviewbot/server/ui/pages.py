@@ -17,15 +17,21 @@ from aiohttp import web
 
 from reviewbot.core.errors import Refused, ReviewbotError
 from reviewbot.core.lease_history import HistoryEntry
+from reviewbot.core.merge import Readiness, merge_readiness
 from reviewbot.core.models import PullRef, RepoRef
+from reviewbot.core.quota import RouteClass
+from reviewbot.forges.errors import ForgeError
 from reviewbot.runtime.explain import pull_facts
 from reviewbot.runtime.lease_history import read_lease_history
+from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.server.app_keys import SERVICE, STATE
 from reviewbot.server.auth import current_bound
 from reviewbot.server.body import read_body
 from reviewbot.server.errors import status_of
+from reviewbot.server.quota import admit, token_caller
 from reviewbot.server.ui import access, pr_page, render
 from reviewbot.server.ui.markup import STYLESHEET, Reader
+from reviewbot.service import Service
 from reviewbot.store import lease_history, ui_sessions
 from reviewbot.store.database import Database
 from reviewbot.store.status import Scope, snapshot
@@ -157,6 +163,7 @@ async def pull_page(request: web.Request) -> web.Response:
     else:  # a server without the lease API: the recorded trail
         entries = tuple(await db.run(_recorded_history, db, pr))
     snap = await db.run(snapshot, db, Scope(pr.forge, key), now)
+    readiness, unread = await _live_readiness(service, info, pr)
     csrf = access.csrf_value(request)
     text = facts.text()
     if entries:  # as `reviewbot explain` prints it
@@ -173,8 +180,27 @@ async def pull_page(request: web.Request) -> web.Response:
         csrf=csrf,
         facts=facts,
         lease_history=entries,
+        readiness=readiness,
+        readiness_unread=unread,
     )
     return page(request, pr_page.render_pull(view), csrf=csrf)
+
+
+async def _live_readiness(
+    service: Service, info: TokenInfo, pr: PullRef
+) -> tuple[Readiness | None, str]:
+    """The merge-readiness answer over the PR's live facts, or why it was not read (the
+    page still shows the records)."""
+    forge = service.forges.get(pr.forge)
+    if forge is None:
+        return None, f"no {pr.forge} forge is configured here"
+    try:
+        admit(service, token_caller(info), RouteClass.FORGE_READS)  # it reads the forge live
+        facts = await read_readiness_facts(forge, pr.full_name, pr.number)
+    except (ForgeError, ReviewbotError) as exc:
+        return None, str(exc)
+    configured = configured_checks(service.settings, pr.forge, pr.full_name)
+    return merge_readiness(facts, configured), ""
 
 
 def _recorded_history(db: Database, pr: PullRef) -> list[HistoryEntry]:

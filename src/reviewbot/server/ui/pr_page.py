@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reviewbot.core.lease_history import HistoryEntry
+from reviewbot.core.merge import Readiness
 from reviewbot.runtime.explain import PullFacts
 from reviewbot.server.ui.markup import (
     Reader,
     badge,
     e,
     page,
+    reasons,
     short,
     table,
     time_tag,
@@ -46,6 +48,35 @@ class PullView:
     csrf: str
     facts: PullFacts | None = None  # the records `explain` words, shown as sections
     lease_history: Sequence[HistoryEntry] = ()  # oldest first, as `explain` prints it
+    # The merge-readiness answer over the PR's live facts, or why they were not read.
+    readiness: Readiness | None = None
+    readiness_unread: str = ""
+
+
+def readiness_section(readiness: Readiness | None, unread: str = "") -> str:
+    """May it be merged now: the one merge-readiness answer (the one ``MERGE_READY``,
+    ``resolve_capability`` and a merge's refusal give), with every blocker."""
+    if readiness is None:
+        why = unread or "no forge is configured for it here"
+        body = f'<p class="state unknown">Not read: {e(why)}</p>'
+    elif readiness.ready:
+        body = (
+            f'<p class="state ok">{badge("merge_ready")} at '
+            f"<code>{e(short(readiness.head))}</code>: the forge's rules allow a merge "
+            "under the merger lease.</p>"
+        )
+    else:
+        body = (
+            f'<p class="state failing">{badge("not_merge_ready")} at '
+            f"<code>{e(short(readiness.head))}</code></p>"
+            + reasons((b.code.value, b.detail) for b in readiness.blockers)
+            + f'<p class="detail">Next: {e(readiness.next_prompt())}</p>'
+        )
+    return (
+        '<section id="merge-readiness"><h2>Merge readiness now</h2>'
+        '<p class="note">Read live from the forge, judged as a merge at the head would be.</p>'
+        f"{body}</section>"
+    )
 
 
 def gate_section(rows: Sequence[DecisionRecord], now: float) -> str:
@@ -146,7 +177,11 @@ def render_pull(view: PullView) -> str:
         lead = f"{what} by {e(merge['holder'])} under lease epoch {e(merge['epoch'])}."
     merges = merges_section(scoped, view.now, lead=lead)
     # A merged PR's merge comes first; an unmerged one's attempts after why it waits.
-    parts = [f"<h1>{e(label)}</h1>", pulls_section(scoped, "Verdict now")]
+    parts = [
+        f"<h1>{e(label)}</h1>",
+        readiness_section(view.readiness, view.readiness_unread),
+        pulls_section(scoped, "Verdict now"),
+    ]
     parts += [merges] if lead else []
     if facts is not None:
         parts += [

@@ -72,7 +72,8 @@ async def test_two_prs_into_one_branch_merge_one_at_a_time(
         reread = [
             r
             for r in w.sim.requests[first_i + 1 : second_i]
-            if r.method == "GET" and r.path == f"/repos/{REPO}/pulls/{second_number}"
+            if (r.method == "GET" and r.path == f"/repos/{REPO}/pulls/{second_number}")
+            or (r.operation_id == "graphql" and r.body["variables"]["number"] == second_number)
         ]
         assert reread, "the second PR was not checked again after the first merge"
         # the merger lease is released on both

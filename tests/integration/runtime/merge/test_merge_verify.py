@@ -71,17 +71,25 @@ async def assert_the_sweep_records_it(w: World, m: Merger, forge: str, pr: Any) 
     assert len(w.merge_requests(forge, pr.number)) == 1
 
 
+def pull_reads(forge: str, number: int) -> list[tuple[str, str]]:
+    """Where the bot reads the PR: its REST route, and on GitHub first its GraphQL query."""
+    rest = ("GET", f"/repos/{REPO}/pulls/{number}")
+    return [("POST", "/graphql"), rest] if forge == "github" else [rest]
+
+
 @FORGES
 async def test_a_failed_re_read_leaves_the_merge_unverified_until_the_sweep(
     world: World, forge: str
 ) -> None:
     pr = green_approved_pr(world, forge)
-    path = f"/repos/{REPO}/pulls/{pr.number}"
     after_the_merge_call(
         world,
         forge,
         pr.number,
-        lambda: world.sim.faults.add(forge=forge, method="GET", path=path, status=502, times=None),
+        lambda: [
+            world.sim.faults.add(forge=forge, method=method, path=path, status=502, times=None)
+            for method, path in pull_reads(forge, pr.number)
+        ],
     )
     m = Merger(world)
     await m.register()
@@ -96,7 +104,6 @@ async def test_a_failed_re_read_leaves_the_merge_unverified_until_the_sweep(
 @FORGES
 async def test_a_re_read_showing_it_unmerged_records_nothing(world: World, forge: str) -> None:
     pr = green_approved_pr(world, forge)
-    path = f"/repos/{REPO}/pulls/{pr.number}"
     hidden: dict[str, Any] = {}
 
     def lag() -> None:
@@ -113,7 +120,10 @@ async def test_a_re_read_showing_it_unmerged_records_nothing(world: World, forge
         world,
         forge,
         pr.number,
-        lambda: world.sim.faults.add(forge=forge, method="GET", path=path, times=None, before=lag),
+        lambda: [
+            world.sim.faults.add(forge=forge, method=method, path=path, times=None, before=lag)
+            for method, path in pull_reads(forge, pr.number)
+        ],
     )
     m = Merger(world)
     await m.register()

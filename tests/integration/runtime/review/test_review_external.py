@@ -27,6 +27,7 @@ from tests.integration.review_support import (
     Bot,
     running_bot,
 )
+from tests.integration.tools_support import SOCKET_CLIENT
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 
@@ -56,22 +57,16 @@ MALFORMED = """\
 print("all good, nothing to report")
 """
 
-# Records its finding through the session tools of the server, prints none.
-RECORDS_THROUGH_THE_API = """\
-request = urllib.request.Request(
-    os.environ["REVIEWBOT_API_URL"] + "/api/v1/tools/record_finding",
-    data=json.dumps({"arguments": {"path": "lib/db.py", "line": 7,
-                     "message": "query built by string formatting",
-                     "severity": "error"}}).encode(),
-    headers={"Authorization": "Bearer " + os.environ["REVIEWBOT_SESSION_TOKEN"],
-             "Content-Type": "application/json"},
-    method="POST",
-)
-with urllib.request.urlopen(request, timeout=30) as response:
-    answer = json.load(response)
-assert answer["result"]["recorded"] is True, answer
+# Records its finding through the session tools of its run, prints none.
+RECORDS_THROUGH_THE_API = (
+    SOCKET_CLIENT
+    + """
+answer = tool("record_finding", path="lib/db.py", line=7,
+              message="query built by string formatting", severity="error")
+assert answer["recorded"] is True, answer
 print("[]")
 """
+)
 
 
 def writable_by_reviewers(folder: Path) -> None:
@@ -207,8 +202,8 @@ async def test_a_finding_recorded_through_the_api_with_the_session_token_is_in_t
     tmp_path: Path, forge: str
 ) -> None:
     command, runs = reviewer(tmp_path, "recorder", RECORDS_THROUGH_THE_API)
-    async with running_bot(tmp_path, **with_reviewers(command, network=True)) as bot:
-        bot.service.set_api_url(bot.base_url)  # as ``reviewbot serve`` does once it listens
+    # The network stays off: the run's tools socket is in the reviewer's sandbox.
+    async with running_bot(tmp_path, **with_reviewers(command)) as bot:
         pr = await open_green_pr(bot, forge)
         reviews = bot.bot_reviews(forge, pr.number)
         assert [(r.state, r.commit_id) for r in reviews] == [(CHANGES[forge], pr.head_sha)]

@@ -118,12 +118,23 @@ async def test_head_pushed_before_posting_posts_nothing_then_reviews_the_new_hea
                 bot.sim.set_status(forge, REPO, new, "ci/test", "success")
                 pushed.append(new)
 
-        # The last read of the evaluation is the head's check results; the push lands
-        # right after it, so the drainer's re-read before posting sees the new head.
-        path = f"/repos/{REPO}/commits/{old}/check-runs" if forge == "github" else None
-        if path is None:
+        # The push lands after the evaluation's reads, so the drainer's re-read before
+        # posting sees the new head. On GitHub the evaluation is one GraphQL read (the
+        # gate's) and the re-read is the next one.
+        if forge == "github":
+            reads: list[int] = []
+
+            def second_read(*_: Any) -> None:
+                reads.append(1)
+                if len(reads) == 2:
+                    push()
+
+            bot.sim.faults.add(
+                forge=forge, method="POST", path="/graphql", before=second_read, times=2
+            )
+        else:
             path = f"/repos/{REPO}/commits/{old}/status"
-        bot.sim.faults.add(forge=forge, method="GET", path=path, before=push)
+            bot.sim.faults.add(forge=forge, method="GET", path=path, before=push)
         await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
         await bot.settle()
         assert pushed, "the fault hook did not run"
@@ -332,7 +343,11 @@ async def test_the_echo_of_the_bots_own_review_changes_nothing(tmp_path: Path) -
                 "SELECT decision FROM pr_gate_decisions WHERE event = 'pull_request_review'"
             )
         assert gated is not None and gated["decision"] == "eligible"
-        writes = [r for r in bot.sim.requests if r.forge == forge and r.method != "GET"]
+        writes = [
+            r
+            for r in bot.sim.requests
+            if r.forge == forge and r.method != "GET" and r.operation_id != "graphql"
+        ]
         assert writes == []
         assert len(bot.bot_reviews(forge, pr.number)) == 1
         assert bot.decisions(forge, pr.number) == ["approve", "posted"]
