@@ -245,3 +245,25 @@ def test_a_bot_approval_the_forge_rules_block_is_not_merge_ready() -> None:
     assert view.who_is_next == "alice" and view.next_action == f"get a review at {HEAD[:12]}"
     # without a live read nothing is ready: readiness is never guessed from the records
     assert parse_pr_state(render_pr_state(records(review=POSTED))).merge_ready is False
+
+
+def test_a_queued_pr_shows_its_queue_spot_in_the_table_and_the_block() -> None:
+    from dataclasses import replace as _replace
+
+    from reviewbot.core.prstate import PRStateRecords, parse_pr_state, render_pr_state
+
+    spot = "position 2 of 3 in train 1, car 4 (testing), about 12 min"
+    rec = PRStateRecords(
+        pr="gitea:acme/api#7",
+        pr_state="open",
+        head_sha="a" * 40,
+        author="alice",
+        decision="approve",
+        queue=spot,
+    )
+    body = render_pr_state(rec)
+    assert f"| Merge queue | {spot} |" in body
+    assert parse_pr_state(body).queue == spot
+    plain = render_pr_state(_replace(rec, queue=""))
+    assert "QUEUE:" not in plain and "Merge queue" not in plain
+    assert parse_pr_state(plain).queue == ""

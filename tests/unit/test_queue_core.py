@@ -219,6 +219,14 @@ def test_each_car_sits_on_the_cars_ahead() -> None:
     ]
 
 
+def test_a_car_built_into_the_last_free_slot_takes_a_batch_covering_the_backlog() -> None:
+    limits = CarLimits(per_train=4, global_budget=16, batch_max=8)
+    line = tuple(Car(i, (i,)) for i in range(1, 4))  # three cars in flight, one slot free
+    (car,) = plan_cars([10, 11, 12, 13, 14, 15], line, limits, in_flight_everywhere=3, next_id=4)
+    assert car.batch == (10, 11, 12, 13, 14, 15)
+    assert batch_size(6, limits, slots=1) == 6 and batch_size(6, limits) == 2
+
+
 def test_cars_in_flight_are_bounded_per_train_and_by_the_global_budget() -> None:
     limits = CarLimits(per_train=3, global_budget=4, batch_max=1)
     assert len(plan_cars(list(range(10)), (), limits, 0, 1)) == 3

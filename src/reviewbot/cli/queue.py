@@ -1,10 +1,12 @@
-"""``reviewbot queue enqueue|status|dequeue|run``: the merge queue from the command line.
+"""``reviewbot queue enqueue|status|dequeue|run|predict``: the merge queue from the command line.
 
 ``enqueue FORGE:OWNER/REPO#N [--head SHA]`` admits the PR into the queue of its base branch
 (at exactly SHA when given: a moved head is refused ``head_moved``) and runs one pass, which
 builds its car; ``status FORGE:OWNER/REPO [--base BRANCH]`` prints the entries and the cars in
 flight; ``dequeue FORGE:OWNER/REPO#N`` takes the PR out (``dequeued``); ``run
-FORGE:OWNER/REPO [--base BRANCH]`` runs one pass (CI results read, landings, new cars).
+FORGE:OWNER/REPO [--base BRANCH]`` runs one pass (CI results read, landings, new cars);
+``predict FORGE:OWNER/REPO --base BRANCH FILE...`` tells which queued PRs and trains a change
+to those files would overlap, before it is written (``-`` reads the paths from stdin).
 A refusal prints its code and exits with status 1. Uses the same settings and store as
 ``reviewbot serve``; every change is made under the base branch's merge lane.
 """
@@ -15,6 +17,8 @@ import argparse
 import asyncio
 import json
 import os
+import sys
+import time
 from typing import Any
 
 from reviewbot.cli import CommandError
@@ -40,6 +44,7 @@ def register(sub: Any) -> None:
         "dequeue": "reviewbot queue dequeue github:acme/api#7",
         "status": "reviewbot queue status github:acme/api --base main",
         "run": "reviewbot queue run gitea:acme/api",
+        "predict": "reviewbot queue predict gitea:acme/api --base main src/api/views.py",
     }
 
     def action_parser(name: str, text: str) -> argparse.ArgumentParser:
@@ -62,6 +67,11 @@ def register(sub: Any) -> None:
         action = action_parser(name, text)
         action.add_argument("repo", metavar="FORGE:OWNER/REPO")
         action.add_argument("--base", metavar="BRANCH", help="one base branch's queue")
+    predict = action_parser("predict", "which queued PRs and trains a change would overlap")
+    predict.add_argument("repo", metavar="FORGE:OWNER/REPO")
+    predict.add_argument("--base", metavar="BRANCH", required=True, help="its base branch")
+    predict.add_argument("files", nargs="+", metavar="FILE", help="paths; - reads stdin")
+    predict.set_defaults(func=_predict)
     for action in actions.choices.values():
         action.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.set_defaults(func=_queue)
@@ -76,6 +86,48 @@ def _queue(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         _show(args.queue_command, result)
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    """Read-only: the store's queued entries and the repository's rules, no lane taken."""
+    # Start-up cost: every command's module loads with `reviewbot --help`; these only here.
+    from reviewbot.core.errors import Refused
+    from reviewbot.runtime.queue.predict import MAX_FILES, predict, prediction_json
+    from reviewbot.store import repositories
+    from reviewbot.store.queue import QueueStore
+    from reviewbot.workflowdb.bootstrap import open_existing_store
+
+    try:
+        ref = RepoRef.parse(args.repo)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    files = [f for f in args.files if f != "-"]
+    if "-" in args.files:
+        files += [line.strip() for line in sys.stdin if line.strip()]
+    if not files or len(files) > MAX_FILES:
+        raise CommandError(f"give between 1 and {MAX_FILES} paths")
+    settings = load_settings()
+    require(effective_access(settings.db_access), DBAccess.READ)
+    db = open_existing_store(settings)  # read-only: never creates a store
+    try:
+        repo = repositories.resolve(db, ref.forge, ref.key)
+        store = QueueStore(db, time.time)
+        try:
+            found = predict(store, settings, ref.forge, repo, args.base, files)
+        except Refused as exc:
+            raise CommandError(f"{exc.code}: {exc}") from None
+    finally:
+        db.close()
+    if args.json:
+        print(json.dumps(prediction_json(found, ref.forge, repo, args.base), sort_keys=True))
+        return 0
+    serial = " (a serial path: it overlaps every entry)" if found.serial else ""
+    print(f"keys: {', '.join(found.keys) or 'none'}{serial}")
+    if found.independent:
+        print(f"no PR queued for {args.base} overlaps it: it would ride a train of its own")
+    for o in found.entries:
+        print(f"#{o.number} in train {o.train}: shares {', '.join(o.shared)}")
     return 0
 
 

@@ -7,7 +7,8 @@ the same text byte for byte, so an unchanged state needs no edit at all.
 Below the table for people, the comment ends with a fenced ``reviewbot-state`` block of
 ``KEY: value`` lines for agents (:func:`parse_pr_state` reads it back; :data:`BLOCK_KEYS`
 lists the keys in order). ``BLOCKER:`` and ``LEASE:`` repeat, one line each, after their
-counts ``BLOCKERS:`` and ``LEASES:``. Every value is one line: whitespace runs (newlines
+counts ``BLOCKERS:`` and ``LEASES:``; ``QUEUE:`` (the PR's merge-queue spot) is there
+only while the PR is queued. Every value is one line: whitespace runs (newlines
 included) become one space, and comment delimiters are broken up, so user text can neither
 end the block nor the marker. The epoch of a lease is never shown: the comment is public.
 
@@ -215,6 +216,8 @@ class PRStateRecords:
     # The PR's live facts (:func:`live_of`); ``None`` when they were not read, and then
     # MERGE_READY is "no": readiness is never guessed from the records.
     live: Live | None = None
+    # Its spot in the merge queue (:meth:`reviewbot.core.queue_spot.QueueSpot.line`), if queued.
+    queue: str = ""
 
 
 @dataclass(frozen=True)
@@ -390,6 +393,8 @@ def render_pr_state(rec: PRStateRecords) -> str:
     ]
     if rec.decision_detail:
         lines.append(f"| Detail | {_escape(rec.decision_detail)} |")
+    if rec.queue:
+        lines.append(f"| Merge queue | {_escape(rec.queue)} |")
     for key in sorted(rec.extra):
         lines.append(f"| {_escape(key)} | {_escape(rec.extra[key])} |")
     lines += ["", "**Blockers**", ""]
@@ -445,6 +450,7 @@ BLOCK_KEYS = (
     "LAST_UPDATED_AT",
     "WHAT_HAPPENED",
     "WHY",
+    "QUEUE",
 )
 # A LEASE line's fields, in order; what a lease records beyond these (its target branch and
 # SHA, session, issue, blocker) is shown as further ``name=value`` fields of the same line.
@@ -494,6 +500,7 @@ class PRStateView:
     last_updated_at: str = ""
     what_happened: str = ""
     why: str = ""
+    queue: str = ""  # its merge-queue spot; empty when it is in no queue
 
 
 def latest_change(changes: Sequence[Change]) -> Change | None:
@@ -535,6 +542,7 @@ def state_view(rec: PRStateRecords) -> PRStateView:
         last_updated_at=iso(last.at) if last else "",
         what_happened=one_line(last.what) if last else "",
         why=one_line(last.why) if last else "",
+        queue=one_line(rec.queue),
     )
 
 
@@ -585,8 +593,10 @@ def render_block(view: PRStateView) -> str:
         f"LAST_UPDATED_AT: {view.last_updated_at}",
         f"WHAT_HAPPENED: {view.what_happened}",
         f"WHY: {view.why}",
-        "```",
     ]
+    if view.queue:  # only a queued PR's block has the line
+        lines.append(f"QUEUE: {view.queue}")
+    lines.append("```")
     return "\n".join(lines)
 
 
@@ -635,4 +645,5 @@ def parse_pr_state(body: str) -> PRStateView:
         last_updated_at=single.get("LAST_UPDATED_AT", ""),
         what_happened=single.get("WHAT_HAPPENED", ""),
         why=single.get("WHY", ""),
+        queue=single.get("QUEUE", ""),
     )

@@ -164,3 +164,62 @@ def form_trains(entries: Sequence[Entry]) -> tuple[tuple[Entry, ...], ...]:
         tuple(sorted(members, key=lambda e: not e.priority))  # stable: keeps admission order
         for _, members in sorted(groups.items())
     )
+
+
+def keys_overlap(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Do two entries' keys overlap: a shared key, or a serial key on either side (it
+    overlaps every entry that touches anything)?"""
+    return bool(a & b) or (bool(a) and bool(b) and SERIAL_KEY in a | b)
+
+
+@dataclass(frozen=True)
+class QueuedEntry:
+    """An entry in the queue as a prediction sees it: its PR, keys and the train holding it
+    (the landing line included)."""
+
+    number: int
+    keys: frozenset[str]
+    train: str
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A queued entry a planned change would overlap, and the keys they share (the serial
+    key when either side touches a serial path and they share nothing else)."""
+
+    number: int
+    train: str
+    shared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a planned change would meet in the queue: its own keys, whether it touches a
+    serial path, the queued entries it overlaps (queue order) and the trains holding them
+    (first overlap first). No overlap: it would ride a train of its own."""
+
+    keys: tuple[str, ...]
+    serial: bool
+    entries: tuple[Overlap, ...]
+    trains: tuple[str, ...]
+
+    @property
+    def independent(self) -> bool:
+        return not self.entries
+
+
+def queue_predict(
+    files: Iterable[str], rules: KeyRules, queued: Sequence[QueuedEntry]
+) -> Prediction:
+    """Which of the ``queued`` entries (in queue order) and trains a change to ``files``
+    would overlap, by the repository's path groups and serial paths (``rules``); the change
+    is not written yet, so this is the question an author asks before writing code."""
+    keys = entry_keys(files, rules)
+    overlaps: list[Overlap] = []
+    for entry in queued:
+        if not keys_overlap(keys, entry.keys):
+            continue
+        shared = keys & entry.keys or frozenset({SERIAL_KEY})
+        overlaps.append(Overlap(entry.number, entry.train, tuple(sorted(shared))))
+    trains = tuple(dict.fromkeys(o.train for o in overlaps))
+    return Prediction(tuple(sorted(keys)), SERIAL_KEY in keys, tuple(overlaps), trains)

@@ -58,10 +58,12 @@ class CarLimits:
             raise ValueError("car limits must be at least 1")
 
 
-def batch_size(backlog: int, limits: CarLimits) -> int:
-    """Entries per car for a backlog of waiting entries: enough that the train's cars in
-    flight cover the backlog (ceil(backlog / per_train)), at least 1, at most batch_max."""
-    return max(1, min(limits.batch_max, math.ceil(backlog / limits.per_train)))
+def batch_size(backlog: int, limits: CarLimits, slots: int | None = None) -> int:
+    """Entries per car for a backlog of waiting entries: enough that ``slots`` new cars
+    (default: a whole train's, ``per_train``) cover the backlog (ceil(backlog / slots)), at
+    least 1, at most batch_max."""
+    cars = limits.per_train if slots is None else max(1, slots)
+    return max(1, min(limits.batch_max, math.ceil(backlog / cars)))
 
 
 def plan_cars(
@@ -76,7 +78,7 @@ def plan_cars(
     every train (this one's included). Each new car sits on the line's entries and the new
     cars before it; new cars are numbered from ``next_id``. Empty when a limit is reached."""
     slots = min(limits.per_train - len(line), limits.global_budget - in_flight_everywhere)
-    size = batch_size(len(waiting), limits)
+    size = batch_size(len(waiting), limits, slots)
     ahead = line[-1].entries if line else ()
     cars: list[Car] = []
     rest = tuple(waiting)

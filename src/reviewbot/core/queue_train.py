@@ -136,7 +136,7 @@ def plan(
     return state, tuple(BuildCar(car) for car in cars)
 
 
-def _queued(state: TrainState) -> set[int]:
+def queued(state: TrainState) -> set[int]:
     """Every entry the train holds: waiting, in a car, or held by a bisection."""
     cars = state.line + state.splits
     held = (n for b in state.bisections for n in b.held)
@@ -159,7 +159,7 @@ def step(state: TrainState, event: Event) -> tuple[TrainState, tuple[Action, ...
     """Apply one event; unknown cars (already cancelled) change nothing."""
     if isinstance(event, Enqueued):
         # An entry still in some car is taken back once that car has answered.
-        if event.number in _queued(state):
+        if event.number in queued(state):
             return state, ()
         # A PR that left or was ejected may come back (admitted again at its new head).
         state = replace(
@@ -286,3 +286,18 @@ def land(
     car = state.line[0]
     state = replace(state, line=state.line[1:], gone=state.gone | set(car.batch))
     return state, (FastForward(landing.sha, car.batch),)
+
+
+def release(state: TrainState, numbers: Iterable[int]) -> TrainState:
+    """``numbers`` move on from this train (they passed here; the landing line takes them,
+    :mod:`reviewbot.core.queue_board`): they no longer wait, nor are held by a bisection, and
+    are gone from the train. Cars already built with them are left alone."""
+    out = set(numbers)
+    return replace(
+        state,
+        waiting=tuple(n for n in state.waiting if n not in out),
+        bisections=tuple(
+            replace(b, held=tuple(n for n in b.held if n not in out)) for b in state.bisections
+        ),
+        gone=state.gone | out,
+    )

@@ -19,6 +19,7 @@ from reviewbot.store.after_merge import ActionRow
 from reviewbot.store.database import Database
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import StoredDelivery
+from reviewbot.store.queue import QueueEvent, QueueStore
 from reviewbot.store.refused_webhooks import RefusedWebhook
 from reviewbot.store.reviews import ReviewDecision, ReviewStore
 
@@ -107,12 +108,19 @@ class PullFacts:
     findings: tuple[Finding, ...] = ()
     # What the bot did after the merge (deleted the head branch, closed issues), oldest first.
     after_merge: tuple[ActionRow, ...] = ()
+    # Its merge-queue events and those of the cars that carried it, oldest first.
+    queue: tuple[QueueEvent, ...] = ()
 
     def text(self) -> str:
         text = explain_pull(self.shown, self.decisions, self.reviews, self.merge)
         if self.after_merge:
             lines = "\n".join("  " + r.line() for r in self.after_merge)
             text += f"\nAfter the merge:\n{lines}"
+        if self.queue:
+            if not self.known_outside_queue:
+                text = ""
+            text += ("\n" if text else "") + f"Merge queue events for {self.shown}, oldest first:\n"
+            text += "\n".join(explain_queue_event(event, indent="  ") for event in self.queue)
         if self.findings and self.reviews:
             head = self.reviews[0].head_sha[:12]
             text += f"\nExternal reviewers' findings at {head} ({len(self.findings)}):\n"
@@ -123,8 +131,12 @@ class PullFacts:
         return text
 
     @property
-    def known(self) -> bool:
+    def known_outside_queue(self) -> bool:
         return bool(self.decisions or self.reviews or self.merge is not None)
+
+    @property
+    def known(self) -> bool:
+        return self.known_outside_queue or bool(self.queue)
 
     def to_json(self, lease_history: list[dict[str, Any]]) -> dict[str, Any]:
         """The sections ``explain --json`` prints and the MCP tool answers."""
@@ -137,6 +149,7 @@ class PullFacts:
             "after_merge": self.after_merge_json(),
             "findings": self.findings_json(),
             "lease_history": lease_history,
+            "queue": [event.to_json() for event in self.queue],
         }
 
     def after_merge_json(self) -> list[dict[str, Any]]:
@@ -161,7 +174,47 @@ def pull_facts(db: Database, clock: Callable[[], float], pr: PullRef, limit: int
         else None
     )
     actions = tuple(after_merge.for_pull(db, pr.forge, pr.full_name, pr.number))
-    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or (), actions)
+    queue = queue_events(QueueStore(db, clock), pr, limit=QUEUE_EVENTS)
+    return PullFacts(pr, shown, rows, reviews, merge_of(db, pr), findings or (), actions, queue)
+
+
+# The newest this many events of each queue a PR was in are searched for its cars' events.
+QUEUE_EVENTS = 2000
+
+
+def queue_events(store: QueueStore, pr: PullRef, *, limit: int) -> tuple[QueueEvent, ...]:
+    """The PR's own queue events and those of every car that carried it (a car's build,
+    result and cancellation name no PR), oldest first."""
+    own = store.events_of_pull(pr.forge, pr.full_name, pr.number)
+    bases = sorted({e.base for e in own})
+    found = {e.id: e for e in own}
+    for base in bases:
+        cars = {
+            c.id
+            for c in store.cars(pr.forge, pr.full_name, base, live_only=False)
+            if pr.number in c.batch
+        }
+        for event in store.events(pr.forge, pr.full_name, base, limit=limit):
+            if event.number is None and event.car in cars:
+                found[event.id] = event
+    return tuple(found[i] for i in sorted(found))
+
+
+def explain_queue_event(event: QueueEvent, *, indent: str = "") -> str:
+    """One queue event: when, what, its reason code in plain words, and its evidence."""
+    where = f" car {event.car}" if event.car is not None else ""
+    at = f" at {event.sha[:12]}" if event.sha else ""
+    line = f"{indent}{when(event.at)}  {event.base}{where}: {event.kind.upper()}{at}"
+    if event.code:
+        plain = PLAIN_WORDS.get(event.code, event.code.replace("_", " "))
+        line += f"\n{indent}  - {plain} [{event.code}]"
+        line += f": {event.detail}" if event.detail else ""
+    elif event.detail:
+        line += f"\n{indent}  - {event.detail}"
+    evidence = ", ".join(f"{k}={v}" for k, v in sorted(event.evidence.items()))
+    if evidence:
+        line += f"\n{indent}    evidence: {evidence}"
+    return line
 
 
 def unknown_pull(settings: Settings, pr: PullRef) -> str:

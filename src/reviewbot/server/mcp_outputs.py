@@ -55,6 +55,7 @@ class CanonicalState(_Out):
     last_updated_at: str
     what_happened: str
     why: str
+    queue: str = ""  # the merge-queue spot, while queued
 
 
 class CapabilityBlocker(_Out):
@@ -155,8 +156,9 @@ class Leases(_Out):
 
 class Explained(_Out):
     """A delivery (delivery_id, status, decisions, the reviews and merges it led to, its
-    refusals) or a PR (decisions, reviews, merge, findings, lease_history): what reviewbot
-    explain prints, as GET /api/v1/deliveries/{id} and /decisions answer it."""
+    refusals) or a PR (decisions, reviews, merge, findings, lease_history, queue: its
+    merge-queue events with their reason codes): what reviewbot explain prints, as
+    GET /api/v1/deliveries/{id} and /decisions answer it."""
 
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -188,3 +190,22 @@ class QueueView(_Out):
     repo: str
     entries: list[dict[str, Any]]
     cars: list[dict[str, Any]]
+
+
+class QueueOverlap(_Out):
+    number: int
+    train: str
+    shared: list[str]
+
+
+class QueuePrediction(_Out):
+    """What a planned change would meet in a base branch's merge queue."""
+
+    forge: str
+    repo: str
+    base: str
+    keys: list[str]
+    serial: bool
+    independent: bool
+    overlaps: list[QueueOverlap]
+    trains: list[str]

@@ -236,8 +236,8 @@ async def explain_pull(
     }
     if forge and repo and number is not None:
         # For one PR, the sections `reviewbot explain` shows: review verdicts (what the
-        # checks said and what was posted), the merge, the reviewers' findings and the
-        # lease history.
+        # checks said and what was posted), the merge, the reviewers' findings, the lease
+        # history and its merge-queue events.
         reviews = ReviewStore(db, service.clock)
         verdicts = await db.run(reviews.decisions, forge, repo, number)
         answer["reviews"] = [v.to_json() for v in verdicts]
@@ -259,6 +259,7 @@ async def explain_pull(
             after_merge=facts.after_merge_json(),
             findings=facts.findings_json(),
             lease_history=history,
+            queue=[event.to_json() for event in facts.queue],
         )
         if not facts.known and not history:
             answer["note"] = unknown_pull(service.settings, pr)

@@ -1,32 +1,41 @@
 """The merge queue's calls, written once for the HTTP routes and the MCP tools.
 
-``POST /api/v1/queue/enqueue`` (scope ``merge``): admit a PR into the queue of its base
-branch, at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
-``POST /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it
-is in none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries
-and cars in flight. Each call checks its scope and the token's repository binding before
-anything is read, under the repository's current name.
+``POST /api/v1/queue/enqueue`` (scope ``merge``): admit a PR into the queue of its base branch,
+at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409); ``POST
+/api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it is in
+none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries and cars
+in flight; ``POST /api/v1/queue/predict`` (scope ``read``): which queued PRs and trains of a
+base branch a planned change to some files would overlap. Each call checks its scope and the
+token's repository binding before anything is read, under the repository's current name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reviewbot.core.errors import Refused
 from reviewbot.core.leases import check_full_sha
-from reviewbot.core.models import repo_key
+from reviewbot.core.models import FORGES, repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueDriver
+from reviewbot.runtime.queue.predict import MAX_FILES, MAX_PATH, prediction_json
+from reviewbot.runtime.queue.predict import predict as predict_in_store
 from reviewbot.server.actions import current_name, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
-from reviewbot.server.auth import authenticate, bound_target, check_binding, require_scope
+from reviewbot.server.auth import (
+    authenticate,
+    bound_target,
+    check_binding,
+    current_bound,
+    require_scope,
+)
 from reviewbot.server.body import as_model, read_model
-from reviewbot.server.mcp_outputs import QueueEntryOut, QueueView
+from reviewbot.server.mcp_outputs import QueueEntryOut, QueuePrediction, QueueView
 from reviewbot.server.mcp_registry import ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import PR_EXAMPLE
@@ -45,6 +54,27 @@ class EnqueueBody(PullBody):
     @classmethod
     def _full_sha(cls, value: str | None) -> str | None:
         return None if value is None else check_full_sha(value).lower()
+
+
+class PredictBody(BaseModel):
+    """A planned change: the repository, its base branch and the files it would touch."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
+    base: str = Field(min_length=1, max_length=255, description="the base branch, e.g. main")
+    files: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH)]] = Field(
+        min_length=1, max_length=MAX_FILES, description="paths the change would touch"
+    )
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        return repo_key(value)
+
+
+MAX_PREDICT_BODY = 1024 * 1024  # 5000 paths of about 200 bytes
 
 
 class QueueQuery(BaseModel):
@@ -123,6 +153,19 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     }
 
 
+async def predict(service: Service, info: TokenInfo, body: PredictBody) -> dict[str, Any]:
+    require_scope(info, "read")
+    if body.forge not in FORGES:
+        raise Refused(f"forge: unknown forge {body.forge[:20]!r}", code="invalid_request")
+    db = database(service)
+    body.repo = await current_bound(db, info, body.forge, body.repo)
+    store = _driver(service).store
+    found = await db.run(
+        predict_in_store, store, service.settings, body.forge, body.repo, body.base, body.files
+    )
+    return prediction_json(found, body.forge, body.repo, body.base)
+
+
 # --- MCP: registered in mcp_tools.py ---------------------------------------------------------
 
 
@@ -142,6 +185,15 @@ async def queue_status(env: ToolEnv, info: TokenInfo, args: QueueQuery) -> dict[
 async def queue_dequeue(env: ToolEnv, info: TokenInfo, args: PullBody) -> dict[str, Any]:
     """Take the PR out of its merge queue (reason dequeued); not_queued when it is in none."""
     return await dequeue(env.service, info, args)
+
+
+async def queue_predict(env: ToolEnv, info: TokenInfo, args: PredictBody) -> dict[str, Any]:
+    """Before writing code: which PRs queued for base (and which trains) a change to these
+    files would overlap, by the repository's path groups and serial paths. keys: the areas
+    the change touches; overlaps: each queued PR sharing one (number, train, shared keys);
+    independent: it overlaps none and would ride a train of its own. Same answer as
+    POST /api/v1/queue/predict."""
+    return await predict(env.service, info, args)
 
 
 @dataclass(frozen=True)
@@ -179,6 +231,20 @@ MCP_TOOLS = (
             "example": {"pr": PR_EXAMPLE},
         },
     ),
+    McpTool(
+        queue_predict,
+        {
+            "scope": "read",
+            "input": PredictBody,
+            "output": QueuePrediction,
+            "example": {
+                "forge": "gitea",
+                "repo": "acme/api",
+                "base": "main",
+                "files": ["src/api/views.py"],
+            },
+        },
+    ),
 )
 
 
@@ -190,6 +256,7 @@ def routes() -> list[tuple[str, str, Any]]:
         ("POST", "/api/v1/queue/enqueue", api_enqueue),
         ("POST", "/api/v1/queue/dequeue", api_dequeue),
         ("GET", "/api/v1/queue", api_status),
+        ("POST", "/api/v1/queue/predict", api_predict),
     ]
 
 
@@ -218,3 +285,9 @@ async def api_status(request: web.Request) -> web.Response:
         whole="query",
     )
     return web.json_response(await status(request.app[SERVICE], info, query))
+
+
+async def api_predict(request: web.Request) -> web.Response:
+    info = await authenticate(request, "read")
+    body = await read_model(request, PredictBody, MAX_PREDICT_BODY)
+    return web.json_response(await predict(request.app[SERVICE], info, body))

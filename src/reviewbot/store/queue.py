@@ -556,6 +556,28 @@ class QueueStore(OnDatabase):
             )
         return [QueueRef(str(r["forge"]), str(r["repo"]), str(r["base"])) for r in rows]
 
+    def finished_durations(self, forge: str, repo: str, base: str, *, limit: int) -> list[float]:
+        """How long the newest ``limit`` cars whose CI answered took, from push to answer
+        (seconds, oldest first): what the faces estimate a car's CI time from."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT created_at, updated_at FROM queue_cars WHERE forge = ? AND repo = ?"
+                " AND base = ? AND tested_sha IS NOT NULL AND status IN (?, ?, ?, ?, ?)"
+                " ORDER BY id DESC LIMIT ?",
+                (
+                    forge,
+                    repo_key(repo),
+                    base,
+                    CarState.GREEN.value,
+                    CarState.LANDED.value,
+                    CarState.PASSED.value,
+                    CarState.FAILED.value,
+                    CarState.TIMED_OUT.value,
+                    max(1, limit),
+                ),
+            )
+        return [float(r["updated_at"]) - float(r["created_at"]) for r in reversed(rows)]
+
     def events_of_pull(self, forge: str, repo: str, number: int) -> list[QueueEvent]:
         """Every queue event of a PR, oldest first."""
         with self.db.read() as tx:

@@ -126,6 +126,30 @@ StageRecord = DecisionRecord | ReviewDecision | MergeRow | HistoryEntry
 
 
 @dataclass(frozen=True)
+class CarRow:
+    """A merge-queue car in flight: the PRs it adds, its status and tested commit."""
+
+    car: int
+    batch: tuple[int, ...]
+    status: str
+    tested_sha: str | None
+    since: float
+
+
+@dataclass(frozen=True)
+class TrainRow:
+    """One train of a base branch's merge queue: its PRs in admission order (hotfixes
+    first) and its cars in flight, oldest first."""
+
+    forge: str
+    repo: str
+    base: str
+    train: str
+    queued: tuple[int, ...]
+    cars: tuple[CarRow, ...]
+
+
+@dataclass(frozen=True)
 class Activity:
     """One row of the page's timeline of every stage, newest first."""
 
@@ -147,6 +171,7 @@ class StatusSnapshot:
     runs: list[RunRow] = field(default_factory=list)
     display: dict[tuple[str, str], str] = field(default_factory=dict)
     activity: list[Activity] = field(default_factory=list)
+    trains: list[TrainRow] = field(default_factory=list)
 
     def name(self, forge: str, repo: str) -> str:
         return self.display.get((forge, repo), repo)
@@ -174,7 +199,49 @@ def snapshot(db: Database, scope: Scope, now: float, limit: int = LIMIT) -> Stat
             runs=_runs(tx, scope, limit),
             display=display,
             activity=_activity(tx, scope, limit, gates, merges),
+            trains=_trains(tx, scope, limit),
         )
+
+
+def _trains(tx: Tx, scope: Scope, limit: int) -> list[TrainRow]:
+    """The merge queues' trains with a queued PR or a car in flight (at most ``limit``)."""
+    cond, params = scope.where()
+    entries = tx.all(
+        f"SELECT forge, repo, base, train, number, priority FROM queue_entries WHERE {cond}"
+        " AND state = 'queued' ORDER BY id",
+        params,
+    )
+    cars = tx.all(
+        f"SELECT forge, repo, base, train, car, batch, status, tested_sha, created_at"
+        f" FROM queue_cars WHERE {cond} AND status IN ('building', 'testing', 'green')"
+        " ORDER BY id",
+        params,
+    )
+    queued: dict[tuple[str, str, str, str], list[tuple[bool, int]]] = {}
+    for r in entries:
+        key = (str(r["forge"]), str(r["repo"]), str(r["base"]), str(r["train"]))
+        queued.setdefault(key, []).append((not r["priority"], int(r["number"])))
+    flying: dict[tuple[str, str, str, str], list[CarRow]] = {}
+    for r in cars:
+        key = (str(r["forge"]), str(r["repo"]), str(r["base"]), str(r["train"]))
+        flying.setdefault(key, []).append(
+            CarRow(
+                int(r["car"]),
+                tuple(int(n) for n in json.loads(r["batch"])),
+                str(r["status"]),
+                r["tested_sha"],
+                float(r["created_at"]),
+            )
+        )
+    keys = sorted(set(queued) | set(flying))[:limit]
+    return [
+        TrainRow(
+            *key,
+            queued=tuple(n for _, n in sorted(queued.get(key, []), key=lambda x: x[0])),
+            cars=tuple(flying.get(key, [])),
+        )
+        for key in keys
+    ]
 
 
 def _activity(

@@ -23,6 +23,7 @@ NESTED = [
     ("/api/v1/merges", DEEP_LIST, "invalid_request"),
     ("/api/v1/queue/enqueue", DEEP_LIST, "invalid_request"),
     ("/api/v1/queue/dequeue", DEEP_LIST, "invalid_request"),
+    ("/api/v1/queue/predict", DEEP_LIST, "invalid_request"),
     ("/api/v1/tools/query_workflow_db", DEEP_LIST, "invalid_body"),
     ("/api/v1/tools/query_workflow_db", DEEP_OBJECT, "invalid_body"),
 ]
@@ -48,6 +49,7 @@ TOKEN_ROUTES = [
     ("/api/v1/leases/acquire", "lease"),
     ("/api/v1/merges", "merge"),
     ("/api/v1/queue/enqueue", "merge"),
+    ("/api/v1/queue/predict", "read"),
     ("/api/v1/tools/query_workflow_db", "db:read"),
 ]
 

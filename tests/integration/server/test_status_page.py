@@ -533,3 +533,48 @@ async def test_a_real_server_shows_why_it_rejected_a_pull_and_what_it_merged(
             trail = _section(page, "lease-history")
             assert "reviewer lease, epoch" in trail and "reviewed" in trail
             assert "Lease history for gitea:acme/api#" in page  # the text form, as explain
+
+
+def seed_merge_queue(db: SQLiteDatabase, base: str) -> None:
+    """gitea:acme/api's queue on ``base``: #7 then the hotfix #9 in train 1 (a car holds #9),
+    #8 in train 2; gitea:acme/web's queue holds #5."""
+    from reviewbot.store import lanes
+    from reviewbot.store.lanes import LaneHold
+    from reviewbot.store.queue import CarState, QueueRef, QueueStore
+
+    store = QueueStore(db, lambda: NOW)
+    for ref, rows in (
+        (QueueRef("gitea", "acme/api", base), [(7, "1", False), (9, "1", True), (8, "2", False)]),
+        (QueueRef("gitea", "acme/web", base), [(5, "1", False)]),
+    ):
+        hold = lanes.try_acquire(db, ref.lane, "status-test", 600.0, NOW)
+        assert isinstance(hold, LaneHold)
+        with store.fenced(ref, hold) as w:
+            for number, train, priority in rows:
+                w.enqueue(number, "a" * 40, ["src"], train, priority=priority)
+            car = w.add_car("1", 3, [rows[0][0]], [], f"reviewbot/queue/{base}/1-3")
+            w.update_car(car, CarState.TESTING, base_sha="a" * 40, tested_sha="c0ffee" + "0" * 34)
+
+
+async def test_the_status_page_lists_each_queue_s_trains_and_cars(browser: Browser) -> None:
+    seed_merge_queue(browser.db, f"main{XSS}")
+    await browser.sign_in(browser.token("read"))
+    page = await browser.get("/")
+    assert page.status == 200
+    section = page.text[page.text.index('<section id="merge-queue">') :]
+    section = section[: section.index("</section>")]
+    assert "<h2>Merge queue</h2>" in section
+    assert XSS not in page.text and "main&lt;script&gt;" in section  # the base is escaped
+    first = section.index("gitea:acme/api")
+    api = section[first : section.index("</tr>", first)]
+    # the hotfix first, then admission order; the car with its status and tested commit
+    assert api.index("#9</a>") < api.index("#7</a>")
+    assert "car 3:" in api and "testing" in api and "c0ffee000000" in api
+    assert "gitea:acme/web" in section
+
+    # a token bound to one repository sees only that repository's queue
+    browser.cookies.clear()
+    await browser.sign_in(browser.token("read", repo="gitea:acme/web"))
+    page = await browser.get("/")
+    section = page.text[page.text.index('<section id="merge-queue">') :]
+    assert "gitea:acme/web" in section and "gitea:acme/api" not in section

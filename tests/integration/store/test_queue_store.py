@@ -119,3 +119,25 @@ def test_a_pr_has_one_queued_entry_at_a_time(db: Database) -> None:
         "left",
         "queued",
     ]
+
+
+def test_finished_durations_are_the_newest_answered_cars_from_push_to_answer(
+    db: Database,
+) -> None:
+    clock = FakeClock(T0)
+    store = QueueStore(db, clock)
+    hold = lanes.try_acquire(db, QUEUE.lane, "replica-1", 7200.0, clock())
+    assert isinstance(hold, LaneHold)
+    for minutes, status in ((10, CarState.GREEN), (20, CarState.FAILED), (30, CarState.LANDED)):
+        with store.fenced(QUEUE, hold) as w:
+            car = w.add_car("t1", minutes, [minutes], [], f"reviewbot/queue/main/1-{minutes}")
+        clock.advance(minutes * 60)
+        with store.fenced(QUEUE, hold) as w:
+            w.update_car(car, status, base_sha=HEAD, tested_sha=TESTED)
+    with store.fenced(QUEUE, hold) as w:  # still testing, and cancelled: no answer
+        testing = w.add_car("t1", 40, [40], [], "reviewbot/queue/main/1-40")
+        w.update_car(testing, CarState.TESTING, base_sha=HEAD, tested_sha=TESTED)
+        w.add_car("t1", 41, [41], [], "reviewbot/queue/main/1-41")
+    assert store.finished_durations("github", "ACME/api", "main", limit=5) == [600, 1200, 1800]
+    assert store.finished_durations("github", "acme/api", "main", limit=2) == [1200, 1800]
+    assert store.finished_durations("github", "acme/api", "release", limit=5) == []

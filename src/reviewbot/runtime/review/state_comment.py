@@ -29,8 +29,10 @@ from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFound
 from reviewbot.runtime.merge.facts import configured_checks, read_readiness_facts
 from reviewbot.runtime.pull_locks import PullLocks
+from reviewbot.runtime.queue.spot import queue_line
 from reviewbot.runtime.review.outbox import ReviewerLeases
 from reviewbot.store import repositories
+from reviewbot.store.queue import QueueStore
 from reviewbot.store.review_outbox import OutboxRow, OutboxStore
 from reviewbot.store.reviews import ReviewDecision, ReviewStore, body_sha256
 from reviewbot.store.state_comments import StateCommentStore
@@ -169,6 +171,10 @@ class StateComments:
         rules = self.settings.rules_for(RepoRef.parse(repo, forge=forge))
         configured = configured_checks(self.settings, forge, repo)
         live = None if facts is None else live_of(facts, configured, bot_login)
+        queue = ""
+        if rules is not None:
+            store = QueueStore(self.store.db, self.store.clock)
+            queue = queue_line(store, rules.merge_queue, forge, repo, number, self.store.clock())
         records = PRStateRecords(
             pr=f"{forge}:{repositories.display_name(self.store.db, forge, repo)}#{number}",
             pr_state=pr_state,
@@ -185,6 +191,7 @@ class StateComments:
             draft=draft,
             changes=self._changes(forge, repo, number, latest, rows),
             live=live,
+            queue=queue,
         )
         return render_pr_state(records)
 

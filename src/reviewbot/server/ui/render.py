@@ -143,6 +143,31 @@ def merges_section(snapshot: StatusSnapshot, now: float, lead: str = "") -> str:
     return f'<section id="merges"><h2>Recent merges</h2>{shown}</section>'
 
 
+def trains_section(snapshot: StatusSnapshot, now: float) -> str:
+    """Each merge queue's trains: their queued PRs and their cars in flight."""
+    rows = []
+    for t in snapshot.trains:
+        queued = " ".join(pr_link(snapshot, t.forge, t.repo, n) for n in t.queued)
+        cars = "<br>".join(
+            f"car {e(c.car)}: {badge(c.status)} "
+            + " ".join(f"#{e(n)}" for n in c.batch)
+            + (f" at <code>{e(short(c.tested_sha))}</code>" if c.tested_sha else "")
+            + f", {time_tag(c.since, now)}"
+            for c in t.cars
+        )
+        where = f"{t.forge}:{snapshot.name(t.forge, t.repo)} {t.base}"
+        rows.append((e(where), e(t.train), queued or "none", cars or "none"))
+    heads = ("queue", "train", "queued", "cars in flight")
+    shown = table(heads, rows, "No merge queue holds a pull request.")
+    return (
+        '<section id="merge-queue"><h2>Merge queue</h2>'
+        '<p class="note">Each base branch\'s trains: the pull requests queued in them, first '
+        "to land first, and the cars being tested (a car is the base plus the cars ahead "
+        "plus its pull requests).</p>"
+        f"{shown}</section>"
+    )
+
+
 def runs_section(snapshot: StatusSnapshot, now: float) -> str:
     rows = [
         (
@@ -177,6 +202,7 @@ def render_status(view: StatusView) -> str:
             pulls_section(snap),
             decisions_section(snap, now),
             leases_section(snap, now),
+            trains_section(snap, now),
             merges_section(snap, now),
             runs_section(snap, now),
         ]

@@ -31,6 +31,7 @@ READ_TOOLS = {
     "runtime",
     "whoami",
     "queue_status",
+    "queue_predict",
 }
 
 

@@ -122,7 +122,7 @@ async def test_a_bound_token_and_a_revoked_one_over_stdio(local: Local, sim: Sim
                           "worker_heartbeat", "acquire_lease", "heartbeat_lease",
                           "release_lease", "resolve_capability", "lease_history",
                           "runtime", "whoami", "watch_pr", "leave_lease_line",
-                          "queue_status"}  # fmt: skip
+                          "queue_status", "queue_predict"}  # fmt: skip
         identity = ok(
             await call(client, "register_worker", name="b", client="t", session_id="s", role="m")
         )["worker_identity"]

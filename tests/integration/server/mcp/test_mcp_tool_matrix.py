@@ -74,6 +74,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "queue_enqueue": ("POST", "/api/v1/queue/enqueue"),
     "queue_status": ("GET", "/api/v1/queue"),
     "queue_dequeue": ("POST", "/api/v1/queue/dequeue"),
+    "queue_predict": ("POST", "/api/v1/queue/predict"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 

@@ -1,0 +1,30 @@
+"""A queued PR's spot for the faces (the PR state comment, the status answers), read from the
+queue's store: :func:`reviewbot.core.queue_spot.queue_spot` over its entries and cars in
+flight, with the queue's typical CI duration from its recently finished cars."""
+
+from __future__ import annotations
+
+from reviewbot.config import QueueRules
+from reviewbot.core.queue_spot import RECENT_CARS, SpotCar, SpotEntry, queue_spot, typical_ci_s
+from reviewbot.store.queue import QueueStore
+
+
+def queue_line(
+    store: QueueStore, rules: QueueRules, forge: str, repo: str, number: int, now: float
+) -> str:
+    """``position 2 of 5 in train 3, car 4 (testing), about 12 min``; empty when not queued."""
+    entry = store.entry_of(forge, repo, number)
+    if entry is None:
+        return ""
+    entries = store.entries(forge, repo, entry.base)
+    cars = store.cars(forge, repo, entry.base)
+    durations = store.finished_durations(forge, repo, entry.base, limit=RECENT_CARS)
+    spot = queue_spot(
+        number,
+        [SpotEntry(e.number, e.train, e.priority) for e in entries],
+        [SpotCar(c.train, c.car, c.batch, c.status, c.created_at) for c in cars],
+        now=now,
+        ci_s=typical_ci_s(durations),
+        cars_per_train=rules.cars_per_train,
+    )
+    return spot.line() if spot is not None else ""
