@@ -127,11 +127,18 @@ async def test_two_replicas_merge_into_one_branch_one_at_a_time(
         ]
         merged_by_call = [int(r.path.split("/")[-2]) for _, r in calls]
         assert merged_by_call == numbers  # in order, each PR's merge sent exactly once
-        # ... and the second PR was read again between the two merge calls.
+        # ... and the second PR was read again between the two merge calls (over REST, or by
+        # GitHub's one GraphQL read of the pull).
         (first_i, _), (second_i, _) = calls
         reread = [
             r
             for r in sim.requests[first_i + 1 : second_i]
-            if r.method == "GET" and r.path == f"/repos/{REPO}/pulls/{numbers[1]}"
+            if (r.method == "GET" and r.path == f"/repos/{REPO}/pulls/{numbers[1]}")
+            or (
+                r.method == "POST"
+                and r.path == "/graphql"
+                and isinstance(r.body, dict)
+                and (r.body.get("variables") or {}).get("number") == numbers[1]
+            )
         ]
         assert reread, "the second PR was not checked again after the first merge"
