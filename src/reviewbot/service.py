@@ -472,7 +472,7 @@ class Service:
             parity=self.parity,
             after_merge=AfterMerge(self.settings, self.forges, db, self.clock),
         )
-        queue = self._queue_driver(db)
+        queue = self._queue_driver(db, comments)
         if Parts.AUTOMERGE not in self.parts:
             return MergeParts(merger, merges, None, None, self.leases, queue)
         worker = await self._register(MERGER_NAME, "merger")
@@ -480,12 +480,19 @@ class Service:
         automerge = AutoMerger(self.settings, self.forges, merger, self.leases, worker, self.lanes)
         return MergeParts(merger, merges, automerge, worker, self.leases, queue)
 
-    def _queue_driver(self, db: Database) -> QueueDriver | None:
+    def _queue_driver(self, db: Database, comments: StateComments | None) -> QueueDriver | None:
         """The merge queue, where this process holds lanes; it hears statuses and checks
-        on every configured repository's queue branches."""
+        on every configured repository's queue branches, and re-syncs a PR's state comment
+        when its spot in a queue changes."""
         if self.lanes is None:
             return None
-        driver = QueueDriver(self.settings, self.forges, QueueStore(db, self.clock), self.lanes)
+        driver = QueueDriver(
+            self.settings,
+            self.forges,
+            QueueStore(db, self.clock),
+            self.lanes,
+            state_comment=comments.sync if comments is not None else None,
+        )
         driver.listen(self.listeners)
         return driver
 

@@ -74,6 +74,7 @@ class EventKind(StrEnum):
     CAR_TIMED_OUT = "car_timed_out"
     CAR_CANCELLED = "car_cancelled"
     EJECTED = "ejected"
+    PROMOTED = "promoted"  # passed its train: joins the landing line
     LANDED = "landed"
     MERGED = "merged"  # a PR of a landed car marked merged on the forge
 

@@ -38,12 +38,18 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.queue.cars import BRANCH_PREFIX
 from reviewbot.runtime.queue.session import LaneLost, PassReport, QueueSession, key_rules
+from reviewbot.runtime.queue.spot import queue_spots
 from reviewbot.store.queue import QueueEntry, QueueRef, QueueStore
 
 log = logging.getLogger(__name__)
 
 LANE_WAIT_S = 60.0
 LISTENER = "reviewbot-queue"
+
+# forge, repo, number: re-sync that PR's state comment.
+StateCommentSync = Callable[[str, str, int], Awaitable[object]]
+# A spot as the state comment shows it, less its estimate (which moves with the clock).
+SpotKey = tuple[str, int, int, int | None, str | None]
 
 T = TypeVar("T")
 
@@ -74,9 +80,11 @@ class QueueDriver:
         *,
         wait_s: float = LANE_WAIT_S,
         autorun: bool = True,
+        state_comment: StateCommentSync | None = None,
     ) -> None:
         """``autorun`` False: no pass starts by itself (:meth:`kick` does nothing); the
-        caller runs them (:meth:`run`, :meth:`sweep`)."""
+        caller runs them (:meth:`run`, :meth:`sweep`). ``state_comment``: re-syncs a PR's
+        state comment (its QUEUE line) after a change to the queue moved its spot."""
         self.settings = settings
         self.autorun = autorun
         self.forges = forges
@@ -89,6 +97,8 @@ class QueueDriver:
         self._listeners: CommitListeners | None = None
         self._watched: set[tuple[str, str]] = set()
         self._shas: dict[tuple[str, str, str], dict[str, Registration]] = {}
+        self.state_comment = state_comment
+        self._spots: dict[tuple[str, str, str], dict[int, SpotKey]] = {}
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -380,8 +390,29 @@ class QueueDriver:
             )
             await session.load()
             try:
-                return await work(session)
+                done = await work(session)
             except LaneLost:
                 raise QueueRefused(
                     f"the lane {queue.lane} was lost mid-pass", code=ReasonCode.LANE_LOST
                 ) from None
+        await self._spots_moved(queue, rules)
+        return done
+
+    async def _spots_moved(self, queue: QueueRef, rules: RepoRules) -> None:
+        """Re-sync the state comment of each PR whose spot changed since this process last
+        looked (it joined, moved up, got a car, was promoted, landed or left)."""
+        if self.state_comment is None:
+            return
+        spots = await self.store.run(
+            queue_spots, self.store, rules.merge_queue, *queue.key, self.clock()
+        )
+        now = {n: (s.train, s.position, s.of, s.car, s.car_status) for n, s in spots.items()}
+        before = self._spots.get(queue.key, {})
+        self._spots[queue.key] = now
+        for number in sorted(set(before) | set(now)):
+            if before.get(number) == now.get(number):
+                continue
+            try:
+                await self.state_comment(queue.forge, queue.repo, number)
+            except Exception:  # the queue moved on; the comment catches up on the next event
+                log.warning("queue %s: re-syncing #%s failed", queue.lane, number, exc_info=True)

@@ -13,10 +13,18 @@ next pass resumes from:
 - the CI of a car is read from the forge on every pass, so a lost webhook costs nothing but
   the wait until the next pass.
 
+The queue runs as the board of :mod:`reviewbot.core.queue_board`: the trains test their
+entries in parallel, and a train's first car that passes is *promoted*: its entries join the
+landing line (the train named :data:`LANDING`), one more train whose cars are the base plus
+the landing cars ahead plus a batch of promoted entries. Only the landing line's first green
+car lands, so one landing carries the work of several trains and a landing never makes
+another landing car stale. A train's green car lands directly instead when the landing line
+is empty and its tested commit is still a fast-forward of the base.
+
 The base moves only by :meth:`RefOps.fast_forward` to a green car's tested commit, so the
-merged commit is the tested commit. Another train's landing makes a car's base stale; the
-core answers ``base_moved`` and the train's cars are rebuilt on the new base and retested,
-unless the rules allow an untested landing of a car disjoint from what landed
+merged commit is the tested commit. A train's green car whose base moved (another train
+landed) is promoted and tested again in the landing line, unless the landing line is empty
+and the rules allow an untested landing of a car disjoint from what landed
 (:func:`~reviewbot.core.queue_cars.may_land_rebased`): it then lands as a merge of the new
 base and its tested commit, and its ``landed`` event records both commits.
 """
@@ -50,7 +58,7 @@ from reviewbot.core.queue_cars import (
     Left,
     may_land_rebased,
 )
-from reviewbot.core.queue_train import TrainState, land, plan, step
+from reviewbot.core.queue_train import TrainState, land, plan, queued, release, step
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, NotFastForward, NotFound
@@ -72,6 +80,8 @@ from reviewbot.store.queue import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+LANDING = "landing"  # the landing line's train name (the trains are named t<entry id>)
 
 
 class LaneLost(errors.ReviewbotError):
@@ -187,7 +197,7 @@ class QueueSession:
     def train_for(self, keys: frozenset[str]) -> tuple[Train | None, list[Train]]:
         """The train an entry with ``keys`` joins and the other trains it overlaps (which
         merge into that one); no train when it overlaps none."""
-        touching = [t for t in self.trains.values() if overlaps(t.keys, keys)]
+        touching = [t for t in self.trains.values() if t.name != LANDING and overlaps(t.keys, keys)]
         return (touching[0], touching[1:]) if touching else (None, [])
 
     async def enqueue(self, entry: Entry) -> str:
@@ -276,18 +286,24 @@ class QueueSession:
 
     # -- one pass ----------------------------------------------------------------------------
 
+    def _order(self) -> list[str]:
+        """The landing line first (it lands before any train may land directly), then the
+        trains in the order they were formed."""
+        return sorted(self.trains, key=lambda name: (name != LANDING, name))
+
     async def run_pass(self) -> PassReport:
-        """Every train: resume cars left half-built, read CI, land, plan new cars."""
+        """The landing line, then every train: resume cars left half-built, read CI, land or
+        promote; then plan new cars, the landing line first."""
         self.protection = await self.forge.required_checks(self.queue.repo, self.queue.base)
         await self._adopt_orphans()
-        for name in list(self.trains):
+        for name in self._order():
             train = self.trains.get(name)
             if train is None:
                 continue
             await self._resume_builds(train)
             await self._read_ci(train)
             await self._land(train)
-        for name in list(self.trains):
+        for name in self._order():
             train = self.trains.get(name)
             if train is None:
                 continue
@@ -301,6 +317,8 @@ class QueueSession:
         entries all landed or left stops drawing new entries into it."""
         changed = False
         for train in self.trains.values():
+            if train.name == LANDING:
+                continue  # it draws no entries: they are promoted into it
             keys = {k for e in self.entries.values() if e.train == train.name for k in e.keys}
             if keys and keys != train.keys:
                 train.keys, train.dirty, changed = keys, True, True
@@ -313,7 +331,8 @@ class QueueSession:
         for number, entry in sorted(self.entries.items(), key=lambda item: item[1].id):
             if entry.train in self.trains:
                 continue
-            train = Train(entry.train, set(entry.keys), TrainState(), dirty=True)
+            keys = set() if entry.train == LANDING else set(entry.keys)
+            train = Train(entry.train, keys, TrainState(), dirty=True)
             train.state, _ = step(train.state, Enqueued(number, entry.priority))
             self.trains[entry.train] = train
 
@@ -519,6 +538,13 @@ class QueueSession:
 
         # A half of a failed batch only tells which half failed: it is done once it passed.
         status = CarState.GREEN if row.split_of is None else CarState.PASSED
+        # A train's half that passed was tested on the base plus the entries ahead of it: its
+        # entries passed their train and are promoted at once rather than tested again.
+        moving: tuple[int, ...] = ()
+        if row.split_of is not None and train.name != LANDING:
+            moving = tuple(n for n in row.batch if n in queued(train.state))
+            train.state = release(train.state, moving)
+            self._enter_landing(moving)
 
         def record(w: QueueWriter) -> None:
             w.update_car(row.id, status)
@@ -529,8 +555,10 @@ class QueueSession:
                 sha=row.tested_sha,
                 code=ReasonCode.CHECKS_PASSED,
             )
+            self._record_promotion(w, f"{train.name}-{row.car}", row, moving)
 
         await self.write(record)
+        self._moved_to_landing(moving)
         self.car_rows[(train.name, row.car)] = _with_status(row, status)
         await self.perform(train, actions)
         if row.split_of is not None:
@@ -599,9 +627,16 @@ class QueueSession:
             await self._delete_branch(branch)
         return merged.sha
 
+    def _landing_busy(self) -> bool:
+        """Does the landing line hold entries (a train's car may then not land directly)?"""
+        line = self.trains.get(LANDING)
+        return line is not None and bool(queued(line.state))
+
     async def _land(self, train: Train) -> None:
         """Land the train's first car while it is green, at exactly its tested commit (or,
-        where the rules allow it, as an untested merge of a moved base and that commit)."""
+        where the rules allow it, as an untested merge of a moved base and that commit).
+        A train's car lands only while the landing line is empty; otherwise, or when the
+        base moved under it, it is promoted into the landing line (:meth:`_promote`)."""
         while train.state.line and train.state.line[0].status is CarStatus.GREEN:
             car = train.state.line[0]
             assert car.tested_sha is not None
@@ -610,7 +645,14 @@ class QueueSession:
             if not landed_already and not await self._entries_unchanged(train, car):
                 continue  # an entry left; its cars are rebuilt
             ancestor = landed_already or await self._is_ancestor(self.tip, car.tested_sha)
-            rebased = None if ancestor else await self._rebased(train, car)
+            direct = train.name == LANDING or landed_already or not self._landing_busy()
+            rebased = None
+            if direct and not ancestor and train.name != LANDING:
+                rebased = await self._rebased(train, car)
+            lands = landed_already or (direct and (ancestor or rebased is not None))
+            if train.name != LANDING and not lands:
+                await self._promote(train, car)
+                continue
             facts = LandingFacts(base_is_ancestor_of_tested=ancestor or rebased is not None)
             state, actions = land(train.state, car.id, facts)
             forward = next((a for a in actions if isinstance(a, FastForward)), None)
@@ -642,6 +684,62 @@ class QueueSession:
             train.state = state
             train.dirty = True
             await self._record_landing(train, car, forward, target)
+
+    async def _promote(self, train: Train, car: Car) -> None:
+        """The train's first car passed but may not land now: its entries passed their train
+        and join the landing line, where they are tested on the base and the landing cars
+        ahead, and land with them (:mod:`reviewbot.core.queue_board`)."""
+        state, actions = land(train.state, car.id, LandingFacts(base_is_ancestor_of_tested=True))
+        forward = next(a for a in actions if isinstance(a, FastForward))
+        train.state = state
+        train.dirty = True
+        self._enter_landing(forward.merged)
+        row = self.car_rows.get((train.name, car.id))
+
+        def record(w: QueueWriter) -> None:
+            if row is not None:
+                w.update_car(row.id, CarState.PASSED)
+            self._record_promotion(w, f"{train.name}-{car.id}", row, forward.merged)
+
+        await self.write(record)
+        self._moved_to_landing(forward.merged)
+        self.car_rows.pop((train.name, car.id), None)
+        if row is not None:
+            await self._delete_branch(row.branch)
+
+    def _enter_landing(self, numbers: Iterable[int]) -> None:
+        """``numbers`` wait in the landing line (made when it has none), hotfixes first."""
+        line = self.trains.get(LANDING)
+        if line is None:
+            line = self.trains[LANDING] = Train(LANDING, set(), TrainState())
+        for number in numbers:
+            entry = self.entries.get(number)
+            priority = entry.priority if entry is not None else False
+            line.state, _ = step(line.state, Enqueued(number, priority))
+            line.dirty = True
+
+    @staticmethod
+    def _record_promotion(
+        w: QueueWriter, car: str, row: QueueCar | None, numbers: Iterable[int]
+    ) -> None:
+        for number in numbers:
+            w.update_entry(number, train=LANDING)
+            sha = row.tested_sha if row is not None else None
+            w.event(
+                EventKind.PROMOTED,
+                f"#{number} passed car {car}"
+                + (f" at {sha[:12]}" if sha else "")
+                + ": it joins the landing line",
+                number=number,
+                car=row.id if row is not None else None,
+                sha=sha,
+            )
+
+    def _moved_to_landing(self, numbers: Iterable[int]) -> None:
+        for number in numbers:
+            entry = self.entries.get(number)
+            if entry is not None:
+                self.entries[number] = replace(entry, train=LANDING)
 
     async def _entries_unchanged(self, train: Train, car: Car) -> bool:
         """Each PR the car lands is still open at its pinned head; one that is not leaves."""

@@ -5,8 +5,39 @@ flight, with the queue's typical CI duration from its recently finished cars."""
 from __future__ import annotations
 
 from reviewbot.config import QueueRules
-from reviewbot.core.queue_spot import RECENT_CARS, SpotCar, SpotEntry, queue_spot, typical_ci_s
+from reviewbot.core.queue_spot import (
+    RECENT_CARS,
+    QueueSpot,
+    SpotCar,
+    SpotEntry,
+    queue_spot,
+    typical_ci_s,
+)
 from reviewbot.store.queue import QueueStore
+
+
+def queue_spots(
+    store: QueueStore, rules: QueueRules, forge: str, repo: str, base: str, now: float
+) -> dict[int, QueueSpot]:
+    """The spot of every PR queued on ``base``, by number."""
+    entries = store.entries(forge, repo, base)
+    cars = store.cars(forge, repo, base)
+    durations = store.finished_durations(forge, repo, base, limit=RECENT_CARS)
+    listed = [SpotEntry(e.number, e.train, e.priority) for e in entries]
+    in_flight = [SpotCar(c.train, c.car, c.batch, c.status, c.created_at) for c in cars]
+    ci_s = typical_ci_s(durations)
+    spots = {
+        e.number: queue_spot(
+            e.number,
+            listed,
+            in_flight,
+            now=now,
+            ci_s=ci_s,
+            cars_per_train=rules.cars_per_train,
+        )
+        for e in entries
+    }
+    return {number: spot for number, spot in spots.items() if spot is not None}
 
 
 def queue_line(
@@ -16,15 +47,5 @@ def queue_line(
     entry = store.entry_of(forge, repo, number)
     if entry is None:
         return ""
-    entries = store.entries(forge, repo, entry.base)
-    cars = store.cars(forge, repo, entry.base)
-    durations = store.finished_durations(forge, repo, entry.base, limit=RECENT_CARS)
-    spot = queue_spot(
-        number,
-        [SpotEntry(e.number, e.train, e.priority) for e in entries],
-        [SpotCar(c.train, c.car, c.batch, c.status, c.created_at) for c in cars],
-        now=now,
-        ci_s=typical_ci_s(durations),
-        cars_per_train=rules.cars_per_train,
-    )
+    spot = queue_spots(store, rules, forge, repo, entry.base, now).get(number)
     return spot.line() if spot is not None else ""

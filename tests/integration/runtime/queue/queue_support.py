@@ -20,7 +20,7 @@ import pytest
 from reviewbot.config import Settings
 from reviewbot.forges.base import Forge
 from reviewbot.runtime.lanes import Lanes
-from reviewbot.runtime.queue.driver import QueueDriver
+from reviewbot.runtime.queue.driver import QueueDriver, StateCommentSync
 from reviewbot.service import configured_forges
 from reviewbot.sim import ManualClock, SimServer, Simulator
 from reviewbot.sim.state import SimPull
@@ -80,7 +80,9 @@ class QueueWorld:
         }
         return Settings(**values)
 
-    def driver(self, holder: str = "replica-1") -> QueueDriver:
+    def driver(
+        self, holder: str = "replica-1", *, state_comment: StateCommentSync | None = None
+    ) -> QueueDriver:
         """A process's queue driver (each its own lane holder, on the one store)."""
         settings = self.settings()
         if self.db is None:
@@ -90,7 +92,13 @@ class QueueWorld:
         clock = self.sim.clock
         lanes = Lanes(self.db, holder, term_s=LANE_TERM_S, clock=clock)
         driver = QueueDriver(
-            settings, forges, QueueStore(self.db, clock), lanes, wait_s=1.0, autorun=False
+            settings,
+            forges,
+            QueueStore(self.db, clock),
+            lanes,
+            wait_s=1.0,
+            autorun=False,
+            state_comment=state_comment,
         )
         self.drivers.append(driver)
         return driver

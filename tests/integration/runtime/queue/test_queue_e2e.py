@@ -104,6 +104,73 @@ async def test_disjoint_prs_ride_separate_trains(forge: str, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("forge", FORGES)
+async def test_trains_that_pass_together_land_through_the_landing_line(
+    forge: str, tmp_path: Path
+) -> None:
+    async with queue_world(forge, tmp_path) as w:
+        pulls = [await w.pull(a, {f"{a}/x.txt": f"{a}\n"}) for a in ("docs", "lib", "web")]
+        w.ci_done()
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        # Round one: each train tests its car; all three pass. One lands directly; the other
+        # two, whose base moved, join the landing line and are tested there once, together.
+        await w.drive(driver, rounds=2)
+        for pull in pulls:
+            assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        promoted = [e for e in w.store.events(forge, REPO, "main") if e.kind == "promoted"]
+        assert len(promoted) == 2
+        # Every landing is a fast-forward of the base to exactly a commit CI tested.
+        repo = w.sim.repo(forge, REPO)
+        moves = [sha for sha in w.base_commits() if sha != w.root]
+        for before, after in zip([w.root, *moves], moves, strict=False):
+            assert w.sim.is_ancestor(repo, before, after)
+        assert set(moves) == {landed(w, pull.number) for pull in pulls}
+        assert_base_green(w)
+        # Three cars in the trains and at most two in the landing line; landing each train
+        # on its own retests the others after every landing (3 + 2 + 1 cars, three rounds).
+        built = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_built"]
+        assert len(built) <= 5
+        assert w.store.entries(forge, REPO, "main") == []
+        assert w.store.trains(forge, REPO, "main") == []
+
+
+async def test_a_pr_whose_queue_spot_changes_gets_its_state_comment_synced(
+    tmp_path: Path,
+) -> None:
+    forge = "github"
+    async with queue_world(forge, tmp_path) as w:
+        synced: list[int] = []
+
+        async def sync(forge_name: str, repo: str, number: int) -> str:
+            assert (forge_name, repo) == (forge, REPO)
+            synced.append(number)
+            return "edited"
+
+        docs = await w.pull("docs", {"docs/guide.md": "# Guide, better\n"})
+        lib = await w.pull("lib", {"lib/util.py": "X = 2\n"})
+        w.ci_done()
+        driver = w.driver(state_comment=sync)
+        for pull in (docs, lib):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        assert synced == [docs.number, lib.number]  # each joined a train
+        synced.clear()
+        await driver.run(w.queue)  # each now rides a car
+        assert sorted(synced) == [docs.number, lib.number]
+        synced.clear()
+        await driver.run(w.queue)  # CI still running: no spot moved
+        assert synced == []
+        w.ci_done()
+        await driver.run(w.queue)  # one landed, the other joined the landing line
+        assert sorted(synced) == [docs.number, lib.number]
+        synced.clear()
+        w.ci_done()
+        await driver.run(w.queue)  # landed: out of the queue, the QUEUE line goes
+        assert synced == [lib.number] or synced == [docs.number]
+        assert w.store.entries(forge, REPO, "main") == []
+
+
+@pytest.mark.parametrize("forge", FORGES)
 async def test_a_stale_head_is_refused_at_enqueue(forge: str, tmp_path: Path) -> None:
     async with queue_world(forge, tmp_path) as w:
         pull = await w.pull("a", {"src/api.py": "def api():\n    return 3\n"})
