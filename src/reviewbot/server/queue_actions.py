@@ -5,8 +5,10 @@ at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
 /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it is in
 none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries and cars
 in flight; ``POST /api/v1/queue/predict`` (scope ``read``): which queued PRs and trains of a
-base branch a planned change to some files would overlap. Each call checks its scope and the
-token's repository binding before anything is read, under the repository's current name.
+base branch a planned change to some files would overlap; ``POST /api/v1/queue/control``
+(scope ``merge``): pause or resume, drain or stop draining one base branch's queue. Each call
+checks its scope and the token's repository binding before anything is read, under the
+repository's current name.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ from reviewbot.server.auth import (
     require_scope,
 )
 from reviewbot.server.body import as_model, read_model
-from reviewbot.server.mcp_outputs import QueueEntryOut, QueuePrediction, QueueView
+from reviewbot.server.mcp_outputs import (
+    QueueControlOut,
+    QueueEntryOut,
+    QueuePrediction,
+    QueueView,
+)
 from reviewbot.server.mcp_registry import ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import PR_EXAMPLE
@@ -92,6 +99,31 @@ class QueueQuery(BaseModel):
         return repo_key(value)
 
 
+class ControlBody(BaseModel):
+    """Pause or resume, drain or stop draining one base branch's queue; a field left out
+    keeps its value."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    forge: str = Field(min_length=1, max_length=20)
+    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
+    base: str = Field(min_length=1, max_length=255, description="the base branch, e.g. main")
+    paused: bool | None = Field(None, description="true: nothing is admitted, starts or lands")
+    draining: bool | None = Field(None, description="true: no new admissions; the queued run on")
+
+    @field_validator("repo")
+    @classmethod
+    def _canonical(cls, value: str) -> str:
+        return repo_key(value)
+
+    @field_validator("base")
+    @classmethod
+    def _branch(cls, value: str) -> str:
+        if any(c.isspace() or ord(c) < 32 or c in "~^:?*[\\" for c in value) or ".." in value:
+            raise ValueError("not a branch name")
+        return value
+
+
 def _driver(service: Service) -> QueueDriver:
     queue = merge_parts(service).queue
     if queue is None:
@@ -145,12 +177,37 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     entries = await db.run(store.entries, forge, query.repo, query.base)
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
     cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]
+    controls = await db.run(store.controls, forge, query.repo)
     return {
         "forge": forge,
         "repo": query.repo,
         "entries": [e.to_json() for e in entries],
         "cars": [c.to_json() for c in cars],
+        "controls": {
+            base: c.to_json()
+            for base, c in controls.items()
+            if not query.base or base == query.base
+        },
     }
+
+
+async def control(service: Service, info: TokenInfo, body: ControlBody) -> dict[str, Any]:
+    require_scope(info, "merge")
+    body = await current_name(service, body)
+    check_binding(info, body.forge, body.repo)
+    if body.forge not in service.forges:
+        raise Refused(f"no {body.forge[:20]} connection is configured", code="unknown_forge")
+    if body.paused is None and body.draining is None:
+        raise Refused("give paused, draining or both", code="invalid_request")
+    done = await _driver(service).set_control(
+        body.forge,
+        body.repo,
+        body.base,
+        paused=body.paused,
+        draining=body.draining,
+        actor=f"token {info.name}",
+    )
+    return {"forge": body.forge, "repo": body.repo, "base": body.base, **done.to_json()}
 
 
 async def predict(service: Service, info: TokenInfo, body: PredictBody) -> dict[str, Any]:
@@ -196,6 +253,14 @@ async def queue_predict(env: ToolEnv, info: TokenInfo, args: PredictBody) -> dic
     return await predict(env.service, info, args)
 
 
+async def queue_control(env: ToolEnv, info: TokenInfo, args: ControlBody) -> dict[str, Any]:
+    """Pause (nothing is admitted, no car starts, nothing lands) or resume one base
+    branch's merge queue, or drain it (no new admissions; what is queued runs to the end).
+    A field left out keeps its value; each change is in the queue's event log. Same as
+    POST /api/v1/queue/control."""
+    return await control(env.service, info, args)
+
+
 @dataclass(frozen=True)
 class McpTool:
     fn: Callable[[ToolEnv, TokenInfo, Any], Awaitable[dict[str, Any]]]
@@ -232,6 +297,15 @@ MCP_TOOLS = (
         },
     ),
     McpTool(
+        queue_control,
+        {
+            "scope": "merge",
+            "input": ControlBody,
+            "output": QueueControlOut,
+            "example": {"forge": "gitea", "repo": "acme/api", "base": "main", "paused": True},
+        },
+    ),
+    McpTool(
         queue_predict,
         {
             "scope": "read",
@@ -257,6 +331,7 @@ def routes() -> list[tuple[str, str, Any]]:
         ("POST", "/api/v1/queue/dequeue", api_dequeue),
         ("GET", "/api/v1/queue", api_status),
         ("POST", "/api/v1/queue/predict", api_predict),
+        ("POST", "/api/v1/queue/control", api_control),
     ]
 
 
@@ -291,3 +366,9 @@ async def api_predict(request: web.Request) -> web.Response:
     info = await authenticate(request, "read")
     body = await read_model(request, PredictBody, MAX_PREDICT_BODY)
     return web.json_response(await predict(request.app[SERVICE], info, body))
+
+
+async def api_control(request: web.Request) -> web.Response:
+    info = await authenticate(request, "merge")
+    body = await read_model(request, ControlBody)
+    return web.json_response(await control(request.app[SERVICE], info, body))
