@@ -139,7 +139,10 @@ class Control:
     draining: bool = False
 
 
-def landing_hold(schedule: Schedule, now: float, control: Control = Control()) -> Refusal | None:
+RUNNING = Control()
+
+
+def landing_hold(schedule: Schedule, now: float, control: Control = RUNNING) -> Refusal | None:
     """Why nothing may land at ``now`` (UNIX seconds), or None when landing may go on."""
     if control.paused:
         return Refusal(ReasonCode.QUEUE_PAUSED, "the queue is paused")

@@ -5,10 +5,9 @@ at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
 /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it is in
 none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries and cars
 in flight; ``POST /api/v1/queue/predict`` (scope ``read``): which queued PRs and trains of a
-base branch a planned change to some files would overlap; ``POST /api/v1/queue/control``
-(scope ``merge``): pause or resume, drain or stop draining one base branch's queue. Each call
-checks its scope and the token's repository binding before anything is read, under the
-repository's current name.
+base branch a planned change to some files would overlap (pause and drain:
+:mod:`reviewbot.server.queue_control`). Each call checks its scope and the token's
+repository binding before anything is read, under the repository's current name.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.runtime.queue.predict import MAX_FILES, MAX_PATH, prediction_json
 from reviewbot.runtime.queue.predict import predict as predict_in_store
-from reviewbot.server.actions import current_name, database, merge_parts
+from reviewbot.server.actions import B, current_name, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import (
     authenticate,
@@ -37,12 +36,7 @@ from reviewbot.server.auth import (
     require_scope,
 )
 from reviewbot.server.body import as_model, read_model
-from reviewbot.server.mcp_outputs import (
-    QueueControlOut,
-    QueueEntryOut,
-    QueuePrediction,
-    QueueView,
-)
+from reviewbot.server.mcp_outputs import QueueEntryOut, QueuePrediction, QueueView
 from reviewbot.server.mcp_registry import ToolEnv
 from reviewbot.server.pull_actions import PullBody
 from reviewbot.server.read_actions import PR_EXAMPLE
@@ -99,39 +93,14 @@ class QueueQuery(BaseModel):
         return repo_key(value)
 
 
-class ControlBody(BaseModel):
-    """Pause or resume, drain or stop draining one base branch's queue; a field left out
-    keeps its value."""
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-    forge: str = Field(min_length=1, max_length=20)
-    repo: str = Field(min_length=3, max_length=200, description="OWNER/NAME, any casing")
-    base: str = Field(min_length=1, max_length=255, description="the base branch, e.g. main")
-    paused: bool | None = Field(None, description="true: nothing is admitted, starts or lands")
-    draining: bool | None = Field(None, description="true: no new admissions; the queued run on")
-
-    @field_validator("repo")
-    @classmethod
-    def _canonical(cls, value: str) -> str:
-        return repo_key(value)
-
-    @field_validator("base")
-    @classmethod
-    def _branch(cls, value: str) -> str:
-        if any(c.isspace() or ord(c) < 32 or c in "~^:?*[\\" for c in value) or ".." in value:
-            raise ValueError("not a branch name")
-        return value
-
-
-def _driver(service: Service) -> QueueDriver:
+def queue_driver(service: Service) -> QueueDriver:
     queue = merge_parts(service).queue
     if queue is None:
         raise Refused("this server does not run the merge queue", code="not_found")
     return queue
 
 
-async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) -> PullBody:
+async def bound_body(service: Service, info: TokenInfo, scope: str, body: B) -> B:
     require_scope(info, scope)
     body = await current_name(service, body)
     check_binding(info, body.forge, body.repo)
@@ -141,8 +110,8 @@ async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) 
 
 
 async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[str, Any]:
-    await _bound(service, info, "merge", body)
-    done = await _driver(service).enqueue(
+    await bound_body(service, info, "merge", body)
+    done = await queue_driver(service).enqueue(
         body.forge,
         body.repo,
         body.number,
@@ -154,8 +123,8 @@ async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[
 
 
 async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
-    await _bound(service, info, "merge", body)
-    entry = await _driver(service).dequeue(
+    await bound_body(service, info, "merge", body)
+    entry = await queue_driver(service).dequeue(
         body.forge,
         body.repo,
         body.number,
@@ -172,7 +141,7 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     assert forge is not None and repo is not None
     query.repo = repo
     query = await current_name(service, query)
-    store = _driver(service).store
+    store = queue_driver(service).store
     db = database(service)
     entries = await db.run(store.entries, forge, query.repo, query.base)
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
@@ -191,32 +160,13 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     }
 
 
-async def control(service: Service, info: TokenInfo, body: ControlBody) -> dict[str, Any]:
-    require_scope(info, "merge")
-    body = await current_name(service, body)
-    check_binding(info, body.forge, body.repo)
-    if body.forge not in service.forges:
-        raise Refused(f"no {body.forge[:20]} connection is configured", code="unknown_forge")
-    if body.paused is None and body.draining is None:
-        raise Refused("give paused, draining or both", code="invalid_request")
-    done = await _driver(service).set_control(
-        body.forge,
-        body.repo,
-        body.base,
-        paused=body.paused,
-        draining=body.draining,
-        actor=f"token {info.name}",
-    )
-    return {"forge": body.forge, "repo": body.repo, "base": body.base, **done.to_json()}
-
-
 async def predict(service: Service, info: TokenInfo, body: PredictBody) -> dict[str, Any]:
     require_scope(info, "read")
     if body.forge not in FORGES:
         raise Refused(f"forge: unknown forge {body.forge[:20]!r}", code="invalid_request")
     db = database(service)
     body.repo = await current_bound(db, info, body.forge, body.repo)
-    store = _driver(service).store
+    store = queue_driver(service).store
     found = await db.run(
         predict_in_store, store, service.settings, body.forge, body.repo, body.base, body.files
     )
@@ -251,14 +201,6 @@ async def queue_predict(env: ToolEnv, info: TokenInfo, args: PredictBody) -> dic
     independent: it overlaps none and would ride a train of its own. Same answer as
     POST /api/v1/queue/predict."""
     return await predict(env.service, info, args)
-
-
-async def queue_control(env: ToolEnv, info: TokenInfo, args: ControlBody) -> dict[str, Any]:
-    """Pause (nothing is admitted, no car starts, nothing lands) or resume one base
-    branch's merge queue, or drain it (no new admissions; what is queued runs to the end).
-    A field left out keeps its value; each change is in the queue's event log. Same as
-    POST /api/v1/queue/control."""
-    return await control(env.service, info, args)
 
 
 @dataclass(frozen=True)
@@ -297,15 +239,6 @@ MCP_TOOLS = (
         },
     ),
     McpTool(
-        queue_control,
-        {
-            "scope": "merge",
-            "input": ControlBody,
-            "output": QueueControlOut,
-            "example": {"forge": "gitea", "repo": "acme/api", "base": "main", "paused": True},
-        },
-    ),
-    McpTool(
         queue_predict,
         {
             "scope": "read",
@@ -331,7 +264,6 @@ def routes() -> list[tuple[str, str, Any]]:
         ("POST", "/api/v1/queue/dequeue", api_dequeue),
         ("GET", "/api/v1/queue", api_status),
         ("POST", "/api/v1/queue/predict", api_predict),
-        ("POST", "/api/v1/queue/control", api_control),
     ]
 
 
@@ -366,9 +298,3 @@ async def api_predict(request: web.Request) -> web.Response:
     info = await authenticate(request, "read")
     body = await read_model(request, PredictBody, MAX_PREDICT_BODY)
     return web.json_response(await predict(request.app[SERVICE], info, body))
-
-
-async def api_control(request: web.Request) -> web.Response:
-    info = await authenticate(request, "merge")
-    body = await read_model(request, ControlBody)
-    return web.json_response(await control(request.app[SERVICE], info, body))

@@ -15,6 +15,7 @@ import pytest
 
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.queue import QueueRef, QueueStore
+from tests.integration.mcp_support import mcp_http, ok, refused
 from tests.integration.merge_support import REPO, World, bot_world
 from tests.integration.server.test_queue_api import CI_S, green_approved
 from tests.support.clock import FakeClock
@@ -206,3 +207,23 @@ async def test_hostile_control_calls_are_refused(
         store = QueueStore(w.db, sim.clock)
         assert store.control(forge, REPO, "main").paused is False
         assert QueueRef(forge, REPO, "main").lane == f"merge:{forge}:{REPO}:main"
+
+
+async def test_queue_control_over_mcp_checks_scope_and_binding(
+    tmp_path: Path, sim: Simulator, sim_server: SimServer, clock: FakeClock
+) -> None:
+    forge = "gitea"
+    async with bot_world(tmp_path, sim, sim_server, rules=queue_rules(), clock=clock) as w:
+        await w.settle()
+        args = {"forge": forge, "repo": "Acme/API", "base": "main", "draining": True}
+        other = w.token("merge", repo=f"{forge}:acme/other")
+        async with mcp_http(w.base, other) as client:
+            code, _ = refused(await client.call_tool("queue_control", args))
+            assert code == "repo_not_allowed"
+        async with mcp_http(w.base, w.token("read")) as client:
+            code, _ = refused(await client.call_tool("queue_control", args))
+            assert code == "missing_scope"
+        async with mcp_http(w.base, w.token("merge", repo=f"{forge}:{REPO}")) as client:
+            answer = ok(await client.call_tool("queue_control", args))
+        assert (answer["repo"], answer["draining"], answer["paused"]) == (REPO, True, False)
+        assert QueueStore(w.db, clock).control(forge, REPO, "main").draining is True
