@@ -119,6 +119,12 @@ class World:
         async with self.http.request(method, self.base + path, json=body, headers=headers) as r:
             return r.status, await r.json()
 
+    async def post_bytes(self, path: str, token: str, data: bytes) -> tuple[int, dict[str, Any]]:
+        """POST ``data`` as it is (a body no model would write), as JSON."""
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        async with self.http.post(self.base + path, data=data, headers=headers) as r:
+            return r.status, await r.json()
+
     async def settle(self) -> None:
         """Until every delivery is handled, every outbox row finished and no merge runs."""
         st = self.service

@@ -4,7 +4,8 @@ Four tables per (forge, repository, base branch): the entries (one row per admis
 head pinned at admission, the keys it touches, its train, state and strikes), the cars
 (composition, queue branch, the tested commit, status), each train's machine state
 (:class:`reviewbot.core.queue_train.TrainState` as JSON, so a restarted replica resumes it)
-and an append-only event log with reason codes.
+and an append-only event log with reason codes; and (migration 0023) each queue's hand-set
+state, paused or draining (:class:`QueueControl`).
 
 **Every write is fenced by the branch's merge lane** (``merge:<forge>:<repo>:<base>``, the
 lane automerge holds to merge into that branch: :mod:`reviewbot.store.lanes`): the writer
