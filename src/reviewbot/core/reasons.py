@@ -75,6 +75,7 @@ class ReasonCode(StrEnum):
     QUEUE_OUTSIDE_WINDOW = "queue_outside_window"  # outside every merge window: nothing lands
     QUEUE_PAUSED = "queue_paused"  # paused by hand: nothing starts, nothing lands
     QUEUE_DRAINING = "queue_draining"  # draining: no new admissions, the queued run on
+    BRANCH_NOT_FOUND = "branch_not_found"  # the base branch named does not exist
     NOT_QUEUED = "not_queued"  # the PR is in no merge queue
     DEQUEUED = "dequeued"  # taken out of the queue on request
     # capability: who asks, and as which worker

@@ -86,6 +86,7 @@ PLAIN_WORDS: dict[str, str] = {
     "queue_outside_window": "outside every merge window; cars are tested, nothing lands",
     "queue_paused": "the queue is paused: nothing is admitted, starts or lands",
     "queue_draining": "the queue is draining: no new admissions, the queued run on",
+    "branch_not_found": "the forge has no such branch",
     "not_queued": "the PR is in no merge queue",
     "dequeued": "taken out of the merge queue on request",
     "missing_scope": "the token lacks a scope the action needs",

@@ -217,6 +217,16 @@ class QueueDriver:
         """Pause or resume, drain or stop draining the queue of (``repo``, ``base``); a
         change is recorded in the queue's event log. Fields left None keep their value."""
         queue = QueueRef(forge_name, repo_key(repo), base)
+        self._configured(forge_name, repo)
+        try:
+            tip = await self._forge(forge_name).branch_head(queue.repo, base)
+        except ForgeError as exc:
+            raise QueueRefused(str(exc), code=reason_for(exc).value) from None
+        if tip is None:
+            raise QueueRefused(
+                f"{forge_name}:{queue.repo} has no branch {base!r}",
+                code=ReasonCode.BRANCH_NOT_FOUND,
+            )
 
         async def change(session: QueueSession) -> QueueControl:
             now = await self.store.run(self.store.control, *queue.key)
