@@ -36,6 +36,7 @@ from pydantic_settings import (
 from reviewbot.core.errors import ReviewbotError
 from reviewbot.core.leases import DEFAULT_TIMING, MAX_TTL_S, MAX_WAIT_S
 from reviewbot.core.models import RepoRef
+from reviewbot.core.queue_control import Schedule
 from reviewbot.core.quota import Rate, RouteClass
 from reviewbot.core.sandbox import (
     GrantRefused,
@@ -302,6 +303,17 @@ class QueueRules(_Section):
     # A green car whose base another train moved lands as a merge of the new base and its
     # tested commit, untested, when nothing that landed touches its train's keys.
     land_disjoint_untested: bool = False
+    # Freezes and merge windows stop landing, not testing (syntax: core.queue_control).
+    freeze: list[str] = Field(default_factory=list)
+    merge_windows: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _valid_schedule(self) -> QueueRules:
+        Schedule.parse(self.freeze, self.merge_windows)  # raises ValueError
+        return self
+
+    def schedule(self) -> Schedule:
+        return Schedule.parse(self.freeze, self.merge_windows)
 
 
 class RepoRules(_Section):

@@ -18,6 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock
 from reviewbot.server.app import create_app
 from reviewbot.service import MergeParts, Parts, Service, build_service
 from reviewbot.sim import SimServer, Simulator
@@ -118,6 +119,12 @@ class World:
         async with self.http.request(method, self.base + path, json=body, headers=headers) as r:
             return r.status, await r.json()
 
+    async def post_bytes(self, path: str, token: str, data: bytes) -> tuple[int, dict[str, Any]]:
+        """POST ``data`` as it is (a body no model would write), as JSON."""
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        async with self.http.post(self.base + path, data=data, headers=headers) as r:
+            return r.status, await r.json()
+
     async def settle(self) -> None:
         """Until every delivery is handled, every outbox row finished and no merge runs."""
         st = self.service
@@ -155,12 +162,18 @@ async def bot_world(
     sim_server: SimServer,
     *,
     required: tuple[str, ...] = ("ci/test",),
+    clock: Clock = time.time,
     **kw: Any,
 ) -> AsyncIterator[World]:
+    """``clock``: the bot's (the simulator's, for a test that moves time by hand)."""
     tokens = prepare_sim(sim, required)
     settings = bot_settings(tmp_path / "data", sim_server, tokens, **kw)
     service = build_service(
-        settings, parts=Parts.SERVE & ~Parts.RECONCILE, backoff_base_s=0.05, shutdown_grace_s=2.0
+        settings,
+        clock=clock,
+        parts=Parts.SERVE & ~Parts.RECONCILE,
+        backoff_base_s=0.05,
+        shutdown_grace_s=2.0,
     )
     app = create_app(service)
     runner = web.AppRunner(app, access_log=None)

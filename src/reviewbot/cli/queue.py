@@ -1,14 +1,17 @@
-"""``reviewbot queue enqueue|status|dequeue|run|predict``: the merge queue from the command line.
+"""``reviewbot queue enqueue|status|dequeue|run|control|predict``: the merge queue from a shell.
 
 ``enqueue FORGE:OWNER/REPO#N [--head SHA]`` admits the PR into the queue of its base branch
 (at exactly SHA when given: a moved head is refused ``head_moved``) and runs one pass, which
 builds its car; ``status FORGE:OWNER/REPO [--base BRANCH]`` prints the entries and the cars in
 flight; ``dequeue FORGE:OWNER/REPO#N`` takes the PR out (``dequeued``); ``run
 FORGE:OWNER/REPO [--base BRANCH]`` runs one pass (CI results read, landings, new cars);
-``predict FORGE:OWNER/REPO --base BRANCH FILE...`` tells which queued PRs and trains a change
-to those files would overlap, before it is written (``-`` reads the paths from stdin).
-A refusal prints its code and exits with status 1. Uses the same settings and store as
-``reviewbot serve``; every change is made under the base branch's merge lane.
+``control FORGE:OWNER/REPO --base BRANCH [--pause|--resume] [--drain|--no-drain]`` pauses
+(nothing is admitted, starts or lands) or resumes a queue, or drains it (no new admissions,
+the queued run to the end); ``predict FORGE:OWNER/REPO --base BRANCH FILE...`` tells which
+queued PRs and trains a change to those files would overlap, before it is written (``-``
+reads the paths from stdin). A refusal prints its code and exits with status 1. Uses the same
+settings and store as ``reviewbot serve``; every change is made under the base branch's
+merge lane.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def register(sub: Any) -> None:
         "status": "reviewbot queue status github:acme/api --base main",
         "run": "reviewbot queue run gitea:acme/api",
         "predict": "reviewbot queue predict gitea:acme/api --base main src/api/views.py",
+        "control": "reviewbot queue control gitea:acme/api --base main --pause",
     }
 
     def action_parser(name: str, text: str) -> argparse.ArgumentParser:
@@ -72,6 +76,15 @@ def register(sub: Any) -> None:
     predict.add_argument("--base", metavar="BRANCH", required=True, help="its base branch")
     predict.add_argument("files", nargs="+", metavar="FILE", help="paths; - reads stdin")
     predict.set_defaults(func=_predict)
+    control = action_parser("control", "pause or resume, drain or stop draining a queue")
+    control.add_argument("repo", metavar="FORGE:OWNER/REPO")
+    control.add_argument("--base", metavar="BRANCH", required=True, help="its base branch")
+    pause = control.add_mutually_exclusive_group()
+    pause.add_argument("--pause", dest="paused", action="store_const", const=True)
+    pause.add_argument("--resume", dest="paused", action="store_const", const=False)
+    drain = control.add_mutually_exclusive_group()
+    drain.add_argument("--drain", dest="draining", action="store_const", const=True)
+    drain.add_argument("--no-drain", dest="draining", action="store_const", const=False)
     for action in actions.choices.values():
         action.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.set_defaults(func=_queue)
@@ -143,10 +156,19 @@ def _show(command: str, result: dict[str, Any]) -> None:
             print(f"car {c['train']}-{c['car']} [{batch}] {c['status']} {c['branch']}")
         if not result["entries"] and not result["cars"]:
             print("the queue is empty")
+        for base, c in result.get("controls", {}).items():
+            print(f"{base}: {_control_words(c)}")
+    elif command == "control":
+        print(f"{result['base']}: {_control_words(result)}")
     elif command == "run":
         print(f"pass: built {result['built']}, landed {result['landed']}")
     else:
         print(f"#{result['number']}: {'queued' if result['queued'] else 'dequeued'}")
+
+
+def _control_words(c: dict[str, Any]) -> str:
+    said = [w for w, on in (("paused", c["paused"]), ("draining", c["draining"])) if on]
+    return (" and ".join(said) or "running") + (f" (set by {c['set_by']})" if c["set_by"] else "")
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
@@ -188,10 +210,31 @@ async def _run(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 e for base in bases for e in await db.run(store.entries, ref.forge, ref.key, base)
             ]
             cars = [c for base in bases for c in await db.run(store.cars, ref.forge, ref.key, base)]
+            controls = await db.run(store.controls, ref.forge, ref.key)
             return {
                 "entries": [e.to_json() for e in entries],
                 "cars": [c.to_json() for c in cars],
+                "controls": {b: c.to_json() for b, c in controls.items() if b in bases},
             }
+        if command == "control":
+            try:
+                ref = RepoRef.parse(args.repo)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            if args.paused is None and args.draining is None:
+                raise CommandError("give --pause, --resume, --drain or --no-drain")
+            try:
+                now = await driver.set_control(
+                    ref.forge,
+                    ref.key,
+                    args.base,
+                    paused=args.paused,
+                    draining=args.draining,
+                    actor="reviewbot queue control",
+                )
+            except QueueRefused as exc:
+                raise CommandError(f"{exc.code}: {exc.detail}") from None
+            return {"forge": ref.forge, "repo": ref.key, "base": args.base, **now.to_json()}
         pull = parse_pr(args.pr)
         try:
             if command == "enqueue":

@@ -72,6 +72,10 @@ class ReasonCode(StrEnum):
     CAR_NOT_GREEN = "car_not_green"  # the car is not green at its tested commit yet
     BASE_MOVED = "base_moved"  # the base is no longer an ancestor of the tested commit
     QUEUE_FROZEN = "queue_frozen"  # a freeze window holds: nothing lands
+    QUEUE_OUTSIDE_WINDOW = "queue_outside_window"  # outside every merge window: nothing lands
+    QUEUE_PAUSED = "queue_paused"  # paused by hand: nothing starts, nothing lands
+    QUEUE_DRAINING = "queue_draining"  # draining: no new admissions, the queued run on
+    BRANCH_NOT_FOUND = "branch_not_found"  # the base branch named does not exist
     NOT_QUEUED = "not_queued"  # the PR is in no merge queue
     DEQUEUED = "dequeued"  # taken out of the queue on request
     # capability: who asks, and as which worker

@@ -23,6 +23,7 @@ from reviewbot.server import (
     leases,
     pr_watch,
     queue_actions,
+    queue_control,
     reads,
     runtime,
     webhooks,
@@ -73,7 +74,7 @@ def create_app(service: Service) -> web.Application:
     for method, path, handler in leases.routes():
         role.add(Routes.WORK, method, path, handler)
     role.add(Routes.WORK, "POST", pr_watch.ROUTE, pr_watch.api_watch)
-    for method, path, handler in queue_actions.routes():
+    for method, path, handler in (*queue_actions.routes(), *queue_control.routes()):
         role.add(Routes.WORK, method, path, handler)
     app.router.add_get("/api/v1/deliveries/{delivery_id}", reads.api_delivery)
     app.router.add_get("/api/v1/decisions", reads.api_decisions)

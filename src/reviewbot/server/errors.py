@@ -51,6 +51,7 @@ STATUS: dict[str, int] = {
     "not_queued": 404,
     "session_not_found": 404,
     "pr_not_found": 404,
+    "branch_not_found": 404,
     "app_not_installed": 404,
     "head_unknown": 404,
     "forge_url_wrong": 404,

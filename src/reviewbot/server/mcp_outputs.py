@@ -190,6 +190,19 @@ class QueueView(_Out):
     repo: str
     entries: list[dict[str, Any]]
     cars: list[dict[str, Any]]
+    controls: dict[str, dict[str, Any]] = {}  # by base: paused, draining, set_by, set_at
+
+
+class QueueControlOut(_Out):
+    """A base branch's queue after a pause, resume or drain."""
+
+    forge: str
+    repo: str
+    base: str
+    paused: bool
+    draining: bool
+    set_by: str | None
+    set_at: str | None
 
 
 class QueueOverlap(_Out):

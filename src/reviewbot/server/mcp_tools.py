@@ -13,7 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reviewbot.core.models import MAX_NUMBER
 from reviewbot.ingress.api import ReviewRequestBody
-from reviewbot.server import actions, pr_watch, pull_actions, queue_actions, read_actions, whoami
+from reviewbot.server import (
+    actions,
+    pr_watch,
+    pull_actions,
+    queue_actions,
+    queue_control,
+    read_actions,
+    whoami,
+)
 from reviewbot.server.actions import LeaseQuery
 from reviewbot.server.lease_bodies import (
     AcquireBody,
@@ -281,7 +289,7 @@ async def watch_pr(env: ToolEnv, info: TokenInfo, args: pr_watch.WatchBody) -> d
     return await pr_watch.watch_pr(env.service, info, args, env.notify)
 
 
-# --- the merge queue: server/queue_actions.py ---------------------------------------------------
+# --- the merge queue: server/queue_actions.py, server/queue_control.py ----------------------
 
-for _tool in queue_actions.MCP_TOOLS:
+for _tool in (*queue_actions.MCP_TOOLS, *queue_control.MCP_TOOLS):
     TOOLS.tool(group=Routes.WORK, **_tool.registration)(_tool.fn)

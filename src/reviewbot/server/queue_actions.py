@@ -5,8 +5,9 @@ at ``expect_head_sha`` when given (a moved head is refused ``head_moved``, 409);
 /api/v1/queue/dequeue`` (scope ``merge``): take it out (``not_queued``, 404, when it is in
 none); ``GET /api/v1/queue?forge=&repo=&base=`` (scope ``read``): the queue's entries and cars
 in flight; ``POST /api/v1/queue/predict`` (scope ``read``): which queued PRs and trains of a
-base branch a planned change to some files would overlap. Each call checks its scope and the
-token's repository binding before anything is read, under the repository's current name.
+base branch a planned change to some files would overlap (pause and drain:
+:mod:`reviewbot.server.queue_control`). Each call checks its scope and the token's
+repository binding before anything is read, under the repository's current name.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.runtime.queue.predict import MAX_FILES, MAX_PATH, prediction_json
 from reviewbot.runtime.queue.predict import predict as predict_in_store
-from reviewbot.server.actions import current_name, database, merge_parts
+from reviewbot.server.actions import B, current_name, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import (
     authenticate,
@@ -92,14 +93,14 @@ class QueueQuery(BaseModel):
         return repo_key(value)
 
 
-def _driver(service: Service) -> QueueDriver:
+def queue_driver(service: Service) -> QueueDriver:
     queue = merge_parts(service).queue
     if queue is None:
         raise Refused("this server does not run the merge queue", code="not_found")
     return queue
 
 
-async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) -> PullBody:
+async def bound_body(service: Service, info: TokenInfo, scope: str, body: B) -> B:
     require_scope(info, scope)
     body = await current_name(service, body)
     check_binding(info, body.forge, body.repo)
@@ -109,8 +110,8 @@ async def _bound(service: Service, info: TokenInfo, scope: str, body: PullBody) 
 
 
 async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[str, Any]:
-    await _bound(service, info, "merge", body)
-    done = await _driver(service).enqueue(
+    await bound_body(service, info, "merge", body)
+    done = await queue_driver(service).enqueue(
         body.forge,
         body.repo,
         body.number,
@@ -122,8 +123,8 @@ async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[
 
 
 async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
-    await _bound(service, info, "merge", body)
-    entry = await _driver(service).dequeue(
+    await bound_body(service, info, "merge", body)
+    entry = await queue_driver(service).dequeue(
         body.forge,
         body.repo,
         body.number,
@@ -140,16 +141,22 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     assert forge is not None and repo is not None
     query.repo = repo
     query = await current_name(service, query)
-    store = _driver(service).store
+    store = queue_driver(service).store
     db = database(service)
     entries = await db.run(store.entries, forge, query.repo, query.base)
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
     cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]
+    controls = await db.run(store.controls, forge, query.repo)
     return {
         "forge": forge,
         "repo": query.repo,
         "entries": [e.to_json() for e in entries],
         "cars": [c.to_json() for c in cars],
+        "controls": {
+            base: c.to_json()
+            for base, c in controls.items()
+            if not query.base or base == query.base
+        },
     }
 
 
@@ -159,7 +166,7 @@ async def predict(service: Service, info: TokenInfo, body: PredictBody) -> dict[
         raise Refused(f"forge: unknown forge {body.forge[:20]!r}", code="invalid_request")
     db = database(service)
     body.repo = await current_bound(db, info, body.forge, body.repo)
-    store = _driver(service).store
+    store = queue_driver(service).store
     found = await db.run(
         predict_in_store, store, service.settings, body.forge, body.repo, body.base, body.files
     )

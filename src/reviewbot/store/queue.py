@@ -4,7 +4,8 @@ Four tables per (forge, repository, base branch): the entries (one row per admis
 head pinned at admission, the keys it touches, its train, state and strikes), the cars
 (composition, queue branch, the tested commit, status), each train's machine state
 (:class:`reviewbot.core.queue_train.TrainState` as JSON, so a restarted replica resumes it)
-and an append-only event log with reason codes.
+and an append-only event log with reason codes; and (migration 0023) each queue's hand-set
+state, paused or draining (:class:`QueueControl`).
 
 **Every write is fenced by the branch's merge lane** (``merge:<forge>:<repo>:<base>``, the
 lane automerge holds to merge into that branch: :mod:`reviewbot.store.lanes`): the writer
@@ -30,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from reviewbot.core import errors
+from reviewbot.core.clock import iso_or_none
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store.database import Database, OnDatabase, Row, Tx, row_as, rows_as
@@ -77,6 +79,8 @@ class EventKind(StrEnum):
     PROMOTED = "promoted"  # passed its train: joins the landing line
     LANDED = "landed"
     MERGED = "merged"  # a PR of a landed car marked merged on the forge
+    HELD = "held"  # a green car's landing held (freeze, outside a merge window, paused)
+    CONTROL = "control"  # the queue was paused, resumed, set draining or not
 
 
 class QueueFenced(errors.Refused):
@@ -211,6 +215,24 @@ class QueueEvent:
             "evidence": self.evidence,
             "epoch": self.epoch,
             "at": self.at,
+        }
+
+
+@dataclass(frozen=True)
+class QueueControl:
+    """A queue's hand-set state (migration 0023); no row reads as neither."""
+
+    paused: bool = False
+    draining: bool = False
+    set_by: str = ""
+    set_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "paused": self.paused,
+            "draining": self.draining,
+            "set_by": self.set_by or None,
+            "set_at": iso_or_none(self.set_at),
         }
 
 
@@ -394,6 +416,15 @@ class QueueWriter:
         self.tx.execute(
             "DELETE FROM queue_trains WHERE forge = ? AND repo = ? AND base = ? AND train = ?",
             (*self.queue.key, train),
+        )
+
+    def set_control(self, paused: bool, draining: bool, set_by: str) -> None:
+        self.tx.execute(
+            "INSERT INTO queue_controls (forge, repo, base, paused, draining, set_by, set_at,"
+            " epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (forge, repo, base) DO UPDATE"
+            " SET paused = excluded.paused, draining = excluded.draining,"
+            " set_by = excluded.set_by, set_at = excluded.set_at, epoch = excluded.epoch",
+            (*self.queue.key, int(paused), int(draining), set_by[:200], self.now, self.epoch),
         )
 
     def event(
@@ -588,6 +619,45 @@ class QueueStore(OnDatabase):
                 (forge, repo_key(repo), number),
             )
         return rows_as(QueueEvent, rows, evidence=lambda r: json.loads(r["evidence"] or "{}"))
+
+    def control(self, forge: str, repo: str, base: str) -> QueueControl:
+        """The hand-set state of a queue (neither paused nor draining without a row)."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT paused, draining, set_by, set_at FROM queue_controls"
+                " WHERE forge = ? AND repo = ? AND base = ?",
+                (forge, repo_key(repo), base),
+            )
+        if row is None:
+            return QueueControl()
+        return QueueControl(
+            bool(row["paused"]), bool(row["draining"]), str(row["set_by"]), float(row["set_at"])
+        )
+
+    def controls(self, forge: str, repo: str) -> dict[str, QueueControl]:
+        """The hand-set state of every queue of a repository that has one, by base."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT base, paused, draining, set_by, set_at FROM queue_controls"
+                " WHERE forge = ? AND repo = ? ORDER BY base",
+                (forge, repo_key(repo)),
+            )
+        return {
+            str(r["base"]): QueueControl(
+                bool(r["paused"]), bool(r["draining"]), str(r["set_by"]), float(r["set_at"])
+            )
+            for r in rows
+        }
+
+    def held_recorded(self, queue: QueueRef, car: int, code: ReasonCode) -> bool:
+        """Whether car row ``car``'s landing was recorded as held with ``code`` already."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT 1 AS found FROM queue_events WHERE forge = ? AND repo = ? AND base = ?"
+                " AND car = ? AND kind = ? AND code = ?",
+                (*queue.key, car, EventKind.HELD.value, code.value),
+            )
+        return row is not None
 
     def events(self, forge: str, repo: str, base: str, *, limit: int = 200) -> list[QueueEvent]:
         """The newest ``limit`` events of a queue, oldest first."""

@@ -42,3 +42,35 @@ async def test_enqueue_status_run_and_dequeue(cli: Cli, sim: Simulator, forge: s
 
     code, out, err = await cli.run("queue", "dequeue", ref)
     assert code == 1 and "not_queued" in err, (out, err)
+
+
+async def test_pause_and_drain_from_the_command_line(cli: Cli, sim: Simulator) -> None:  # noqa: F811
+    forge = "gitea"
+    sim.configure_ci(forge, REPO, duration=CI_S)
+    pull = sim.open_pr(forge, REPO, author="alice", head_ref="feature")
+    sim.advance(CI_S)
+    sim.submit_review(forge, REPO, pull.number, reviewer="bob", state="APPROVED")
+    ref = f"{forge}:{REPO}#{pull.number}"
+    repo = f"{forge}:ACME/Api"  # any casing names the repository
+
+    code, out, err = await cli.run("queue", "control", repo, "--base", "main")
+    assert code != 0 and "--pause" in err, (out, err)
+    code, out, err = await cli.run(
+        "queue", "control", repo, "--base", "main", "--pause", "--resume"
+    )
+    assert code != 0, (out, err)
+    code, paused = await cli.json("queue", "control", repo, "--base", "main", "--pause")
+    assert code == 0 and (paused["repo"], paused["paused"]) == (REPO, True), paused
+    code, out, err = await cli.run("queue", "enqueue", ref, "--head", pull.head_sha)
+    assert code == 1 and "queue_paused" in err, (out, err)
+    code, view = await cli.json("queue", "status", f"{forge}:{REPO}", "--base", "main")
+    assert code == 0 and view["controls"]["main"]["paused"] is True, view
+
+    code, now = await cli.json("queue", "control", repo, "--base", "main", "--resume", "--drain")
+    assert code == 0 and (now["paused"], now["draining"]) == (False, True), now
+    code, out, err = await cli.run("queue", "enqueue", ref, "--head", pull.head_sha)
+    assert code == 1 and "queue_draining" in err, (out, err)
+    code, now = await cli.json("queue", "control", repo, "--base", "main", "--no-drain")
+    assert code == 0 and now["draining"] is False and now["set_by"] == "reviewbot queue control"
+    code, entry = await cli.json("queue", "enqueue", ref, "--head", pull.head_sha)
+    assert code == 0 and entry["queued"] is True, entry

@@ -141,3 +141,33 @@ def test_finished_durations_are_the_newest_answered_cars_from_push_to_answer(
     assert store.finished_durations("github", "ACME/api", "main", limit=5) == [600, 1200, 1800]
     assert store.finished_durations("github", "acme/api", "main", limit=2) == [1200, 1800]
     assert store.finished_durations("github", "acme/api", "release", limit=5) == []
+
+
+def test_pause_and_drain_are_stored_per_base_under_the_lane(db: Database) -> None:
+    clock = FakeClock(T0)
+    store = QueueStore(db, clock)
+    assert store.control("github", "acme/api", "main").paused is False  # no row: running
+    stale = _hold(db, clock, "replica-1")
+    clock.advance(31.0)
+    live = _hold(db, clock, "replica-2")
+    with pytest.raises(QueueFenced), store.fenced(QUEUE, stale) as w:
+        w.set_control(True, False, "token stale")
+    assert store.controls("github", "acme/api") == {}
+    with store.fenced(QUEUE, live) as w:
+        w.set_control(True, False, "token ops")
+    with store.fenced(QUEUE, live) as w:
+        w.set_control(False, True, "token ops2")
+    got = store.control("github", "ACME/Api", "main")
+    assert (got.paused, got.draining, got.set_by, got.set_at) == (
+        False,
+        True,
+        "token ops2",
+        clock(),
+    )
+    assert list(store.controls("github", "acme/api")) == ["main"]
+    assert store.control("github", "acme/api", "release").draining is False
+    car = 1
+    with store.fenced(QUEUE, live) as w:
+        w.event(EventKind.HELD, "held", number=7, car=car, code=ReasonCode.QUEUE_FROZEN)
+    assert store.held_recorded(QUEUE, car, ReasonCode.QUEUE_FROZEN)
+    assert not store.held_recorded(QUEUE, car, ReasonCode.QUEUE_OUTSIDE_WINDOW)

@@ -29,6 +29,7 @@ from reviewbot.core import errors
 from reviewbot.core.commit_routes import Registration
 from reviewbot.core.models import PullRequestSnapshot, RepoRef, Trigger, repo_key
 from reviewbot.core.queue import SERIAL_KEY, Entry, admit, entry_keys
+from reviewbot.core.queue_control import Control, admission_hold
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, reason_for
@@ -39,7 +40,14 @@ from reviewbot.runtime.merge.facts import read_pr_facts
 from reviewbot.runtime.queue.cars import BRANCH_PREFIX
 from reviewbot.runtime.queue.session import LaneLost, PassReport, QueueSession, key_rules
 from reviewbot.runtime.queue.spot import queue_spots
-from reviewbot.store.queue import QueueEntry, QueueRef, QueueStore
+from reviewbot.store.queue import (
+    EventKind,
+    QueueControl,
+    QueueEntry,
+    QueueRef,
+    QueueStore,
+    QueueWriter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +189,7 @@ class QueueDriver:
             current = await self.store.run(self.store.entry_of, forge_name, repo, number)
             if current is not None and current.head_sha.lower() == pull.head_sha.lower():
                 return Enqueued(current, already=True)
+            await self._admissions_open(queue)
             if current is not None:
                 await session.leave(
                     number, ReasonCode.HEAD_MOVED, f"#{number} enqueued again at a new head"
@@ -192,6 +201,77 @@ class QueueDriver:
             return Enqueued(made)
 
         done = await self._in_lane(queue, admit_entry)
+        self.kick(queue)
+        return done
+
+    async def _admissions_open(self, queue: QueueRef) -> None:
+        """A paused or draining queue admits nothing new (checked inside the lane, where
+        pause and drain are set)."""
+        control = await self.store.run(self.store.control, *queue.key)
+        held = admission_hold(Control(paused=control.paused, draining=control.draining))
+        if held is not None:
+            raise QueueRefused(
+                f"{queue.lane}: {held.detail} (set by {control.set_by})", code=held.code.value
+            )
+
+    async def set_control(
+        self,
+        forge_name: str,
+        repo: str,
+        base: str,
+        *,
+        paused: bool | None = None,
+        draining: bool | None = None,
+        actor: str,
+    ) -> QueueControl:
+        """Pause or resume, drain or stop draining the queue of (``repo``, ``base``); a
+        change is recorded in the queue's event log. Fields left None keep their value."""
+        queue = QueueRef(forge_name, repo_key(repo), base)
+        self._configured(forge_name, repo)
+        try:
+            tip = await self._forge(forge_name).branch_head(queue.repo, base)
+        except ForgeError as exc:
+            raise QueueRefused(str(exc), code=reason_for(exc).value) from None
+        if tip is None:
+            raise QueueRefused(
+                f"{forge_name}:{queue.repo} has no branch {base!r}",
+                code=ReasonCode.BRANCH_NOT_FOUND,
+            )
+
+        async def change(session: QueueSession) -> QueueControl:
+            now = await self.store.run(self.store.control, *queue.key)
+            new_paused = now.paused if paused is None else paused
+            new_draining = now.draining if draining is None else draining
+            if (new_paused, new_draining) == (now.paused, now.draining):
+                return now
+            said = [
+                ("paused" if new_paused else "resumed") if new_paused != now.paused else None,
+                ("draining" if new_draining else "no longer draining")
+                if new_draining != now.draining
+                else None,
+            ]
+            code = (
+                ReasonCode.QUEUE_PAUSED
+                if new_paused
+                else ReasonCode.QUEUE_DRAINING
+                if new_draining
+                else None
+            )
+
+            def record(w: QueueWriter) -> None:
+                w.set_control(new_paused, new_draining, actor)
+                w.event(
+                    EventKind.CONTROL,
+                    f"{' and '.join(s for s in said if s)} by {actor}",
+                    code=code,
+                    evidence={"paused": new_paused, "draining": new_draining},
+                )
+
+            await session.write(record)
+            log.info("queue %s: %s by %s", queue.lane, said, actor)
+            return await self.store.run(self.store.control, *queue.key)
+
+        done = await self._in_lane(queue, change)
         self.kick(queue)
         return done
 
@@ -276,6 +356,10 @@ class QueueDriver:
         """One pass over ``queue``; None when another process holds its lane."""
 
         async def one_pass(session: QueueSession) -> PassReport:
+            if session.landing_hold is not None and (
+                session.landing_hold.code is ReasonCode.QUEUE_PAUSED
+            ):
+                return PassReport()  # paused: nothing starts, nothing lands
             return await session.run_pass()
 
         try:

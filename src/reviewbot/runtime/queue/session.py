@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from reviewbot.config import QueueRules, RepoRules
 from reviewbot.core import errors
+from reviewbot.core.merge import Refusal
 from reviewbot.core.models import RequiredChecks
 from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, entry_keys
 from reviewbot.core.queue_cars import (
@@ -58,6 +59,7 @@ from reviewbot.core.queue_cars import (
     Left,
     may_land_rebased,
 )
+from reviewbot.core.queue_control import Control, landing_hold
 from reviewbot.core.queue_train import TrainState, land, plan, queued, release, step
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
@@ -147,6 +149,7 @@ class QueueSession:
         self.car_rows: dict[tuple[str, int], QueueCar] = {}
         self.tip = ""
         self.protection: RequiredChecks | None = None
+        self.landing_hold: Refusal | None = None  # why nothing lands this pass
         self.report = PassReport()
         self._struck: set[int] = set()
 
@@ -162,6 +165,12 @@ class QueueSession:
         rows = await self.store.run(self.store.cars, *q.key)
         self.car_rows = {(r.train, r.car): r for r in rows}
         self.tip = await self._base_tip()
+        control = await self.store.run(self.store.control, *q.key)
+        self.landing_hold = landing_hold(
+            self.rules.merge_queue.schedule(),
+            self.clock(),
+            Control(paused=control.paused, draining=control.draining),
+        )
 
     async def _base_tip(self) -> str:
         tip = await self.forge.branch_head(self.queue.repo, self.queue.base)
@@ -637,6 +646,9 @@ class QueueSession:
         where the rules allow it, as an untested merge of a moved base and that commit).
         A train's car lands only while the landing line is empty; otherwise, or when the
         base moved under it, it is promoted into the landing line (:meth:`_promote`)."""
+        if self.landing_hold is not None:
+            await self._hold_landing(train, self.landing_hold)
+            return
         while train.state.line and train.state.line[0].status is CarStatus.GREEN:
             car = train.state.line[0]
             assert car.tested_sha is not None
@@ -740,6 +752,31 @@ class QueueSession:
             entry = self.entries.get(number)
             if entry is not None:
                 self.entries[number] = replace(entry, train=LANDING)
+
+    async def _hold_landing(self, train: Train, why: Refusal) -> None:
+        """A freeze, a closed merge window or a pause holds the train's green first car: it
+        stays green and lands when the hold ends; the hold is recorded once per car."""
+        if not train.state.line or train.state.line[0].status is not CarStatus.GREEN:
+            return
+        car = train.state.line[0]
+        row = self.car_rows.get((train.name, car.id))
+        if row is None or await self.store.run(
+            self.store.held_recorded, self.queue, row.id, why.code
+        ):
+            return
+
+        def record(w: QueueWriter) -> None:
+            for number in car.batch:
+                w.event(
+                    EventKind.HELD,
+                    f"car {car.id} of train {train.name} is green; landing held: {why.detail}",
+                    number=number,
+                    car=row.id,
+                    code=why.code,
+                    sha=car.tested_sha,
+                )
+
+        await self.write(record)
 
     async def _entries_unchanged(self, train: Train, car: Car) -> bool:
         """Each PR the car lands is still open at its pinned head; one that is not leaves."""

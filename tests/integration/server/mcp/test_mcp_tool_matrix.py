@@ -75,6 +75,7 @@ REST: dict[str, tuple[str, str] | None] = {
     "queue_status": ("GET", "/api/v1/queue"),
     "queue_dequeue": ("POST", "/api/v1/queue/dequeue"),
     "queue_predict": ("POST", "/api/v1/queue/predict"),
+    "queue_control": ("POST", "/api/v1/queue/control"),
 }
 ALL_SCOPES = "read,review,lease,merge,db:read,db:write"
 
