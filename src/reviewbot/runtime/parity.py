@@ -260,7 +260,9 @@ def disk_report(
     if changed_code:
         reasons.append("the code on disk differs from the running code")
     commit_now = git_commit(boot.package_dir)
-    if commit_now != boot.commit and not changed_code:
+    # A commit that could not be read now (git slow or gone) is unknown, not moved: the
+    # code's own hash above says whether what runs differs from the disk.
+    if commit_now is not None and commit_now != boot.commit and not changed_code:
         reasons.append(f"the checkout moved from {boot.commit} to {commit_now}")
     config_changed: bool | None = None
     disk_hash: str | None = None

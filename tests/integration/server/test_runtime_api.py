@@ -5,6 +5,7 @@ the file under a real ``reviewbot serve`` process."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import urllib.request
@@ -78,6 +79,22 @@ def test_changed_code_on_disk_needs_a_restart(tmp_path: Path) -> None:
         report = parity.runtime_report(boot, db, {})
         assert report.code_changed and report.restart_needed
         assert report.reasons == ("the code on disk differs from the running code",)
+    finally:
+        db.close()
+
+
+def test_a_commit_that_cannot_be_read_now_is_not_a_moved_checkout(tmp_path: Path) -> None:
+    # The package folder is no checkout, so git answers nothing, as when git is slow or gone;
+    # the process started from a commit: unknown now is not "moved".
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    db = open_store(WorkflowPaths(tmp_path / "data"))
+    try:
+        boot = parity.boot_snapshot(make_settings(tmp_path), started_at=0.0, package_dir=package)
+        boot = dataclasses.replace(boot, commit="a" * 40)
+        report = parity.runtime_report(boot, db, {})
+        assert report.restart_needed is False, report.reasons
     finally:
         db.close()
 
