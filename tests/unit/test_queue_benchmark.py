@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "queue.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "merge_queue.py"
 
 
 @pytest.fixture(scope="module")

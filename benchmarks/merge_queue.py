@@ -1,5 +1,8 @@
 """Merge-queue throughput on a compressed virtual clock: the bot's queue against the usual ones.
 
+(Named merge_queue.py, not queue.py: a queue.py here would stand in for the standard
+library's queue module for every script in this folder.)
+
 A discrete-event simulation (no network, no database, virtual minutes) of PRs arriving at a
 merge queue whose CI takes about D minutes. Every strategy sees the same workload (same seed):
 
@@ -39,8 +42,8 @@ admission to merge, CI builds started (cancelled ones included) per merged PR, e
 backlog at the end and whether it grows (least-squares slope of the queued count over the
 second half of the window above 10% of the arrival rate, and above 5 PRs per hour).
 
-    python benchmarks/queue.py
-    python benchmarks/queue.py --rate 60 --ci-minutes 20 --fail 0.1 --flake 0.02 --json
+    python benchmarks/merge_queue.py
+    python benchmarks/merge_queue.py --rate 60 --ci-minutes 20 --fail 0.1 --flake 0.02 --json
 """
 
 from __future__ import annotations
