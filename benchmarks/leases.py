@@ -24,7 +24,7 @@ rounds). Each measurement runs in a child process with its own PYTHONPATH.
 
     python benchmarks/leases.py
     python benchmarks/leases.py --cycles 2000 --processes 8 --seconds 5 --json
-    python benchmarks/leases.py --before /work/before --rounds 3
+    python benchmarks/leases.py --before ../reviewbot-before --rounds 3   # an earlier checkout
 """
 
 from __future__ import annotations
