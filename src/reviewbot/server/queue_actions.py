@@ -26,12 +26,11 @@ from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.queue.driver import QueueDriver
 from reviewbot.runtime.queue.predict import MAX_FILES, MAX_PATH, prediction_json
 from reviewbot.runtime.queue.predict import predict as predict_in_store
-from reviewbot.server.actions import B, current_name, database, merge_parts
+from reviewbot.server.actions import B, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import (
     authenticate,
     bound_target,
-    check_binding,
     current_bound,
     require_scope,
 )
@@ -102,15 +101,14 @@ def queue_driver(service: Service) -> QueueDriver:
 
 async def bound_body(service: Service, info: TokenInfo, scope: str, body: B) -> B:
     require_scope(info, scope)
-    body = await current_name(service, body)
-    check_binding(info, body.forge, body.repo)
+    body.repo = await current_bound(database(service), info, body.forge, body.repo)
     if body.forge not in service.forges:
         raise Refused(f"no {body.forge[:20]} connection is configured", code="unknown_forge")
     return body
 
 
 async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[str, Any]:
-    await bound_body(service, info, "merge", body)
+    body = await bound_body(service, info, "merge", body)
     done = await queue_driver(service).enqueue(
         body.forge,
         body.repo,
@@ -123,7 +121,7 @@ async def enqueue(service: Service, info: TokenInfo, body: EnqueueBody) -> dict[
 
 
 async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str, Any]:
-    await bound_body(service, info, "merge", body)
+    body = await bound_body(service, info, "merge", body)
     entry = await queue_driver(service).dequeue(
         body.forge,
         body.repo,
@@ -139,10 +137,11 @@ async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[s
     require_scope(info, "read")
     forge, repo = bound_target(info, query.forge, query.repo)
     assert forge is not None and repo is not None
-    query.repo = repo
-    query = await current_name(service, query)
-    store = queue_driver(service).store
     db = database(service)
+    # The binding is checked again on the current name: one naming the name a renamed
+    # repository left never reaches the rows of the repository that took it.
+    query.repo = await current_bound(db, info, forge, repo)
+    store = queue_driver(service).store
     entries = await db.run(store.entries, forge, query.repo, query.base)
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))
     cars = [c for base in bases for c in await db.run(store.cars, forge, query.repo, base)]

@@ -15,7 +15,7 @@ import pytest
 from reviewbot.config import QueueRules, RepoRules
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.sim import SimServer, Simulator
-from reviewbot.store import lanes
+from reviewbot.store import lanes, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.lanes import LaneHold
 from reviewbot.store.queue import CarState, EventKind, QueueRef, QueueStore
@@ -195,3 +195,35 @@ async def test_explain_and_the_state_comment_show_the_queue(
         assert done.returncode == 0, done.stderr
         assert f"Merge queue events for {FORGE}:{REPO}#{pr.number}, oldest first:" in done.stdout
         assert "[checks_failed]" in done.stdout
+
+
+async def test_a_token_bound_to_a_renamed_repositorys_old_name_sees_no_queue(
+    server: Running,
+) -> None:
+    # acme/secret-old was renamed to acme/api (same forge id): its old name resolves to the
+    # queued repository, but a binding to the name it left never reaches its rows.
+    for name, seen_at in (("acme/secret-old", 1.0), (REPO, 2.0)):
+        await server.db.run(
+            lambda name=name, seen_at=seen_at: repositories.observe(
+                server.db,
+                forge=FORGE,
+                repo=name,
+                display_name=name,
+                forge_id=77,
+                signed=True,
+                seen_at=seen_at,
+            )
+        )
+    bound = server.token("read", repo=f"{FORGE}:acme/secret-old")
+    status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo=acme/secret-old", bound)
+    assert (status, answer.get("error")) == (403, "repo_not_allowed"), answer
+    status, answer = await predict(
+        server,
+        bound,
+        {"forge": FORGE, "repo": "acme/secret-old", "base": "main", "files": ["src/api/v.py"]},
+    )
+    assert (status, answer.get("error")) == (403, "repo_not_allowed"), answer
+    # The repository's own binding still reads it.
+    mine = server.token("read", repo=f"{FORGE}:{REPO}")
+    status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo={REPO}", mine)
+    assert status == 200 and [e["number"] for e in answer["entries"]] == [7, 8], answer
