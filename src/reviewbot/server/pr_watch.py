@@ -88,7 +88,8 @@ def decode_cursor(text: str, worker: str) -> PrSnapshot:
             mergeable=mergeable if isinstance(mergeable, bool) else None,
             leases=mine,
         )
-    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError):
+    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError, OverflowError):
+        # OverflowError: an epoch written Infinity (1e999) has no integer
         raise Refused(
             "cursor: not a cursor this server gave (pass the last answer's cursor, or none)",
             code="invalid_request",
