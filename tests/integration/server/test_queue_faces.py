@@ -15,7 +15,7 @@ import pytest
 from reviewbot.config import QueueRules, RepoRules
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.sim import SimServer, Simulator
-from reviewbot.store import lanes
+from reviewbot.store import lanes, repositories
 from reviewbot.store.database import Database
 from reviewbot.store.lanes import LaneHold
 from reviewbot.store.queue import CarState, EventKind, QueueRef, QueueStore
@@ -147,6 +147,31 @@ async def test_queue_predict_refuses_what_a_low_scope_or_foreign_token_asks(
     async with mcp_http(server.base, server.token("read", repo="gitea:acme/web")) as client:
         code, _ = refused(await client.call_tool("queue_predict", ask))
     assert code == "repo_not_allowed"
+
+
+async def test_a_binding_to_a_name_the_repository_left_reads_nothing_of_its_queue(
+    server: Running,
+) -> None:
+    """``acme/legacy`` was renamed ``acme/api``; a token made afterwards for ``acme/legacy``
+    (a new repository may take the name) must not read ``acme/api``'s queue."""
+    common = {"forge": FORGE, "signed": True, "seen_at": 1_800_000_000.0, "forge_id": 7}
+    repositories.observe(server.db, repo="acme/legacy", display_name="acme/legacy", **common)
+    repositories.observe(server.db, repo=REPO, display_name=REPO, **common)
+    old_name = server.token("read", repo=f"{FORGE}:acme/legacy")
+    for query in (f"forge={FORGE}&repo=acme/legacy", f"forge={FORGE}&repo=ACME/Legacy"):
+        status, answer = await server.get(f"/api/v1/queue?{query}", old_name)
+        assert (status, answer.get("error")) == (403, "repo_not_allowed"), (query, answer)
+    async with mcp_http(server.base, old_name) as client:
+        code, _ = refused(
+            await client.call_tool("queue_status", {"forge": FORGE, "repo": "acme/legacy"})
+        )
+    assert code == "repo_not_allowed"
+    # The repository's own token reads it under either name, in any casing.
+    owner = server.token("read", repo=f"{FORGE}:ACME/Api")
+    for name in ("acme/legacy", REPO):
+        status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo={name}", owner)
+        assert status == 200 and answer["repo"] == REPO, answer
+        assert [e["number"] for e in answer["entries"]] == [7, 8]
 
 
 async def test_explain_and_the_state_comment_show_the_queue(
