@@ -206,7 +206,11 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
 async def leave_line(service: Service, info: TokenInfo, body: LineBody) -> dict[str, Any]:
     """The caller's worker stops waiting for the target: it leaves the line."""
     body, api = await _as_worker(service, info, body, "lease")
-    left = await database(service).run(api.leases.leave_line, body.target(), body.worker_identity)
+    try:
+        target = body.target()
+    except ValueError as exc:  # a forge no one has
+        raise Refused(str(exc), code="invalid_request") from None
+    left = await database(service).run(api.leases.leave_line, target, body.worker_identity)
     return {"worker_identity": body.worker_identity, "left": left}
 
 

@@ -230,6 +230,27 @@ async def test_one_token_holds_at_most_four_waiting_calls_open(
     assert (status, answer["error"]) == (409, "lease_held"), answer
 
 
+async def test_malformed_leave_bodies_are_refused_not_a_server_failure(
+    clocked: tuple[Running, FakeClock],
+) -> None:
+    srv, _ = clocked
+    token = srv.token("lease")
+    a = await register(srv, token, "a")
+    leave = {**TARGET, "worker_identity": a}
+    for extra, needle in (
+        ({"forge": "NaN"}, "forge"),
+        ({"forge": "gitlab"}, "forge"),
+        ({"number": 2**64}, "number"),
+        ({"number": -1}, "number"),
+        ({"worker_identity": "w" * 1_000_000}, "body"),
+        ({"role": ["merger"]}, "role"),
+    ):
+        status, refused = await call(srv, "POST", "/api/v1/leases/leave", token, {**leave, **extra})
+        assert status in (400, 413) and needle in refused["detail"], (extra, refused)
+    status, answer = await call(srv, "POST", "/api/v1/leases/leave", token, leave)
+    assert (status, answer["left"]) == (200, False)
+
+
 @pytest.mark.parametrize(
     ("value", "needle"),
     [
