@@ -9,6 +9,7 @@ binding itself, so an entry path cannot forget either; a refusal is a
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -34,6 +35,7 @@ from reviewbot.server.lease_bodies import (
     WorkerBody,
     WorkerHeartbeatBody,
 )
+from reviewbot.server.quota import held_open
 from reviewbot.service import MergeParts, Service
 from reviewbot.store import repositories
 from reviewbot.store.database import Database
@@ -182,17 +184,20 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
             code="repo_not_configured",
         )
     leases = api.leases
+    # A wait holds the call open: it counts among the calls the token holds open at once.
+    held = held_open(service, info) if body.wait_s else contextlib.nullcontext()
     try:
-        lease = await acquire_lease_in_line(
-            leases,
-            body.target(),
-            body.worker_identity,
-            body.head_sha,
-            wait_s=body.wait_s,
-            ttl_s=body.ttl_s,
-            actor=str(_owner(info)),
-            details=body.details(),
-        )
+        with held:
+            lease = await acquire_lease_in_line(
+                leases,
+                body.target(),
+                body.worker_identity,
+                body.head_sha,
+                wait_s=body.wait_s,
+                ttl_s=body.ttl_s,
+                actor=str(_owner(info)),
+                details=body.details(),
+            )
     except ValueError as exc:
         raise Refused(str(exc), code="invalid_request") from None
     return lease_json(lease, leases.clock())
@@ -201,7 +206,11 @@ async def acquire_lease(service: Service, info: TokenInfo, body: AcquireBody) ->
 async def leave_line(service: Service, info: TokenInfo, body: LineBody) -> dict[str, Any]:
     """The caller's worker stops waiting for the target: it leaves the line."""
     body, api = await _as_worker(service, info, body, "lease")
-    left = await database(service).run(api.leases.leave_line, body.target(), body.worker_identity)
+    try:
+        target = body.target()
+    except ValueError as exc:  # a forge no one has
+        raise Refused(str(exc), code="invalid_request") from None
+    left = await database(service).run(api.leases.leave_line, target, body.worker_identity)
     return {"worker_identity": body.worker_identity, "left": left}
 
 

@@ -36,15 +36,14 @@ from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import authenticate
 from reviewbot.server.body import read_model
 from reviewbot.server.lease_bodies import TargetBody
+from reviewbot.server.quota import held_open
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
 
 ROUTE = "/api/v1/leases/watch"
 MAX_CURSOR_CHARS = 4096
-MAX_WATCHES_PER_TOKEN = 4  # calls held open at once by one token, in this process
 
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
-_open: dict[tuple[int, int], int] = {}  # (service, token id) -> watches held open
 
 
 class WatchBody(TargetBody):
@@ -88,7 +87,8 @@ def decode_cursor(text: str, worker: str) -> PrSnapshot:
             mergeable=mergeable if isinstance(mergeable, bool) else None,
             leases=mine,
         )
-    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError):
+    except (ValueError, TypeError, KeyError, binascii.Error, RecursionError, OverflowError):
+        # OverflowError: an epoch written Infinity (1e999) has no integer
         raise Refused(
             "cursor: not a cursor this server gave (pass the last answer's cursor, or none)",
             code="invalid_request",
@@ -113,21 +113,12 @@ async def watch_pr(
         if body.cursor is not None
         else PrSnapshot.unknown(body.head_sha)
     )
-    key = (id(service), info.id)
-    if _open.get(key, 0) >= MAX_WATCHES_PER_TOKEN:
-        raise Refused(
-            f"token {info.name!r} already holds {MAX_WATCHES_PER_TOKEN} watches open: wait "
-            "for one to answer",
-            code="rate_limited",
-            retry_after_s=1,
-        )
-    _open[key] = _open.get(key, 0) + 1
 
     async def on_event(event: Any) -> None:
         if notify is not None:
             await notify(event.to_json())
 
-    try:
+    with held_open(service, info):
         events, after = await pr_watch.watch(
             database(service),
             api.leases,
@@ -141,10 +132,6 @@ async def watch_pr(
             keep_alive=lambda: database(service).run(api.leases.worker_heartbeat, sub.worker),
             keep_alive_s=min(leases.retry_s, leases.renew_s / 2),
         )
-    finally:
-        _open[key] -= 1
-        if not _open[key]:
-            del _open[key]
     return {
         "pr": f"{body.forge}:{body.repo}#{body.number}",
         "worker": sub.worker,

@@ -30,7 +30,6 @@ from reviewbot.server.actions import B, database, merge_parts
 from reviewbot.server.app_keys import SERVICE
 from reviewbot.server.auth import (
     authenticate,
-    bound_target,
     current_bound,
     require_scope,
 )
@@ -135,12 +134,10 @@ async def dequeue(service: Service, info: TokenInfo, body: PullBody) -> dict[str
 
 async def status(service: Service, info: TokenInfo, query: QueueQuery) -> dict[str, Any]:
     require_scope(info, "read")
-    forge, repo = bound_target(info, query.forge, query.repo)
-    assert forge is not None and repo is not None
     db = database(service)
-    # The binding is checked again on the current name: one naming the name a renamed
-    # repository left never reaches the rows of the repository that took it.
-    query.repo = await current_bound(db, info, forge, repo)
+    forge = query.forge
+    # Checked under the current name: a binding to a name the repository left reads nothing.
+    query.repo = await current_bound(db, info, forge, query.repo)
     store = queue_driver(service).store
     entries = await db.run(store.entries, forge, query.repo, query.base)
     bases = sorted({e.base for e in entries} | ({query.base} if query.base else set()))

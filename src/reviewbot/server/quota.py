@@ -11,10 +11,20 @@ count against ``tools``, whatever the statement."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from reviewbot.core.errors import Refused
 from reviewbot.core.quota import RouteClass, retry_after_s
 from reviewbot.service import Service
 from reviewbot.store.tokens import TokenInfo
+
+# Calls one token holds open at once in this process (watches, acquires waiting in a lease's
+# line): each looks at the store every few tenths of a second while it waits, so the bucket
+# alone (a burst, then a few a second, each held up to max_wait_s) would let one token hold
+# hundreds of them.
+MAX_OPEN_PER_TOKEN = 4
+_open: dict[tuple[int, int], int] = {}  # (service, token id) -> calls held open
 
 # The scope of every write path, and the class its calls count against.
 WRITE_SCOPES: dict[str, RouteClass] = {
@@ -47,3 +57,24 @@ def admit(service: Service, caller: str, route: RouteClass) -> None:
         code="rate_limited",
         retry_after_s=seconds,
     )
+
+
+@contextlib.contextmanager
+def held_open(service: Service, info: TokenInfo) -> Iterator[None]:
+    """One call ``info`` holds open while it waits (a watch, an acquire waiting in line):
+    refused ``rate_limited`` when the token already holds :data:`MAX_OPEN_PER_TOKEN`."""
+    key = (id(service), info.id)
+    if _open.get(key, 0) >= MAX_OPEN_PER_TOKEN:
+        raise Refused(
+            f"token {info.name!r} already holds {MAX_OPEN_PER_TOKEN} waiting calls open "
+            "(watches, acquires waiting in line): wait for one to answer",
+            code="rate_limited",
+            retry_after_s=1,
+        )
+    _open[key] = _open.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        _open[key] -= 1
+        if not _open[key]:
+            del _open[key]

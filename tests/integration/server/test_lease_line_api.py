@@ -177,6 +177,80 @@ async def test_another_tokens_waiter_cannot_be_seen_or_moved(
     assert (await acquire(srv, owner, b, wait_s=0))[1]["position"] == 1
 
 
+async def test_one_token_holds_at_most_four_waiting_calls_open(
+    clocked: tuple[Running, FakeClock],
+) -> None:
+    """A waiting acquire looks at the store every few tenths of a second: one token may not
+    hold hundreds of them (its lease bucket alone would allow a burst of 60, then 5 a
+    second, each held up to max_wait_s). Watches and waits share the count."""
+    srv, _ = clocked
+    token, holder = srv.token("lease"), srv.token("lease")
+    h = await register(srv, holder, "h")
+    status, held = await acquire(srv, holder, h)
+    assert status == 200
+    waiters = [await register(srv, token, f"w{i}") for i in range(5)]
+    calls = [asyncio.create_task(acquire(srv, token, w, wait_s=20)) for w in waiters[:4]]
+
+    def in_line() -> int:
+        with srv.db.read() as tx:
+            row = tx.one("SELECT COUNT(*) FROM lease_waiters", ())
+        assert row is not None
+        return int(row[0])
+
+    deadline = asyncio.get_running_loop().time() + WAIT_S  # a bound, never a speed check
+    while in_line() < 4:  # each call counts itself open before it joins the line
+        assert asyncio.get_running_loop().time() < deadline, "the waits did not start"
+        await asyncio.sleep(0.02)
+    # The fifth open call, a wait or a watch, is refused at once; a wait of 0 is not held.
+    status, refused = await acquire(srv, token, waiters[4], wait_s=1)
+    assert (status, refused["error"]) == (429, "rate_limited"), refused
+    assert "4 waiting calls" in refused["detail"]
+    watch = {**TARGET, "worker_identity": waiters[4], "wait_s": 1}
+    status, refused = await call(srv, "POST", "/api/v1/leases/watch", token, watch)
+    assert (status, refused["error"]) == (429, "rate_limited"), refused
+    status, answer = await acquire(srv, token, waiters[4], wait_s=0)
+    assert (status, answer["error"], answer["position"]) == (409, "lease_held", 5)
+    # Another token is not held back by this one's open calls.
+    other = srv.token("lease")
+    theirs = await register(srv, other, "theirs")
+    status, answer = await acquire(srv, other, theirs, wait_s=0.1)
+    assert (status, answer["error"], answer["position"]) == (409, "lease_held", 6)
+    # Each release grants the next waiter, whose open call answers; then its own release.
+    await release(srv, holder, h, held["epoch"])
+    while calls:
+        done, _ = await asyncio.wait(calls, timeout=WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        assert done, "no waiting call answered"
+        for task in done:
+            calls.remove(task)
+            status, lease = task.result()
+            assert status == 200, lease
+            await release(srv, token, lease["holder"], lease["epoch"])
+    # With none open, the token waits again.
+    status, answer = await acquire(srv, token, waiters[0], wait_s=0.1)
+    assert (status, answer["error"]) == (409, "lease_held"), answer
+
+
+async def test_malformed_leave_bodies_are_refused_not_a_server_failure(
+    clocked: tuple[Running, FakeClock],
+) -> None:
+    srv, _ = clocked
+    token = srv.token("lease")
+    a = await register(srv, token, "a")
+    leave = {**TARGET, "worker_identity": a}
+    for extra, needle in (
+        ({"forge": "NaN"}, "forge"),
+        ({"forge": "gitlab"}, "forge"),
+        ({"number": 2**64}, "number"),
+        ({"number": -1}, "number"),
+        ({"worker_identity": "w" * 1_000_000}, "body"),
+        ({"role": ["merger"]}, "role"),
+    ):
+        status, refused = await call(srv, "POST", "/api/v1/leases/leave", token, {**leave, **extra})
+        assert status in (400, 413) and needle in refused["detail"], (extra, refused)
+    status, answer = await call(srv, "POST", "/api/v1/leases/leave", token, leave)
+    assert (status, answer["left"]) == (200, False)
+
+
 @pytest.mark.parametrize(
     ("value", "needle"),
     [

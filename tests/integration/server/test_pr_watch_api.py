@@ -255,3 +255,22 @@ async def test_a_watch_is_refused_what_a_lease_call_is_refused(world: World) -> 
         json.loads(base64.urlsafe_b64decode(answer["cursor"]))["mine"]
     )
     assert answer["events"] == []
+
+
+async def test_a_cursor_with_numbers_past_any_range_is_refused_not_a_failure(
+    world: World,
+) -> None:
+    w = world
+    pr = await opened(w)
+    token = w.token("lease")
+    me = await worker(w, token, "mine")
+    body = {**target(pr), "worker_identity": me, "wait_s": 0}
+    good = json.loads(base64.urlsafe_b64decode((await watch(w, token, body))["cursor"]))
+    for mine in ([["merger", 1e999, 0]], [["merger", -1e999, 0]], [["merger", "NaN", 0]]):
+        forged = json.dumps({**good, "mine": mine}).encode()  # 1e999 is written Infinity
+        cursor = base64.urlsafe_b64encode(forged).decode()
+        status, answer = await w.call(
+            "POST", "/api/v1/leases/watch", token, {**body, "cursor": cursor}
+        )
+        assert (status, answer["error"]) == (400, "invalid_request"), (mine, answer)
+        assert "cursor" in answer["detail"]

@@ -149,6 +149,31 @@ async def test_queue_predict_refuses_what_a_low_scope_or_foreign_token_asks(
     assert code == "repo_not_allowed"
 
 
+async def test_a_binding_to_a_name_the_repository_left_reads_nothing_of_its_queue(
+    server: Running,
+) -> None:
+    """``acme/legacy`` was renamed ``acme/api``; a token made afterwards for ``acme/legacy``
+    (a new repository may take the name) must not read ``acme/api``'s queue."""
+    common = {"forge": FORGE, "signed": True, "seen_at": 1_800_000_000.0, "forge_id": 7}
+    repositories.observe(server.db, repo="acme/legacy", display_name="acme/legacy", **common)
+    repositories.observe(server.db, repo=REPO, display_name=REPO, **common)
+    old_name = server.token("read", repo=f"{FORGE}:acme/legacy")
+    for query in (f"forge={FORGE}&repo=acme/legacy", f"forge={FORGE}&repo=ACME/Legacy"):
+        status, answer = await server.get(f"/api/v1/queue?{query}", old_name)
+        assert (status, answer.get("error")) == (403, "repo_not_allowed"), (query, answer)
+    async with mcp_http(server.base, old_name) as client:
+        code, _ = refused(
+            await client.call_tool("queue_status", {"forge": FORGE, "repo": "acme/legacy"})
+        )
+    assert code == "repo_not_allowed"
+    # The repository's own token reads it under either name, in any casing.
+    owner = server.token("read", repo=f"{FORGE}:ACME/Api")
+    for name in ("acme/legacy", REPO):
+        status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo={name}", owner)
+        assert status == 200 and answer["repo"] == REPO, answer
+        assert [e["number"] for e in answer["entries"]] == [7, 8]
+
+
 async def test_explain_and_the_state_comment_show_the_queue(
     tmp_path: Path, sim: Simulator, sim_server: SimServer
 ) -> None:
@@ -195,35 +220,3 @@ async def test_explain_and_the_state_comment_show_the_queue(
         assert done.returncode == 0, done.stderr
         assert f"Merge queue events for {FORGE}:{REPO}#{pr.number}, oldest first:" in done.stdout
         assert "[checks_failed]" in done.stdout
-
-
-async def test_a_token_bound_to_a_renamed_repositorys_old_name_sees_no_queue(
-    server: Running,
-) -> None:
-    # acme/secret-old was renamed to acme/api (same forge id): its old name resolves to the
-    # queued repository, but a binding to the name it left never reaches its rows.
-    for name, seen_at in (("acme/secret-old", 1.0), (REPO, 2.0)):
-        await server.db.run(
-            lambda name=name, seen_at=seen_at: repositories.observe(
-                server.db,
-                forge=FORGE,
-                repo=name,
-                display_name=name,
-                forge_id=77,
-                signed=True,
-                seen_at=seen_at,
-            )
-        )
-    bound = server.token("read", repo=f"{FORGE}:acme/secret-old")
-    status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo=acme/secret-old", bound)
-    assert (status, answer.get("error")) == (403, "repo_not_allowed"), answer
-    status, answer = await predict(
-        server,
-        bound,
-        {"forge": FORGE, "repo": "acme/secret-old", "base": "main", "files": ["src/api/v.py"]},
-    )
-    assert (status, answer.get("error")) == (403, "repo_not_allowed"), answer
-    # The repository's own binding still reads it.
-    mine = server.token("read", repo=f"{FORGE}:{REPO}")
-    status, answer = await server.get(f"/api/v1/queue?forge={FORGE}&repo={REPO}", mine)
-    assert status == 200 and [e["number"] for e in answer["entries"]] == [7, 8], answer
