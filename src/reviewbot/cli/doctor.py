@@ -112,7 +112,12 @@ async def access_checks(settings: Settings, forges: Mapping[str, Forge]) -> list
             continue
         if facts.version is not None:
             versions.setdefault(repo.forge, facts.version)
-        lines = access_lines(facts, merges=rules.automerge)
+        lines = access_lines(
+            facts,
+            merges=rules.automerge,
+            deletes_branches=rules.delete_head_branch_after_merge,
+            closes_issues=rules.close_linked_issues_after_merge,
+        )
         missing = [line for line in lines if line.ok is False]
         unknown = [line for line in lines if line.ok is None]
         failed = [line for line in missing if line.required]

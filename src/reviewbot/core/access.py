@@ -87,9 +87,22 @@ def _level(granted: Mapping[str, str], key: str) -> int:
     return LEVELS.get(granted.get(key, "none"), 0)
 
 
-def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
+def access_lines(
+    facts: AccessFacts,
+    *,
+    merges: bool,
+    deletes_branches: bool = False,
+    closes_issues: bool = False,
+) -> list[AccessLine]:
     """Every need of the bot on ``facts.repo``; ``merges``: the repository merges through
-    the bot (automerge), so the merge permission is required rather than optional."""
+    the bot (automerge), so the merge permission is required rather than optional;
+    ``deletes_branches`` and ``closes_issues``: its after-merge rules
+    (``delete_head_branch_after_merge``, ``close_linked_issues_after_merge``) are on, so
+    what they write with is required too."""
+    after_merge = [
+        *(["deleting the head branch after a merge"] if deletes_branches else []),
+        *(["closing linked issues after a merge"] if closes_issues else []),
+    ]
     if facts.forge == "github" and facts.credential == "app":
         granted = facts.granted
 
@@ -104,12 +117,25 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
         lines.append(
             AccessLine(
                 _titled("contents", "write"),
-                "merges (automerge, reviewbot merge, merge_pr)",
+                "merges (automerge, reviewbot merge, merge_pr)"
+                + ("; deleting the head branch after a merge" if deletes_branches else ""),
                 holds("contents", "write"),
-                merges,
+                merges or deletes_branches,
                 GITHUB_APP_FIX,
             )
         )
+        if closes_issues:
+            # "Update an issue" names Issues (write)
+            # (https://docs.github.com/en/rest/issues/issues#update-an-issue).
+            lines.append(
+                AccessLine(
+                    _titled("issues", "write"),
+                    "closing linked issues after a merge (close_linked_issues_after_merge)",
+                    holds("issues", "write"),
+                    True,
+                    GITHUB_APP_FIX,
+                )
+            )
         lines.append(
             AccessLine(
                 _titled("workflows", "write"),
@@ -138,9 +164,10 @@ def access_lines(facts: AccessFacts, *, merges: bool) -> list[AccessLine]:
         AccessLine(
             "Write",
             "merges (automerge, reviewbot merge, merge_pr)"
-            + ("" if facts.forge == "github" else "; also a place on a merge whitelist"),
+            + ("" if facts.forge == "github" else "; also a place on a merge whitelist")
+            + "".join(f"; {use}" for use in after_merge),
             has("push"),
-            merges,
+            merges or bool(after_merge),
             fix,
         ),
     ]

@@ -362,7 +362,12 @@ class GiteaForge(HttpAdapter):
 
     async def record_landed(self, repo: str, number: int, sha: str) -> None:
         """Mark the pull request merged by ``sha``, a commit already on its base branch
-        (``Do: manually-merged``: go-gitea/gitea services/pull/merge.go MergedManually)."""
+        (``Do: manually-merged``: go-gitea/gitea services/pull/merge.go MergedManually).
+
+        Gitea and Forgejo refuse it (405) unless the repository allows manual merges
+        ("Allow manual merge", off by default); the 405 of a merge says no more than
+        "refused" (the API description documents it empty), so the repository's setting is
+        read to say which refusal it was."""
         try:
             await self._send(
                 "record_landed",
@@ -373,6 +378,17 @@ class GiteaForge(HttpAdapter):
             )
         except HeadMoved as exc:  # 409: "Wrong commit ID", not on the base branch
             raise NotMergeable(str(exc.args[0]), status=409, operation="record_landed") from None
+        except NotMergeable as exc:
+            settings = as_dict(await self._get_json("record_landed", _repo_path(repo)), "repo")
+            if settings.get("allow_manual_merge") is False:
+                raise NotMergeable(
+                    f"{repo} does not allow marking pull requests manually merged: turn on "
+                    "its pull-request setting allow_manual_merge (the repository's settings, "
+                    "or PATCH /repos/{owner}/{repo}) so landed pull requests show merged",
+                    status=exc.status,
+                    operation="record_landed",
+                ) from None
+            raise
 
     def ref_ops(self) -> RefOps:
         """Gitea has no server-side merge of two refs: merge commits are made in the bot's

@@ -7,7 +7,8 @@ a missing or ill-typed field is a 400 ``{"error": "bad_request", "detail": ...}`
 action                 fields (``?`` optional)
 =====================  ====================================================================
 ``users``              forge, login, token?, bot? -> ``{token}``
-``repos``              forge, repo (OWNER/NAME), default_branch?, private?
+``repos``              forge, repo (OWNER/NAME), default_branch?, private?,
+                       allow_manual_merge? (Gitea's setting; off as Gitea creates one)
 ``pulls``              forge, repo, author, base?, head_ref? (a pushed branch: the PR is
                        opened on it), title?, body?, draft?, labels?, head_sha? -> the PR
 ``push``               forge, repo, number, sha? -> ``{sha}`` (the new head)
@@ -180,6 +181,7 @@ async def _repos(sim: Simulator, b: Body) -> Any:
         _opt(b, "default_branch", str, "main"),
         bool(b.get("private")),
     )
+    repo.allow_manual_merge = bool(b.get("allow_manual_merge"))
     return {
         "repo": repo.full_name,
         "default_branch": repo.default_branch,

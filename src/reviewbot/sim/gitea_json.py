@@ -123,7 +123,7 @@ class GiteaJson:
             "allow_squash_merge": True,
             "allow_fast_forward_only_merge": True,
             "allow_rebase_update": True,
-            "allow_manual_merge": False,
+            "allow_manual_merge": repo.allow_manual_merge,
             "autodetect_manual_merge": False,
             "default_delete_branch_after_merge": False,
             "default_merge_style": "merge",

@@ -4,9 +4,10 @@ virtual commits).
 
 GitHub (REST reference, "Git references", "Branches: merge a branch", "Commits: compare two
 commits"): ``POST /git/refs`` 201, ``PATCH /git/refs/heads/B`` 200 (422 "Update is not a fast
-forward" unless ``force``), ``DELETE /git/refs/heads/B`` 204, ``POST /merges`` 201 with the
-merge commit (204 nothing to merge, 409 "Merge conflict", 404 "Base does not exist" /
-"Head does not exist"), ``GET /compare/BASE...HEAD`` 200.
+forward" unless ``force``), ``DELETE /git/refs/heads/B`` 204 (422 for the default branch or a
+protected one), ``POST /merges`` 201 with the merge commit (204 nothing to merge, 409 "Merge
+conflict", 404 "Base does not exist" / "Head does not exist"), ``GET /compare/BASE...HEAD``
+200.
 
 Gitea (``routers/api/v1/repo/branch.go``, ``repo/compare.go``; the update added by
 go-gitea/gitea#35951): ``POST /branches`` 201 (409 the branch exists, 404 no such ref),
@@ -127,6 +128,11 @@ class GitHubRefs:
         branch = self._branch_of(call.params["ref"])
         if branch not in repo.branches:
             raise ApiError(422, "Reference does not exist")
+        if branch == repo.default_branch:
+            # "Delete a reference": 422 "Validation failed, an attempt was made to delete the
+            # default branch" (https://docs.github.com/en/rest/git/refs#delete-a-reference; the
+            # description gives no body, so the message is validation_failed's).
+            raise ApiError(422, "Validation Failed")
         if branch in repo.protections:
             # "About protected branches": a protected branch cannot be deleted unless its
             # rule allows deletions (the simulated rules never do).

@@ -227,10 +227,17 @@ class ForgeRules(SimCore):
     def _merged_manually(self, repo: SimRepo, pull: SimPull, user: str, commit_id: str) -> None:
         """Gitea's "mark as manually merged" (``Do: manually-merged`` with ``MergeCommitID``):
         no mergeability, check or approval rule applies (``MergeCheckTypeManually``); the
-        commit must be a full ID of a commit on the base branch, else 409 "Wrong commit ID".
-        Nothing moves: the PR records that commit as its merge. Source: go-gitea/gitea
-        routers/api/v1/repo/pull.go ``MergePullRequest`` and services/pull/merge.go
-        ``MergedManually`` (``IsCommitInBranch``)."""
+        repository must allow the style ("Allow manual merge", ``allow_manual_merge``), else
+        ``ErrInvalidMergeStyle``, which the API answers 405; the commit must be a full ID of a
+        commit on the base branch, else 409 "Wrong commit ID". Nothing moves: the PR records
+        that commit as its merge. Source: go-gitea/gitea routers/api/v1/repo/pull.go
+        ``MergePullRequest`` and services/pull/merge.go ``MergedManually``
+        (``IsMergeStyleAllowed``, ``IsCommitInBranch``); Forgejo's ``MergedManually`` makes the
+        same checks."""
+        if not repo.allow_manual_merge:
+            raise ApiError(
+                405, "manually-merged is not allowed an allowed merge style for this repository"
+            )
         tip = repo.branches.get(pull.base)
         full = len(commit_id) in (40, 64)
         if not (full and tip is not None and self.resolve(repo, commit_id) == commit_id):

@@ -214,6 +214,10 @@ class SimRepo:
     issues: dict[int, SimIssue] = field(default_factory=dict)
     next_number: int = 1
     private: bool = False
+    # Gitea's "Allow manual merge" pull-request setting (``allow_manual_merge``), off on a new
+    # repository as Gitea creates it; ``Do: manually-merged`` is refused without it
+    # (go-gitea/gitea services/pull/merge.go ``MergedManually``: ``IsMergeStyleAllowed``).
+    allow_manual_merge: bool = False
 
     @property
     def full_name(self) -> str:

@@ -101,6 +101,9 @@ async def test_protected_and_default_branches_are_not_deleted(
     assert await as_writer.branch_head(REPO, "topic") == repo.branches["main"]
     await as_writer.delete_branch(REPO, "topic")
     assert await as_writer.branch_head(REPO, "topic") is None
-    if forge == "gitea":  # Gitea refuses the default branch itself (repo/branch.go)
-        with pytest.raises(ForgeError):
-            await as_writer.delete_branch(REPO, "main")
+    # Both refuse the default branch itself: GitHub 422 ("Delete a reference"), Gitea 403
+    # (routers/api/v1/repo/branch.go DeleteBranch).
+    with pytest.raises(ForgeError) as refused:
+        await as_writer.delete_branch(REPO, "main")
+    assert refused.value.status == (422 if forge == "github" else 403)
+    assert "main" in repo.branches

@@ -316,6 +316,48 @@ async def test_doctor_names_each_missing_permission_and_where_to_grant_it(
             await forge.aclose()
 
 
+async def test_doctor_requires_what_the_after_merge_rules_write_with(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sim: Simulator,
+    sim_server: SimServer,
+) -> None:
+    """Closing linked issues needs Issues (write) of an App (GitHub answers 403 without it)
+    and Write of an account; deleting the head branch needs Contents (write) / Write: with
+    the rules on and no automerge, doctor fails on each, naming the rule."""
+    env, installation = github_app(sim, sim_server, tmp_path)
+    env.update(gitea_bot(sim, sim_server))
+    rules = "close_linked_issues_after_merge = true\ndelete_head_branch_after_merge = true"
+    configure(monkeypatch, tmp_path, rules, **env)
+    sim.set_installation_permissions(installation, {**GITHUB_DOCUMENTED, "contents": "read"})
+    sim.set_permission("gitea", REPO, "reviewbot", "read")
+    settings = load_settings()
+    forges = configured_forges(settings)
+    try:
+        checks = {c.name: c for c in await access_checks(settings, forges)}
+        github = checks[f"access github:{REPO}"]
+        assert not github.ok
+        assert "missing Issues (read and write): closing linked issues" in github.detail
+        assert "missing Contents (read and write): merges" in github.detail
+        assert "; deleting the head branch after a merge" in github.detail
+        gitea = checks[f"access gitea:{REPO}"]
+        assert not gitea.ok and "missing Write" in gitea.detail
+        assert "closing linked issues after a merge" in gitea.detail
+        assert "deleting the head branch after a merge" in gitea.detail
+
+        sim.set_installation_permissions(
+            installation, {**GITHUB_DOCUMENTED, "issues": "write", "contents": "write"}
+        )
+        sim.set_permission("gitea", REPO, "reviewbot", "write")
+        forges["github"]._app._tokens.clear()  # type: ignore[attr-defined]  # mint anew
+        checks = {c.name: c for c in await access_checks(settings, forges)}
+        assert checks[f"access github:{REPO}"].ok, checks
+        assert checks[f"access gitea:{REPO}"].ok, checks
+    finally:
+        for forge in forges.values():
+            await forge.aclose()
+
+
 def test_doctor_without_a_forge_is_not_ready(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

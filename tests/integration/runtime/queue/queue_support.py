@@ -193,7 +193,9 @@ async def queue_world(
         tokens = {BOT: sim.add_user(forge, BOT, bot=True)}
         for user in ("alice", "bob"):
             tokens[user] = sim.add_user(forge, user)
-        sim.create_repo(forge, REPO, default_branch="main")
+        # Gitea records a landed PR merged only where the repository allows manual merges
+        # (docs/merge-queue.md).
+        sim.create_repo(forge, REPO, default_branch="main").allow_manual_merge = True
         for user in (BOT, "alice", "bob"):
             sim.set_permission(forge, REPO, user, "write")
         async with SimServer(sim, host="127.0.0.1", port=0) as server:
