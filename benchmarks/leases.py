@@ -8,7 +8,8 @@ Measures, on a fresh workflow database in a temporary folder (or --dir):
                added to the lease history (a renewal updates its grant's row: must be 0);
   contended    P OS processes (default 8) on ONE target, each looping acquire -> guarded
                write -> release (a refused acquire asks again after 1-3 ms, waiting in the
-               target's line where the code has one): completed cycles per second in
+               target's line where the code has one, woken by its bell where the code
+               rings one): completed cycles per second in
                total, refusals, "database is locked" errors (must be 0), and fairness:
                completed cycles per process and the ratio of the most to the fewest;
   spread       the same P processes, each on its own target: cycles per second in total.
@@ -150,18 +151,20 @@ def contender(
     identity = register(store, f"proc{index}", str(index))
     t = target(number)
     queue = has_line(store)
+    # Where the code has bells, a waiter binds its own before it first joins the line.
+    bell = store.bell(t, identity) if hasattr(store, "bell") else None
     done = refused = locked = 0
     epochs: list[int] = []
     early: tuple[Any, int] | None = None
     if queue:  # in line before the clock starts, as every process registers before it
-        early = wait_in_line(store, t, identity, time.monotonic(), stay=True)
+        early = wait_in_line(store, t, identity, time.monotonic(), stay=True, bell=bell)
     ready.put(index)
     start.wait()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             if queue:
-                got, early = early or wait_in_line(store, t, identity, deadline), None
+                got, early = early or wait_in_line(store, t, identity, deadline, bell=bell), None
                 if got is None:
                     break
                 lease, waits = got
@@ -188,17 +191,26 @@ def contender(
     Path(out).write_text(
         json.dumps({"done": done, "refused": refused, "locked": locked, "epochs": epochs})
     )
+    if bell is not None:
+        bell.close()
     store.close()
     db.close()
 
 
 def wait_in_line(
-    store: LeaseStore, t: LeaseTarget, identity: str, deadline: float, *, stay: bool = False
+    store: LeaseStore,
+    t: LeaseTarget,
+    identity: str,
+    deadline: float,
+    *,
+    stay: bool = False,
+    bell: Any = None,
 ) -> tuple[Any, int] | None:
     """Join the target's line and wait for the grant, as a waiting agent does: between two
     acquires it only reads whether it was granted (``granted``, no write lock), and asks
-    again when the target is free, it is no longer in line, or to be heard from. ``None``:
-    time ran out (it leaves the line)."""
+    again when the target is free, it is no longer in line, or to be heard from. With a
+    ``bell`` it reads when the bell rings (or every 50 ms), else every millisecond.
+    ``None``: time ran out (it leaves the line)."""
     waits = 0
     while True:
         try:
@@ -212,15 +224,19 @@ def wait_in_line(
                 if not stay:
                     store.leave_line(t, identity)  # type: ignore[attr-defined]
                 return None
-            # Every waiter looks every millisecond: a place in line read a while ago is stale
-            # (the line moves at every release), so looking less often further back only
-            # delays the one that has just become first.
-            time.sleep(0.001 * random.uniform(0.8, 1.2))
+            rang = False
+            if bell is not None:
+                rang = bell.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            else:
+                # Without bells every waiter looks every millisecond: a place in line read a
+                # while ago is stale (the line moves at every release), so looking less often
+                # further back only delays the one that has just become first.
+                time.sleep(0.001 * random.uniform(0.8, 1.2))
             granted = store.granted(t, identity)  # type: ignore[attr-defined]
             if granted is not None:
                 return granted, waits
             polls += 1
-            if polls % 16 == 0:
+            if (bell is not None and not rang) or polls % 16 == 0:
                 status = store.line_status(t, identity)  # type: ignore[attr-defined]
                 if status.free or status.position is None or time.monotonic() - heard > 2.0:
                     break

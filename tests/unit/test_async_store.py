@@ -51,8 +51,9 @@ STORE_RECEIVERS = frozenset(
     {"db", "store", "leases", "workers", "epochs", "merges", "lease_store", "reviews", "outbox"}
     | {"rows"}
 )
-# Not store calls: the door itself, the injected clock, values without I/O, and closing.
-NOT_IO = frozenset({"run", "clock", "fence", "worker", "timing", "path", "close"})
+# Not store calls: the door itself, the injected clock, values without I/O, and closing;
+# ``bell`` binds a socket of the lease line (no database).
+NOT_IO = frozenset({"run", "clock", "fence", "worker", "timing", "path", "close", "bell"})
 # Functions of store modules that are pure (shapes and hashes, no database; ``fence`` only
 # builds the check a write transaction runs later).
 PURE = frozenset(

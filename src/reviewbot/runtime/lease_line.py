@@ -6,8 +6,10 @@ heard from. Between two such acquires this only reads whether the caller was gra
 target (:meth:`~reviewbot.store.leases.LeaseStore.granted`, no write lock), every
 ``poll_s``; it asks again every ``refresh_s`` (so a holder that lapsed is replaced and the
 caller stays heard from) and once more when the wait is over, so a refusal names the
-caller's place as it stands then. The wait is measured on ``monotonic`` (the caller's real
-time); who is stale is the store's clock's business.
+caller's place as it stands then. On SQLite the grant also rings the caller's bell
+(:mod:`reviewbot.store.line_bells`), so it is read at once rather than at the next poll.
+The wait is measured on ``monotonic`` (the caller's real time); who is stale is the
+store's clock's business.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ async def acquire_waiting(
     actor: str = "reviewbot",
     details: LeaseDetails = NO_DETAILS,
     poll_s: float = POLL_S,
+    refresh_s: float = REFRESH_S,
     sleep: Sleep = asyncio.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> Lease:
@@ -75,20 +78,30 @@ async def acquire_waiting(
     :class:`LeaseRefused` (``lease_held``, with the caller's ``position``) when the wait
     ends first. ``wait_s`` 0: join the line (or keep one's place) and answer at once."""
     deadline = monotonic() + wait_s
-    refresh_s = min(REFRESH_S, leases.timing.line_ttl_s / 3)
+    refresh_s = min(refresh_s, leases.timing.line_ttl_s / 3)
 
     acquire = functools.partial(
         leases.acquire, target, worker, head_sha, ttl_s=ttl_s, actor=actor, details=details
     )
-    while True:
-        try:
-            return await leases.run(acquire, wait=True)
-        except LeaseRefused:
-            if monotonic() >= deadline:
-                raise
-        asked = monotonic()
-        while monotonic() < min(deadline, asked + refresh_s):
-            await sleep(max(0.0, min(poll_s, deadline - monotonic())))
-            granted = await leases.run(leases.granted, target, worker)
-            if granted is not None:
-                return granted
+    # Bound before the caller joins the line, so no grant can come before it listens.
+    bell = leases.bell(target, worker) if sleep is asyncio.sleep else None
+    try:
+        while True:
+            try:
+                return await leases.run(acquire, wait=True)
+            except LeaseRefused:
+                if monotonic() >= deadline:
+                    raise
+            asked = monotonic()
+            while monotonic() < min(deadline, asked + refresh_s):
+                pause = max(0.0, min(poll_s, deadline - monotonic()))
+                if bell is None:
+                    await sleep(pause)
+                else:  # the grant rings at once; the poll stays for a ring that was lost
+                    await bell.wait_async(pause)
+                granted = await leases.run(leases.granted, target, worker)
+                if granted is not None:
+                    return granted
+    finally:
+        if bell is not None:
+            bell.close()

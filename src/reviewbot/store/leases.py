@@ -57,9 +57,19 @@ from reviewbot.core.leases import (
 from reviewbot.core.models import repo_key
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.store import lease_history, lease_waiters
-from reviewbot.store.database import SQLITE, Database, OnDatabase, Params, Row, Tx, row_as
+from reviewbot.store.database import (
+    SQLITE,
+    Database,
+    OnDatabase,
+    Params,
+    Row,
+    SQLiteDatabase,
+    Tx,
+    row_as,
+)
 from reviewbot.store.epochs import EpochStore, target_name
 from reviewbot.store.lease_waiters import details_of, details_params
+from reviewbot.store.line_bells import Bell, LineBells
 from reviewbot.store.workers import LeaseStoreError, UnknownWorker, WorkerStore
 
 if TYPE_CHECKING:
@@ -160,6 +170,8 @@ class LeaseStore(OnDatabase):
         self.epochs = epochs
         self.telemetry = telemetry
         self.history_days = history_days
+        # A grant the line makes rings its waiter's bell (SQLite: one machine's processes).
+        self.bells = LineBells(str(db.path.resolve())) if isinstance(db, SQLiteDatabase) else None
         # One clock and one term for a worker's liveness and for its claims.
         self.timing = workers.timing
         self.clock = workers.clock
@@ -188,6 +200,8 @@ class LeaseStore(OnDatabase):
 
     def close(self) -> None:
         self.epochs.close()
+        if self.bells is not None:
+            self.bells.close()
 
     # --- signs of life --------------------------------------------------------------------------
 
@@ -302,7 +316,7 @@ class LeaseStore(OnDatabase):
                     # Nothing changed: roll back, not even the caller's liveness moves.
                     self._refused(target, worker, refusal)
                     raise LeaseRefused(refusal)
-        self._tell(grants, now)
+        self._tell(grants, now, caller=worker)
         if refusal is not None:
             self._refused(target, worker, refusal)
             raise LeaseRefused(refusal)
@@ -411,8 +425,13 @@ class LeaseStore(OnDatabase):
             position=position,
         )
 
-    def _tell(self, grants: list[_Grant], now: float) -> None:
-        """Telemetry of the grants a committed transaction made."""
+    def _tell(self, grants: list[_Grant], now: float, *, caller: str | None = None) -> None:
+        """The grants a committed transaction made: each waiter granted the target hears its
+        bell (not ``caller``, who has its answer), and telemetry hears of them all."""
+        if self.bells is not None:
+            for grant in grants:
+                if grant.kind is not GrantKind.RENEWED and grant.lease.holder != caller:
+                    self.bells.ring(grant.lease.target, grant.lease.holder)
         if self.telemetry is None:
             return
         for grant in grants:
@@ -425,6 +444,12 @@ class LeaseStore(OnDatabase):
             self.telemetry.lease_granted(grant.lease, str(grant.kind), previous=previous)
 
     # --- the line -------------------------------------------------------------------------------
+
+    def bell(self, target: LeaseTarget, worker: str) -> Bell | None:
+        """A bell that rings when ``worker`` is granted ``target`` from its line: bind it
+        before joining the line, wait on it between reads of :meth:`granted`, close it when
+        done. ``None`` where there are no bells (PostgreSQL) or it cannot be bound: poll."""
+        return None if self.bells is None else self.bells.bind(target, worker)
 
     def leave_line(self, target: LeaseTarget, worker: str) -> bool:
         """Take ``worker`` out of the target's line (it stopped waiting); whether it was in."""
