@@ -79,6 +79,7 @@ class EventKind(StrEnum):
     PROMOTED = "promoted"  # passed its train: joins the landing line
     LANDED = "landed"
     MERGED = "merged"  # a PR of a landed car marked merged on the forge
+    NOT_MARKED = "not_marked"  # landed, but the forge refused to mark the PR merged
     HELD = "held"  # a green car's landing held (freeze, outside a merge window, paused)
     CONTROL = "control"  # the queue was paused, resumed, set draining or not
 

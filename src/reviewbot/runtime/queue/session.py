@@ -63,7 +63,7 @@ from reviewbot.core.queue_control import Control, landing_hold
 from reviewbot.core.queue_train import TrainState, land, plan, queued, release, step
 from reviewbot.core.reasons import ReasonCode
 from reviewbot.forges.base import Forge
-from reviewbot.forges.errors import ForgeError, NotFastForward, NotFound
+from reviewbot.forges.errors import ForgeError, NotFastForward, NotFound, reason_for
 from reviewbot.forges.refs import RefOps
 from reviewbot.runtime.queue import cars as carwork
 from reviewbot.runtime.queue.codec import state_back, state_json
@@ -838,7 +838,13 @@ class QueueSession:
             await self.ops.record_landed(self.queue.repo, number, sha)
             pull = await self.forge.get_pull(self.queue.repo, number)
         except ForgeError as exc:
+            # Its commits are on the base all the same; the PR stays open on the forge, and
+            # ``explain`` says why (a Gitea repository without manual merges, a permission).
             log.warning("marking #%s merged by %s: %s", number, sha[:12], exc)
+            code, detail = reason_for(exc), f"#{number} landed in {sha[:12]}; not marked: {exc}"
+            await self.write(
+                lambda w: w.event(EventKind.NOT_MARKED, detail, number=number, code=code, sha=sha)
+            )
             return
         if pull.merged:
             await self.write(

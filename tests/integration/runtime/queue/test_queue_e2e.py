@@ -103,6 +103,27 @@ async def test_disjoint_prs_ride_separate_trains(forge: str, tmp_path: Path) -> 
             assert w.sim.pull(forge, REPO, pull.number).merged
 
 
+async def test_a_landing_gitea_will_not_mark_merged_is_explained(tmp_path: Path) -> None:
+    """A Gitea repository without manual merges: the commits land, the PR stays open, and
+    its queue events say so with the code and the forge's answer."""
+    async with queue_world("gitea", tmp_path) as w:
+        w.sim.repo("gitea", REPO).allow_manual_merge = False
+        docs = await w.pull("docs", {"docs/guide.md": "# Guide, better\n"})
+        w.ci_done()
+        driver = w.driver()
+        await driver.enqueue("gitea", REPO, docs.number, expect_head_sha=docs.head_sha)
+        await driver.run(w.queue)
+        w.ci_done()
+        await w.drive(driver, rounds=1)
+        events = w.events(docs.number)
+        assert "landed" in {e.kind for e in events}
+        assert w.tip() == landed(w, docs.number)
+        assert not w.sim.pull("gitea", REPO, docs.number).merged
+        (unmarked,) = [e for e in events if e.kind == EventKind.NOT_MARKED]
+        assert unmarked.code == ReasonCode.FORGE_ERROR.value
+        assert "allow_manual_merge" in unmarked.detail
+
+
 @pytest.mark.parametrize("forge", FORGES)
 async def test_trains_that_pass_together_land_through_the_landing_line(
     forge: str, tmp_path: Path
