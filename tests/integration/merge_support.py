@@ -27,6 +27,16 @@ from reviewbot.store.tokens import create_token
 from tests.support.store_fixtures import seeded
 
 REPO = "acme/api"
+
+
+def queued_repo(sim: Simulator, forge: str, ci_s: float) -> None:
+    """Make ``REPO`` ready for the merge queue: its CI takes ``ci_s`` on the simulator's
+    clock, and on Gitea it allows the manual merges the queue records landed PRs with
+    (docs/merge-queue.md)."""
+    sim.configure_ci(forge, REPO, duration=ci_s)
+    sim.repo(forge, REPO).allow_manual_merge = True
+
+
 SECRET = "s3cret"
 BOT = "reviewbot"
 FORGES = ("github", "gitea")

@@ -8,7 +8,7 @@ import pytest
 
 from reviewbot.sim import Simulator
 from tests.integration.cli.test_merge_cli import Cli, cli  # noqa: F401 - the fixture
-from tests.integration.merge_support import REPO
+from tests.integration.merge_support import REPO, queued_repo
 
 pytestmark = pytest.mark.git
 CI_S = 600.0
@@ -16,7 +16,7 @@ CI_S = 600.0
 
 @pytest.mark.parametrize("forge", ["github", "gitea"])
 async def test_enqueue_status_run_and_dequeue(cli: Cli, sim: Simulator, forge: str) -> None:  # noqa: F811
-    sim.configure_ci(forge, REPO, duration=CI_S)
+    queued_repo(sim, forge, CI_S)
     pull = sim.open_pr(forge, REPO, author="alice", head_ref="feature")
     sim.advance(CI_S)
     sim.submit_review(forge, REPO, pull.number, reviewer="bob", state="APPROVED")
@@ -46,7 +46,7 @@ async def test_enqueue_status_run_and_dequeue(cli: Cli, sim: Simulator, forge: s
 
 async def test_pause_and_drain_from_the_command_line(cli: Cli, sim: Simulator) -> None:  # noqa: F811
     forge = "gitea"
-    sim.configure_ci(forge, REPO, duration=CI_S)
+    queued_repo(sim, forge, CI_S)
     pull = sim.open_pr(forge, REPO, author="alice", head_ref="feature")
     sim.advance(CI_S)
     sim.submit_review(forge, REPO, pull.number, reviewer="bob", state="APPROVED")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.sim import SimServer, Simulator
-from tests.integration.merge_support import REPO, WAIT_S, World, bot_world
+from tests.integration.merge_support import REPO, WAIT_S, World, bot_world, queued_repo
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
 CI_S = 600.0
@@ -44,7 +44,7 @@ async def test_a_pr_enqueued_over_rest_lands_at_its_tested_commit(
     tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
 ) -> None:
     async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         number, head = green_approved(w, forge, "feature")
         await w.settle()
         token = w.token("merge,read")
@@ -79,7 +79,7 @@ async def test_a_moved_head_and_hostile_calls_are_refused(
     tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
 ) -> None:
     async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         number, head = green_approved(w, forge, "feature")
         sim.push(forge, REPO, number)  # the head moves after the caller read it
         await w.settle()
@@ -124,7 +124,7 @@ async def test_a_queue_comment_by_a_writer_enqueues_and_a_push_takes_it_out(
     tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
 ) -> None:
     async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         sim.set_permission(forge, REPO, "bob", "write")
         sim.set_permission(forge, REPO, "carol", "read")
         # Gitea shows a collaborator's permission to a repository admin only.
@@ -161,7 +161,7 @@ async def test_queue_true_admits_a_pr_once_it_is_approved_and_green(
 ) -> None:
     rules = {"required_checks": ["ci/test"], "queue": True}
     async with bot_world(tmp_path, sim, sim_server, rules=rules) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         pull = sim.open_pr(forge, REPO, author="alice", head_ref="feature")
         await sim.deliver_pull_request(forge, REPO, pull.number)
         await w.settle()
@@ -183,7 +183,7 @@ async def test_a_dequeue_cancels_its_car_and_deletes_its_queue_branch(
     tmp_path: Path, sim: Simulator, sim_server: SimServer, forge: str
 ) -> None:
     async with bot_world(tmp_path, sim, sim_server, rules={"required_checks": ["ci/test"]}) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         number, head = green_approved(w, forge, "feature")
         await w.settle()
         token = w.token("merge,read")

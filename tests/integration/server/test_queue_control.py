@@ -16,7 +16,7 @@ import pytest
 from reviewbot.sim import SimServer, Simulator
 from reviewbot.store.queue import QueueRef, QueueStore
 from tests.integration.mcp_support import mcp_http, ok, refused
-from tests.integration.merge_support import REPO, World, bot_world
+from tests.integration.merge_support import REPO, World, bot_world, queued_repo
 from tests.integration.server.test_queue_api import CI_S, green_approved
 from tests.support.clock import FakeClock
 
@@ -71,7 +71,7 @@ async def test_a_freeze_holds_landing_while_the_car_passes_and_lands_after(
 ) -> None:
     rules = queue_rules(freeze=[FREEZE])
     async with bot_world(tmp_path, sim, sim_server, rules=rules, clock=clock) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         number, head = green_approved(w, forge, "feature")
         await w.settle()
         before = main_tip(w, forge)
@@ -104,7 +104,7 @@ async def test_outside_a_merge_window_nothing_lands(
     # Thursday 00:00Z: outside the window until 08:00.
     rules = queue_rules(merge_windows=["Mon-Fri 08:00-18:00 UTC"])
     async with bot_world(tmp_path, sim, sim_server, rules=rules, clock=clock) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         number, head = green_approved(w, forge, "feature")
         await w.settle()
         token = w.token("merge,read")
@@ -124,7 +124,7 @@ async def test_pause_holds_everything_and_drain_refuses_new_entries(
     tmp_path: Path, sim: Simulator, sim_server: SimServer, clock: FakeClock, forge: str
 ) -> None:
     async with bot_world(tmp_path, sim, sim_server, rules=queue_rules(), clock=clock) as w:
-        sim.configure_ci(forge, REPO, duration=CI_S)
+        queued_repo(sim, forge, CI_S)
         a, a_head = green_approved(w, forge, "feature-a")
         b, b_head = green_approved(w, forge, "feature-b")
         await w.settle()
