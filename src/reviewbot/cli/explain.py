@@ -54,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
         pr = _as_pr(args.target, settings)
         if pr is not None:
             facts = pull_facts(db, time.time, pr, args.limit)
-            history = read_lease_history(LeaseStore.open(db, settings.leases), pr, limit=args.limit)
+            leases = LeaseStore.open(db, settings.leases)
+            try:
+                history = read_lease_history(leases, pr, limit=args.limit)
+            finally:
+                leases.close()
             if not facts.known and not history.entries:
                 raise CommandError(unknown_pull(settings, pr))
             if args.json:

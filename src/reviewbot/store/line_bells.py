@@ -7,13 +7,14 @@ waiter binds a **bell** before it joins the line, and whoever grants it the targ
 release, or an acquire that finds the holder lapsed) rings that bell once the grant's
 transaction has committed.
 
-A bell is a datagram socket in Linux's abstract namespace, named for the database file, the
-target and the worker: no file to create or clean up, and gone with its process. A ring
-carries nothing: it only makes the waiter read the store, which alone says who holds what,
-so a stray ring costs one read and a lost ring costs what polling cost before (waiters
-still read the store at their poll interval). SQLite is one machine's store, so one
-machine's sockets reach every waiter; on PostgreSQL, or where abstract sockets do not exist,
-there are no bells and waiters poll.
+A bell is a datagram socket in Linux's abstract namespace, named for the database file (its
+resolved path), the target and the worker: no file to create or clean up, and gone with its
+process. A ring carries nothing: it only makes the waiter read the store, which alone says
+who holds what, so a lost ring costs what polling cost before (waiters still read the store
+at their poll interval), and a ring from another user is dropped unread (the kernel names
+each sender). Rings reach the processes of one network namespace that opened the database
+by the same path; a process elsewhere (another container, ``PrivateNetwork=``), on
+PostgreSQL, or where abstract sockets do not exist, polls.
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
+import select
 import socket
+import struct
 import sys
+import time
 from types import TracebackType
 
 from reviewbot.core.leases import LeaseTarget
 
 SUPPORTED = sys.platform.startswith("linux")
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_CREDENTIALS_SPACE = socket.CMSG_SPACE(_UCRED.size) if SUPPORTED else 0
 
 
 def bell_address(scope: str, target: LeaseTarget, worker: str) -> bytes:
@@ -38,39 +45,61 @@ def bell_address(scope: str, target: LeaseTarget, worker: str) -> bytes:
 
 
 class Bell:
-    """One waiter's bell, bound until :meth:`close` (or the end of a ``with`` block)."""
+    """One waiter's bell, bound until :meth:`close` (or the end of a ``with`` block).
+
+    Abstract sockets have no permissions, so any local user may send to a bell: the kernel
+    attaches each sender's credentials (``SO_PASSCRED``) and only rings sent by this
+    process's user count. Rings from anyone else are read and dropped, never a store read.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self._sock.setblocking(False)
 
     def wait(self, timeout_s: float) -> bool:
         """Block until the bell rings or ``timeout_s`` passes; whether it rang."""
-        self._sock.setblocking(True)
-        self._sock.settimeout(max(timeout_s, 0.0))
-        try:
-            self._sock.recv(16)
-        except (TimeoutError, BlockingIOError):
-            return False
-        self._drain()
-        return True
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            if self._rung():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._sock], [], [], left)[0]:
+                return self._rung()
 
     async def wait_async(self, timeout_s: float) -> bool:
         """:meth:`wait` on the running event loop."""
-        self._sock.setblocking(False)
         loop = asyncio.get_running_loop()
-        try:
-            await asyncio.wait_for(loop.sock_recv(self._sock, 16), max(timeout_s, 0.0))
-        except TimeoutError:
-            return False
-        self._drain()
-        return True
+        deadline = loop.time() + max(timeout_s, 0.0)
+        fd = self._sock.fileno()
+        while True:
+            if self._rung():
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            readable: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, _settle, readable)
+            try:
+                await asyncio.wait_for(readable, left)
+            except TimeoutError:
+                return self._rung()
+            finally:
+                loop.remove_reader(fd)
 
-    def _drain(self) -> None:
-        """Rings that arrived together are one: the store is read once for all of them."""
-        self._sock.setblocking(False)
-        with contextlib.suppress(BlockingIOError, InterruptedError):
-            while True:
-                self._sock.recv(16)
+    def _rung(self) -> bool:
+        """Read every ring waiting (rings that came together are one: the store is read
+        once for all of them); whether one of them came from this process's user."""
+        ours = False
+        while True:
+            try:
+                _, ancillary, _, _ = self._sock.recvmsg(16, _CREDENTIALS_SPACE)
+            except (BlockingIOError, InterruptedError):
+                return ours
+            for level, kind, data in ancillary:
+                if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+                    _pid, uid, _gid = struct.unpack("3i", data[: _UCRED.size])
+                    ours = ours or uid == os.getuid()
 
     def close(self) -> None:
         self._sock.close()
@@ -82,6 +111,11 @@ class Bell:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class LineBells:
@@ -100,22 +134,27 @@ class LineBells:
         or the platform has none): that waiter polls."""
         if not SUPPORTED:
             return None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:  # out of descriptors (EMFILE) is a reason to poll too, not a failed call
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        except OSError:
+            return None
         try:
             sock.bind(bell_address(self.scope, target, worker))
+            return Bell(sock)
         except OSError:
             sock.close()
             return None
-        return Bell(sock)
 
     def ring(self, target: LeaseTarget, worker: str) -> None:
         """Ring ``worker``'s bell in ``target``'s line, if one is bound; never raises (a
         waiter that hears nothing reads the store at its next poll)."""
-        if self._sender is None:
+        sender = self._sender  # once: a close() on another thread may clear it meanwhile
+        if sender is None:
             return
-        # Nobody bound (ECONNREFUSED), or its queue is full (rung already): nothing to do.
+        # Nobody bound (ECONNREFUSED), its queue is full (rung already), or the sender was
+        # closed: nothing to do.
         with contextlib.suppress(OSError):
-            self._sender.sendto(b"!", bell_address(self.scope, target, worker))
+            sender.sendto(b"!", bell_address(self.scope, target, worker))
 
     def close(self) -> None:
         if self._sender is not None:

@@ -4,6 +4,9 @@ process or another, and only the waiter it was granted to."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +18,7 @@ from reviewbot.config import LeaseSettings
 from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.runtime.lease_line import acquire_waiting
 from reviewbot.store.leases import LeaseRefused, LeaseStore
-from reviewbot.store.line_bells import SUPPORTED, LineBells
+from reviewbot.store.line_bells import SUPPORTED, LineBells, bell_address
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
 from tests.support.store_fixtures import seeded
@@ -137,3 +140,36 @@ async def test_a_waiting_acquire_is_answered_by_the_bell_a_release_in_another_pr
     assert (lease.holder, lease.epoch) == (b, held.epoch + 1)
     store.close()
     db.close()
+
+
+SEND = """
+import os, socket, sys
+os.setuid(65534)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"!", bytes.fromhex(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sending as another user needs root")
+def test_a_ring_from_another_user_is_dropped_unread(store: LeaseStore) -> None:
+    """Anyone on the machine may send to an abstract socket: a ring only counts when the
+    kernel says it came from the bot's own user."""
+    a = register(store, "a")
+    assert store.bells is not None
+    with store.bell(T, a) as bell:  # type: ignore[union-attr]
+        name = bell_address(store.bells.scope, T, a)
+        sent = subprocess.run([sys.executable, "-c", SEND, name.hex()], capture_output=True)
+        assert sent.returncode == 0, sent.stderr
+        assert not bell.wait(0)  # the stranger's ring was queued, read and dropped
+        store.bells.ring(T, a)
+        assert bell.wait(10)
+
+
+def test_a_bell_that_cannot_be_made_leaves_the_waiter_polling(
+    store: LeaseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_descriptors(*_: object) -> socket.socket:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(socket, "socket", no_descriptors)
+    assert store.bell(T, register(store, "a")) is None

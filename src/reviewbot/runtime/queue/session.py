@@ -836,7 +836,6 @@ class QueueSession:
     async def _mark_merged(self, number: int, sha: str) -> None:
         try:
             await self.ops.record_landed(self.queue.repo, number, sha)
-            pull = await self.forge.get_pull(self.queue.repo, number)
         except ForgeError as exc:
             # Its commits are on the base all the same; the PR stays open on the forge, and
             # ``explain`` says why (a Gitea repository without manual merges, a permission).
@@ -845,6 +844,11 @@ class QueueSession:
             await self.write(
                 lambda w: w.event(EventKind.NOT_MARKED, detail, number=number, code=code, sha=sha)
             )
+            return
+        try:
+            pull = await self.forge.get_pull(self.queue.repo, number)
+        except ForgeError as exc:  # marked all the same: only the `merged` event is missing
+            log.warning("reading #%s after marking it merged: %s", number, exc)
             return
         if pull.merged:
             await self.write(
