@@ -369,12 +369,34 @@ def count_for_delivery(db: Database, delivery_id: str) -> int:
     return 0 if row is None else int(row["n"])
 
 
-def gated_heads(db: Database, forge: str, repo: str) -> set[tuple[int, str]]:
-    """(PR, head) pairs the gate has a decision for."""
+@dataclass(frozen=True)
+class GatedHeads:
+    """What the gate made of a repository's heads, for the reconcile sweep."""
+
+    answered: set[tuple[int, str]]  # (PR, head) pairs whose latest decision is an answer
+    # (PR, head) pairs whose latest decision is an error (the forge could not be read), with
+    # how many errors the head met: the sweep gates those again.
+    errored: dict[tuple[int, str], int]
+
+
+def gated_heads(db: Database, forge: str, repo: str) -> GatedHeads:
+    """The repository's heads the gate answered, and those it could only answer with an
+    error: "could not read" is no answer, so such a head is gated again."""
     with db.read() as tx:
         rows = tx.all(
-            "SELECT DISTINCT number, head_sha FROM pr_gate_decisions "
-            "WHERE forge = ? AND repo = ? AND number IS NOT NULL AND head_sha IS NOT NULL",
+            "SELECT number, head_sha, decision FROM pr_gate_decisions"
+            " WHERE forge = ? AND repo = ? AND number IS NOT NULL AND head_sha IS NOT NULL"
+            " ORDER BY id",
             (forge, repo_key(repo)),
         )
-    return {(int(r["number"]), str(r["head_sha"])) for r in rows}
+    latest: dict[tuple[int, str], str] = {}
+    errors: dict[tuple[int, str], int] = {}
+    for r in rows:
+        key = (int(r["number"]), str(r["head_sha"]))
+        latest[key] = str(r["decision"])
+        if r["decision"] == Outcome.ERROR.value:
+            errors[key] = errors.get(key, 0) + 1
+    return GatedHeads(
+        {key for key, decision in latest.items() if decision != Outcome.ERROR.value},
+        {key: errors[key] for key, decision in latest.items() if decision == Outcome.ERROR.value},
+    )

@@ -70,15 +70,18 @@ class SweepReport:
 
 
 def sweep_delivery(
-    forge: str, repo: str, number: int, head_sha: str, received_at: float
+    forge: str, repo: str, number: int, head_sha: str, received_at: float, *, retry: int = 0
 ) -> NewDelivery:
-    """A synthetic delivery naming one PR head, read by the gate like an API request."""
+    """A synthetic delivery naming one PR head, read by the gate like an API request.
+    ``retry``: how many times the gate met an error on this head before (the delivery id
+    gains ``~N``, so a head whose earlier delivery ended in an error is taken up again)."""
     body = json.dumps(
         {"forge": forge, "repo": repo, "number": number, "head_sha": head_sha},
         sort_keys=True,
     ).encode()
+    again = f"~{retry}" if retry else ""
     return NewDelivery(
-        delivery_id=f"sweep:{forge}:{repo}#{number}@{head_sha}",
+        delivery_id=f"sweep:{forge}:{repo}#{number}@{head_sha}{again}",
         source=SWEEP_SOURCE,
         body=body,
         received_at=received_at,
@@ -208,9 +211,13 @@ class Reconciler:
                 return
             if pull.draft:
                 continue
-            if (pull.number, pull.head_sha) not in gated:
+            head = (pull.number, pull.head_sha)
+            if head not in gated.answered:
                 now = self.clock()
-                delivery = sweep_delivery(forge_name, repo, pull.number, pull.head_sha, now)
+                retry = gated.errored.get(head, 0)
+                delivery = sweep_delivery(
+                    forge_name, repo, pull.number, pull.head_sha, now, retry=retry
+                )
                 if await self.enqueue(delivery):
                     report.queued.append(delivery.delivery_id)
                 continue

@@ -300,6 +300,43 @@ async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
         assert len(bot.bot_reviews(forge, pr.number)) == 1
 
 
+async def test_a_head_the_gate_could_not_read_is_gated_again_by_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """ "Could not read" is no answer: a head whose only gate decision is a forge error is
+    taken up by the next sweep, under a delivery id of its own, and reviewed."""
+    from reviewbot.runtime.review.reconcile import Reconciler
+
+    forge = "gitea"
+    async with running_bot(tmp_path) as bot:
+        pr = bot.sim.open_pr(forge, REPO, author="alice")
+        bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        bot.sim.faults.add(
+            forge=forge, method="GET", path=f"/repos/{REPO}/pulls/*", status=502, times=None
+        )
+        await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+        await bot.settle()
+        assert bot.decisions(forge, pr.number) == []  # nothing reviewed
+        with bot.store.db.read() as tx:
+            gate = tx.all(
+                "SELECT decision FROM pr_gate_decisions WHERE forge = ? AND number = ?",
+                (forge, pr.number),
+            )
+        assert [r["decision"] for r in gate] == ["error"]
+        bot.sim.faults.clear()  # the forge answers again
+
+        st = bot.service
+        parts = st.review
+        assert parts is not None and st.journal is not None
+        sweeper = Reconciler(bot.settings, bot.store, st.forges, parts.pipeline, st.journal.append)
+        report = await sweeper.sweep()
+        assert report.queued == [f"sweep:{forge}:{REPO}#{pr.number}@{pr.head_sha}~1"]
+        await bot.settle()
+        reviews = bot.bot_reviews(forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
+        assert (await sweeper.sweep()).queued == []  # answered now: nothing left to do
+
+
 @FORGES
 async def test_a_new_head_supersedes_the_waiting_decision(tmp_path: Path, forge: str) -> None:
     async with running_bot(tmp_path) as bot:
