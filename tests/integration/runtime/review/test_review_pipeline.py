@@ -14,16 +14,25 @@ from typing import Any
 
 import pytest
 
+from reviewbot.runtime.review.reconcile import Reconciler
 from tests.integration.review_support import (
     APPROVED,
     BOT,
     CHANGES,
     COMMENTED,
     REPO,
+    Bot,
     running_bot,
 )
 
 FORGES = pytest.mark.parametrize("forge", ["github", "gitea"])
+
+
+def sweeper_of(bot: Bot) -> Reconciler:
+    """A reconcile sweep over the running bot's store, forges and pipeline."""
+    st = bot.service
+    assert st.review is not None and st.journal is not None
+    return Reconciler(bot.settings, bot.store, st.forges, st.review.pipeline, st.journal.append)
 
 
 @FORGES
@@ -273,15 +282,10 @@ async def test_dismissed_review_reopens_the_head(tmp_path: Path) -> None:
 async def test_reconcile_sweep_reviews_a_pull_request_whose_webhook_was_lost(
     tmp_path: Path, forge: str
 ) -> None:
-    from reviewbot.runtime.review.reconcile import Reconciler
-
     async with running_bot(tmp_path) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")
         bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
-        st = bot.service
-        parts = st.review
-        assert parts is not None and st.journal is not None
-        sweeper = Reconciler(bot.settings, bot.store, st.forges, parts.pipeline, st.journal.append)
+        sweeper = sweeper_of(bot)
         report = await sweeper.sweep()
         assert report.queued == [f"sweep:{forge}:{REPO}#{pr.number}@{pr.head_sha}"]
         await bot.settle()
@@ -305,8 +309,6 @@ async def test_a_head_the_gate_could_not_read_is_gated_again_by_the_sweep(
 ) -> None:
     """ "Could not read" is no answer: a head whose only gate decision is a forge error is
     taken up by the next sweep, under a delivery id of its own, and reviewed."""
-    from reviewbot.runtime.review.reconcile import Reconciler
-
     forge = "gitea"
     async with running_bot(tmp_path) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")
@@ -325,10 +327,7 @@ async def test_a_head_the_gate_could_not_read_is_gated_again_by_the_sweep(
         assert [r["decision"] for r in gate] == ["error"]
         bot.sim.faults.clear()  # the forge answers again
 
-        st = bot.service
-        parts = st.review
-        assert parts is not None and st.journal is not None
-        sweeper = Reconciler(bot.settings, bot.store, st.forges, parts.pipeline, st.journal.append)
+        sweeper = sweeper_of(bot)
         report = await sweeper.sweep()
         assert report.queued == [f"sweep:{forge}:{REPO}#{pr.number}@{pr.head_sha}~1"]
         await bot.settle()
@@ -414,8 +413,6 @@ async def test_checks_required_later_are_judged_at_the_next_status_event(
 async def test_a_sweep_judges_a_head_left_without_required_checks(tmp_path: Path) -> None:
     # Required checks configured while no event arrives (or while the bot was down): the
     # periodic sweep takes the head up again.
-    from reviewbot.runtime.review.reconcile import Reconciler
-
     forge = "gitea"
     async with running_bot(tmp_path, required=()) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")
@@ -425,11 +422,7 @@ async def test_a_sweep_judges_a_head_left_without_required_checks(tmp_path: Path
 
         bot.sim.require_checks(forge, REPO, "main", ["ci/test"])
         bot.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
-        st = bot.service
-        assert st.review is not None and st.journal is not None
-        sweeper = Reconciler(
-            bot.settings, bot.store, st.forges, st.review.pipeline, st.journal.append
-        )
+        sweeper = sweeper_of(bot)
         report = await sweeper.sweep()
         assert report.reevaluated == [f"{forge}:{REPO}#{pr.number}"]
         await bot.settle()
