@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from reviewbot.sim.records import Delivery
 from tests.faults.support import (
     LIMIT_S,
     REPO,
+    World,
     acked_ids,
     all_finished,
     assert_every_acked_delivery_finished,
@@ -31,7 +33,9 @@ async def test_forge_errors_and_timeouts_lose_no_delivery_and_post_no_review_twi
     tmp_path: Path,
 ) -> None:
     # The reconcile sweep gates again the heads whose delivery met a forge error.
-    async with world(tmp_path, settings={"REVIEWBOT_RECONCILE_INTERVAL_S": "1"}) as w:
+    # The forge timeout is 1 s, so that the held answers below (1.5 s) time out.
+    settings = {"REVIEWBOT_RECONCILE_INTERVAL_S": "1", "REVIEWBOT_FORGE_TIMEOUT_S": "1"}
+    async with world(tmp_path, settings=settings) as w:
         pulls = []
         for i in range(10):
             forge = ("github", "gitea")[i % 2]
@@ -54,9 +58,11 @@ async def test_forge_errors_and_timeouts_lose_no_delivery_and_post_no_review_twi
                 forge, "POST", f"/repos/{REPO}/pulls/*/reviews", apply_then_fail=True, status=502
             )
         async with w.serving():
-            sent = [await w.sim.deliver_pull_request(f, REPO, pr.number) for f, pr in pulls]
+            sent = [
+                await acknowledged(w, await w.sim.deliver_pull_request(f, REPO, pr.number))
+                for f, pr in pulls
+            ]
             acked = acked_ids(sent)
-            assert len(acked) == len(sent)
             await wait_for(lambda: all_finished(w, acked), "every acknowledged delivery")
             await wait_for(lambda: review_jobs_settled(w), "the reviews")
             await wait_for(
@@ -66,6 +72,22 @@ async def test_forge_errors_and_timeouts_lose_no_delivery_and_post_no_review_twi
         assert injected >= 12, [(r.method, r.path, r.hits) for r in faults.rules]
         assert_every_acked_delivery_finished(w, acked)
         assert_one_review_per_head(w, pulls)
+
+
+async def acknowledged(w: World, delivery: Delivery) -> Delivery:
+    """``delivery`` once the bot acknowledged it. The forges wait 10 s for an answer and do
+    not retry; on a machine loaded enough to miss that, the delivery is sent again as an
+    operator would from the forge's list of deliveries (at most twice)."""
+    for _ in range(2):
+        if delivery.status is not None and 200 <= delivery.status < 300:
+            break
+        delivery = await w.sim.redeliver(delivery)
+    assert delivery.status is not None and 200 <= delivery.status < 300, (
+        delivery.status,
+        delivery.error,
+        delivery.response_body[:300],
+    )
+    return delivery
 
 
 async def test_readyz_says_which_forge_is_unreachable_until_it_returns(tmp_path: Path) -> None:

@@ -39,8 +39,9 @@ def serve_env(
     sim_server: SimServer, tokens: Mapping[str, str], *, config: Path, data_dir: Path, secret: str
 ) -> dict[str, str]:
     """The ``REVIEWBOT_*`` settings of a bot on both of the simulator's forges, with two
-    workers, a short forge timeout and short claim terms (work a killed process held is
-    taken up within seconds)."""
+    workers, a forge timeout of 5 s (a forge that stops answering shows within seconds, and a
+    loaded machine does not time out a forge that answers) and short claim terms (work a
+    killed process held is taken up within seconds)."""
     return {
         "REVIEWBOT_CONFIG": str(config),
         "REVIEWBOT_DATA_DIR": str(data_dir),
@@ -53,7 +54,7 @@ def serve_env(
         "REVIEWBOT_GITEA__WEBHOOK_SECRET": secret,
         "REVIEWBOT_GITEA__BOT_LOGIN": BOT,
         "REVIEWBOT_WORKERS": "2",
-        "REVIEWBOT_FORGE_TIMEOUT_S": "1",
+        "REVIEWBOT_FORGE_TIMEOUT_S": "5",
         "REVIEWBOT_LEASES__LEASE_S": "2",
         "REVIEWBOT_LEASES__RENEW_S": "1.5",
         "REVIEWBOT_LEASES__RETRY_S": "1",
