@@ -24,8 +24,11 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 import shutil
+import stat
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,7 @@ PACKAGE_DIR = Path(reviewbot.__file__).resolve().parent
 SECRET_SHOWN = "<secret>"  # noqa: S105 - what is shown in place of a secret
 _CODE_SUFFIXES = (".py", ".sql", ".typed")
 _GIT_TIMEOUT_S = 2.0
+RACY_S = 2.0  # a file changed more recently than this is read again, whatever its stamps
 
 
 def _plain(value: Any, *, for_hash: bool) -> Any:
@@ -85,27 +89,62 @@ def config_hash(settings: Settings) -> str:
     return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+def _code_files(package_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """The package's source files: relative name and ``stat``, in name order."""
+    found: list[tuple[str, os.stat_result]] = []
+    for folder, dirs, names in os.walk(package_dir):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]  # compiled copies, not sources
+        for name in names:
+            if os.path.splitext(name)[1] in _CODE_SUFFIXES:
+                path = os.path.join(folder, name)
+                info = os.stat(path)
+                if stat.S_ISREG(info.st_mode):
+                    found.append((Path(path).relative_to(package_dir).as_posix(), info))
+    return sorted(found, key=lambda item: item[0])
+
+
 def code_hash(package_dir: Path = PACKAGE_DIR) -> str:
     """SHA-256 over the package's source files (relative names and bytes), in name order."""
     digest = hashlib.sha256()
-    files = sorted(p for p in package_dir.rglob("*") if p.is_file() and p.suffix in _CODE_SUFFIXES)
-    for path in files:
-        name = path.relative_to(package_dir).as_posix().encode()
-        data = path.read_bytes()
-        for part in (name, data):
+    for name, _ in _code_files(package_dir):
+        data = (package_dir / name).read_bytes()
+        for part in (name.encode(), data):
             digest.update(len(part).to_bytes(8, "big"))
             digest.update(part)
     return "sha256:" + digest.hexdigest()
 
 
-def git_commit(package_dir: Path = PACKAGE_DIR) -> str | None:
-    """The commit checked out where the package lives, or ``None`` (not a checkout, no git)."""
+Stamps = tuple[tuple[str, int, int, int, int], ...]
+
+
+def _stamp(name: str, info: os.stat_result) -> tuple[str, int, int, int, int]:
+    # The change time is set by the kernel on every write and cannot be set back by hand,
+    # unlike the modification time; a replaced file has a new inode.
+    return (name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _settled(stamps: Stamps, now: float) -> Stamps | None:
+    """``stamps``, or ``None`` when a file changed within the last :data:`RACY_S`: its time
+    stamps have a coarse tick, so a second write in the same tick could leave them alike."""
+    if any(now - ctime / 1e9 < RACY_S for *_, ctime in stamps):
+        return None
+    return stamps
+
+
+def code_stamps(package_dir: Path, now: float) -> Stamps | None:
+    """Name, size, inode and times of each source file (``None``: one changed just now)."""
+    return _settled(tuple(_stamp(n, i) for n, i in _code_files(package_dir)), now)
+
+
+def _git(package_dir: Path, *args: str) -> list[str] | None:
+    """The lines ``git -C package_dir ARGS`` prints, or ``None`` (no git, not a checkout,
+    too slow)."""
     git = shutil.which("git")
     if git is None:
         return None
     try:
         done = subprocess.run(  # noqa: S603 - a fixed argv, no shell
-            [git, "-C", str(package_dir), "rev-parse", "HEAD"],
+            [git, "-C", str(package_dir), *args],
             capture_output=True,
             text=True,
             timeout=_GIT_TIMEOUT_S,
@@ -113,8 +152,79 @@ def git_commit(package_dir: Path = PACKAGE_DIR) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and len(commit) in (40, 64) else None
+    return done.stdout.splitlines() if done.returncode == 0 else None
+
+
+def git_commit(package_dir: Path = PACKAGE_DIR) -> str | None:
+    """The commit checked out where the package lives, or ``None`` (not a checkout, no git)."""
+    lines = _git(package_dir, "rev-parse", "HEAD")
+    commit = lines[0] if lines else ""
+    return commit if len(commit) in (40, 64) else None
+
+
+def head_stamps(git_dir: Path, common_dir: Path, now: float) -> tuple[bytes, Stamps] | None:
+    """What says where HEAD points: the text of ``HEAD`` and the stamps of ``HEAD``, the
+    branch's loose ref and the packed refs (``None``: one changed just now, or HEAD cannot
+    be read)."""
+    try:
+        head = (git_dir / "HEAD").read_bytes()
+    except OSError:
+        return None
+    files = [(git_dir, "HEAD"), (common_dir, "packed-refs")]
+    if head.startswith(b"ref: "):
+        files.append((common_dir, head[5:].strip().decode("utf-8", "replace")))
+    stamps: list[tuple[str, int, int, int, int]] = []
+    for base, name in files:
+        try:
+            stamps.append(_stamp(name, os.stat(base / name)))
+        except OSError:
+            stamps.append((name, -1, 0, 0, 0))  # absent: a ref may be packed only
+    settled = _settled(tuple(stamps), now)
+    return None if settled is None else (head, settled)
+
+
+class DiskWatch:
+    """The package's hash and the checkout's commit as last read, each kept with the time
+    stamps it was read under: a comparison that finds the same stamps reuses them instead of
+    hashing every source file and starting git again (the parity gate compares every
+    ``runtime_check_s`` while the bot works). ``clock``: the wall clock that file times are
+    compared with."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self.hashed = 0  # how often the files were read and hashed
+        self.asked_git = 0  # how often git was started
+        self._code: tuple[Stamps, str] | None = None
+        self._dirs_read = False
+        self._dirs: tuple[Path, Path] | None = None  # the checkout's git folders
+        self._commit: tuple[tuple[bytes, Stamps], str] | None = None
+
+    def code_hash(self, package_dir: Path) -> str:
+        # Stamped before reading: a change made meanwhile shows at the next comparison.
+        stamps = code_stamps(package_dir, self.clock())
+        if stamps is not None and self._code is not None and self._code[0] == stamps:
+            return self._code[1]
+        self.hashed += 1
+        value = code_hash(package_dir)
+        self._code = None if stamps is None else (stamps, value)
+        return value
+
+    def git_commit(self, package_dir: Path) -> str | None:
+        if not self._dirs_read:
+            self._dirs_read = True
+            self.asked_git += 1
+            dirs = _git(
+                package_dir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"
+            )
+            self._dirs = (Path(dirs[0]), Path(dirs[1])) if dirs and len(dirs) == 2 else None
+        stamps = None if self._dirs is None else head_stamps(*self._dirs, self.clock())
+        if stamps is not None and self._commit is not None and self._commit[0] == stamps:
+            return self._commit[1]
+        self.asked_git += 1
+        value = git_commit(package_dir)
+        # An unread commit (git slow) is asked again next time.
+        self._commit = None if stamps is None or value is None else (stamps, value)
+        return value
 
 
 @dataclass(frozen=True)
@@ -131,6 +241,7 @@ class Boot:
     # (tests, the demo, --sim), so there is no file to compare with.
     reload: Callable[[], Settings] | None = field(default=None, compare=False)
     package_dir: Path = PACKAGE_DIR
+    disk: DiskWatch = field(default_factory=DiskWatch, compare=False, repr=False)
 
 
 def boot_snapshot(
@@ -139,16 +250,19 @@ def boot_snapshot(
     started_at: float,
     reload: Callable[[], Settings] | None = None,
     package_dir: Path = PACKAGE_DIR,
+    disk: DiskWatch | None = None,
 ) -> Boot:
+    disk = disk or DiskWatch()
     return Boot(
         version=reviewbot.__version__,
-        commit=git_commit(package_dir),
-        code_hash=code_hash(package_dir),
+        commit=disk.git_commit(package_dir),
+        code_hash=disk.code_hash(package_dir),
         config_hash=config_hash(settings),
         config=config_view(settings),
         started_at=started_at,
         reload=reload,
         package_dir=package_dir,
+        disk=disk,
     )
 
 
@@ -256,10 +370,10 @@ def disk_report(
     """:func:`runtime_report` with the schema state already read (blocking: reads files,
     not the store, so a server runs it off the store's threads)."""
     reasons: list[str] = []
-    changed_code = code_hash(boot.package_dir) != boot.code_hash
+    changed_code = boot.disk.code_hash(boot.package_dir) != boot.code_hash
     if changed_code:
         reasons.append("the code on disk differs from the running code")
-    commit_now = git_commit(boot.package_dir)
+    commit_now = boot.disk.git_commit(boot.package_dir)
     # A commit that could not be read now (git slow or gone) is unknown, not moved: the
     # code's own hash above says whether what runs differs from the disk.
     if commit_now is not None and commit_now != boot.commit and not changed_code:
