@@ -15,6 +15,7 @@ of threads (each with its own connection). ``tests/unit/test_async_store.py`` ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import sqlite3
@@ -306,6 +307,74 @@ class ThreadConnections:
         self._local = threading.local()
 
 
+CHECKPOINT_EVERY_COMMITS = 25  # about 250 WAL pages of this store's usual transactions
+
+
+class Checkpointer:
+    """Copies the WAL back into the database on a thread of its own.
+
+    SQLite checkpoints inside the commit that takes the WAL past 1000 pages: that commit
+    waits for the copy and its syncs (16-22 ms on one lease acquire in about 55, measured).
+    Woken every ``every`` commits of this process, this thread runs passive checkpoints
+    (they never wait for readers or writers), so the WAL starts over before it gets there.
+    SQLite's own checkpoint stays on as the backstop: when a reader holds the WAL back, or
+    this thread falls behind, a commit still checkpoints as before.
+    """
+
+    def __init__(self, path: Path, every: int = CHECKPOINT_EVERY_COMMITS) -> None:
+        self.path = path
+        self.every = every
+        self.passes = 0  # checkpoints run
+        self._commits = 0
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def committed(self) -> None:
+        """Called after each commit (any thread); cheap: a counter, and a wake-up every
+        ``every`` commits."""
+        self._commits += 1  # racy increments only shift when the next pass comes
+        if self._commits < self.every:
+            return
+        self._commits = 0
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None and not self._stopping:
+                    self._thread = threading.Thread(
+                        target=self._run, name="sqlite-checkpoint", daemon=True
+                    )
+                    self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = connect_sqlite(self.path)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                # A failed pass (busy, I/O) leaves the pages for the next one or SQLite's own.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.passes += 1
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stopping = True
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._wake.set()
+            thread.join()
+
+
 class SQLiteDatabase:
     """One file, one connection per thread; every write transaction is ``BEGIN IMMEDIATE``."""
 
@@ -319,6 +388,7 @@ class SQLiteDatabase:
             lambda: connect_sqlite(self.path, read_only=self.read_only, immutable=immutable)
         )
         self._executor = StoreExecutor()
+        self.checkpointer = Checkpointer(path)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await a blocking store call, run on this database's bounded executor."""
@@ -353,6 +423,7 @@ class SQLiteDatabase:
             raise
         else:
             conn.execute("COMMIT")
+            self.checkpointer.committed()
         finally:
             if durable:
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -375,4 +446,5 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         self._executor.shutdown()
+        self.checkpointer.close()
         self._conns.close()
