@@ -91,14 +91,20 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def commit_all(repo: Path, message: str) -> str:
+    """Commit everything in ``repo`` (made a checkout on first use); the new commit."""
+    if not (repo / ".git").exists():
+        git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_git_is_asked_again_only_when_head_moved(tmp_path: Path) -> None:
     pkg = package(tmp_path)
     repo = pkg.parent
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "one")
-    first = git(repo, "rev-parse", "HEAD")
+    first = commit_all(repo, "one")
 
     watch = parity.DiskWatch(later)
     assert watch.git_commit(pkg) == first
@@ -108,9 +114,7 @@ def test_git_is_asked_again_only_when_head_moved(tmp_path: Path) -> None:
     assert watch.asked_git == asked
 
     (repo / "README").write_text("docs\n")  # a commit on the branch (loose ref)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "two")
-    second = git(repo, "rev-parse", "HEAD")
+    second = commit_all(repo, "two")
     assert watch.git_commit(pkg) == second
 
     git(repo, "pack-refs", "--all")  # the branch only in packed-refs, then moved back
@@ -127,9 +131,7 @@ def test_a_runtime_report_says_the_checkout_moved(tmp_path: Path) -> None:
     # No configuration file to compare with (no reload): only the code and the commit.
     pkg = package(tmp_path)
     repo = pkg.parent
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "one")
+    commit_all(repo, "one")
     watch = parity.DiskWatch(later)
     boot = parity.Boot(
         version="0",
@@ -143,8 +145,7 @@ def test_a_runtime_report_says_the_checkout_moved(tmp_path: Path) -> None:
     )
     assert parity.disk_report(boot, (None, None), {}).reasons == ()
     (repo / "README").write_text("docs\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "docs only")
+    commit_all(repo, "docs only")
     moved = parity.disk_report(boot, (None, None), {})
     assert moved.code_changed is False
     assert moved.reasons == (f"the checkout moved from {boot.commit} to {moved.commit_on_disk}",)

@@ -4,7 +4,6 @@ that would do it)."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -12,19 +11,9 @@ from pathlib import Path
 from reviewbot.store.journal import GroupCommitJournal, NewDelivery
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
+from tests.integration.wal_support import rows_in_main_file
 
 BODY = b"{" + b" " * 16_000 + b"}"
-
-
-def rows_in_main_file(db_file: Path, tmp_path: Path) -> int:
-    """Deliveries in the database file itself, not counting what is only in its WAL."""
-    copy = tmp_path / "main-only.sqlite"
-    shutil.copyfile(db_file, copy)  # without the -wal file beside it
-    conn = sqlite3.connect(copy)
-    try:
-        return int(conn.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def test_the_journal_checkpoints_its_wal_between_batches(tmp_path: Path) -> None:
@@ -46,7 +35,8 @@ def test_the_journal_checkpoints_its_wal_between_batches(tmp_path: Path) -> None
     finally:
         writer.close()
     try:
-        assert rows_in_main_file(paths.db_file, tmp_path) >= 4  # 64 KB of 16 KB bodies
+        # 64 KB of 16 KB bodies
+        assert rows_in_main_file(paths.db_file, tmp_path, "deliveries") >= 4
     finally:
         reader.close()
 
@@ -65,7 +55,8 @@ def test_without_checkpoints_the_writer_leaves_the_wal_to_others(tmp_path: Path)
         writer.close()
     try:
         assert writer.checkpointed == 0
-        assert rows_in_main_file(paths.db_file, tmp_path) == 0  # all still in the WAL
+        # All still in the WAL.
+        assert rows_in_main_file(paths.db_file, tmp_path, "deliveries") == 0
         assert int(reader.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]) == 300
     finally:
         reader.close()

@@ -4,25 +4,14 @@ files: a commit's rows reach the database file itself, not only its WAL."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 from pathlib import Path
 
 from reviewbot.store.database import CHECKPOINT_EVERY_COMMITS, SQLiteDatabase
+from tests.integration.wal_support import rows_in_main_file
 
 WAIT_S = 30.0  # a bound for a slow machine, not a measure
-
-
-def rows_in_main_file(db_file: Path, tmp_path: Path) -> int:
-    """Rows in the database file itself, not counting what is only in its WAL."""
-    copy = tmp_path / "main-only.sqlite"
-    shutil.copyfile(db_file, copy)  # without the -wal file beside it
-    conn = sqlite3.connect(copy)
-    try:
-        return int(conn.execute("SELECT COUNT(*) FROM t").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def test_commits_are_checkpointed_off_the_committing_thread(tmp_path: Path) -> None:
@@ -42,7 +31,7 @@ def test_commits_are_checkpointed_off_the_committing_thread(tmp_path: Path) -> N
             time.sleep(0.01)
         assert db.checkpointer.passes >= 1
         # Far fewer commits than SQLite's own 1000-page checkpoint needs, yet in the file.
-        assert rows_in_main_file(file, tmp_path) >= CHECKPOINT_EVERY_COMMITS - 1
+        assert rows_in_main_file(file, tmp_path, "t") >= CHECKPOINT_EVERY_COMMITS - 1
     finally:
         db.close()
         reader.close()
