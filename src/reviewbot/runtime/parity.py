@@ -103,10 +103,13 @@ def _code_files(package_dir: Path) -> list[tuple[str, os.stat_result]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def code_hash(package_dir: Path = PACKAGE_DIR) -> str:
-    """SHA-256 over the package's source files (relative names and bytes), in name order."""
+def code_hash(
+    package_dir: Path = PACKAGE_DIR, files: list[tuple[str, os.stat_result]] | None = None
+) -> str:
+    """SHA-256 over the package's source files (relative names and bytes), in name order
+    (``files``: the listing of :func:`_code_files`, when the caller has it already)."""
     digest = hashlib.sha256()
-    for name, _ in _code_files(package_dir):
+    for name, _ in _code_files(package_dir) if files is None else files:
         data = (package_dir / name).read_bytes()
         for part in (name.encode(), data):
             digest.update(len(part).to_bytes(8, "big"))
@@ -129,11 +132,6 @@ def _settled(stamps: Stamps, now: float) -> Stamps | None:
     if any(now - ctime / 1e9 < RACY_S for *_, ctime in stamps):
         return None
     return stamps
-
-
-def code_stamps(package_dir: Path, now: float) -> Stamps | None:
-    """Name, size, inode and times of each source file (``None``: one changed just now)."""
-    return _settled(tuple(_stamp(n, i) for n, i in _code_files(package_dir)), now)
 
 
 def _git(package_dir: Path, *args: str) -> list[str] | None:
@@ -201,11 +199,12 @@ class DiskWatch:
 
     def code_hash(self, package_dir: Path) -> str:
         # Stamped before reading: a change made meanwhile shows at the next comparison.
-        stamps = code_stamps(package_dir, self.clock())
+        files = _code_files(package_dir)
+        stamps = _settled(tuple(_stamp(name, info) for name, info in files), self.clock())
         if stamps is not None and self._code is not None and self._code[0] == stamps:
             return self._code[1]
         self.hashed += 1
-        value = code_hash(package_dir)
+        value = code_hash(package_dir, files)
         self._code = None if stamps is None else (stamps, value)
         return value
 
