@@ -23,6 +23,8 @@ from typing import Any
 
 from reviewbot.core.attempts import RetryPolicy
 from reviewbot.core.clock import iso
+from reviewbot.core.gated_heads import GatedHeads
+from reviewbot.core.gated_heads import gated_heads as core_gated_heads
 from reviewbot.core.models import Reason, repo_key
 from reviewbot.core.reasons import Outcome, ReasonCode
 from reviewbot.store import review_jobs
@@ -369,19 +371,9 @@ def count_for_delivery(db: Database, delivery_id: str) -> int:
     return 0 if row is None else int(row["n"])
 
 
-@dataclass(frozen=True)
-class GatedHeads:
-    """What the gate made of a repository's heads, for the reconcile sweep."""
-
-    answered: set[tuple[int, str]]  # (PR, head) pairs whose latest decision is an answer
-    # (PR, head) pairs whose latest decision is an error (the forge could not be read), with
-    # how many errors the head met: the sweep gates those again.
-    errored: dict[tuple[int, str], int]
-
-
 def gated_heads(db: Database, forge: str, repo: str) -> GatedHeads:
-    """The repository's heads the gate answered, and those it could only answer with an
-    error: "could not read" is no answer, so such a head is gated again."""
+    """The repository's heads the gate answered, and those it met only errors on
+    (:func:`reviewbot.core.gated_heads.gated_heads` decides)."""
     with db.read() as tx:
         rows = tx.all(
             "SELECT number, head_sha, decision FROM pr_gate_decisions"
@@ -389,14 +381,6 @@ def gated_heads(db: Database, forge: str, repo: str) -> GatedHeads:
             " ORDER BY id",
             (forge, repo_key(repo)),
         )
-    latest: dict[tuple[int, str], str] = {}
-    errors: dict[tuple[int, str], int] = {}
-    for r in rows:
-        key = (int(r["number"]), str(r["head_sha"]))
-        latest[key] = str(r["decision"])
-        if r["decision"] == Outcome.ERROR.value:
-            errors[key] = errors.get(key, 0) + 1
-    return GatedHeads(
-        {key for key, decision in latest.items() if decision != Outcome.ERROR.value},
-        {key: errors[key] for key, decision in latest.items() if decision == Outcome.ERROR.value},
+    return core_gated_heads(
+        ((int(r["number"]), str(r["head_sha"])), str(r["decision"])) for r in rows
     )
