@@ -1,10 +1,14 @@
 """The lease audit trail in the store (table ``lease_history``, migrations 0014 and 0018).
 
 Rows are written by :class:`reviewbot.store.leases.LeaseStore` inside the transaction of
-the lease change they describe; this module writes, renews, prunes and reads them. A
-renewal changes its grant's row (:func:`renew`) and adds none, so the trail grows by grants,
-releases, expiries and takeovers only; :func:`prune` deletes the rows whose last activity
-is older than the retention, oldest first, a bounded number per call.
+the lease change they describe; this module writes, renews, prunes and reads them. The trail
+grows by grants, releases, expiries and takeovers only. A heartbeat writes the lease row and
+nothing here: while the claim lives, its last renewal is the lease row's ``heartbeat_at``,
+which every reading joins onto the grant's row; when the claim ends (:func:`end`) it is
+copied there, before a later grant replaces the lease row. An acquire by the holder, which
+may change what the claim declares, updates the grant's row at once (:func:`renew`).
+:func:`prune` deletes the rows whose last activity is older than the retention, oldest
+first, a bounded number per call, and never the grant of a claim renewed since.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
-from reviewbot.core.leases import LeaseTarget, Role
+from reviewbot.core.leases import Lease, LeaseTarget, Role
 from reviewbot.core.models import repo_key
 from reviewbot.store.database import Row, Tx, row_as, skip_locked
 from reviewbot.store.lease_waiters import details_of, details_params
@@ -24,6 +28,17 @@ DEFAULT_LIMIT = 500
 # replaces, and itself), so pruning at every grant keeps ahead of the growth.
 PRUNE_BATCH = 100
 _EPOCH_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ? AND epoch = ?"
+# The lease row of a history row ``h``'s claim, when ``h`` is that claim's grant.
+_LIVE_GRANT = (
+    "l.forge = h.forge AND l.repo = h.repo AND l.number = h.number AND l.role = h.role"
+    " AND l.epoch = h.epoch AND l.holder = h.holder"
+    " AND h.event IN ('granted', 'takeover', 'renewed')"
+)
+# Rows ``h`` with the last renewal of a live claim: ``live_renewed_at``, ``live_ttl_s``.
+_WITH_LIVE = (
+    "SELECT h.*, l.heartbeat_at AS live_renewed_at, l.ttl_s AS live_ttl_s FROM ({rows}) AS h"
+    f" LEFT JOIN leases AS l ON {_LIVE_GRANT}"
+)
 
 
 def append(tx: Tx, entry: HistoryEntry) -> None:
@@ -71,13 +86,36 @@ def renew(tx: Tx, entry: HistoryEntry) -> None:
         append(tx, replace(entry, renewed_at=entry.at))
 
 
+def end(tx: Tx, lease: Lease, entry: HistoryEntry) -> None:
+    """Append ``entry``, the end of ``lease``'s claim, after copying the claim's last
+    renewal (kept on the lease row by heartbeats) onto its grant's row."""
+    if lease.heartbeat_at > lease.acquired_at:
+        last = lease.heartbeat_at
+        renew(
+            tx,
+            HistoryEntry(
+                lease.target,
+                LeaseEvent.RENEWED,
+                lease.holder,
+                lease.epoch,
+                lease.head_sha,
+                last,
+                expires_at=last + lease.ttl_s,
+                actor=entry.actor,
+                details=lease.details,
+            ),
+        )
+    append(tx, entry)
+
+
 def prune(tx: Tx, before: float, *, limit: int = PRUNE_BATCH) -> int:
     """Delete up to ``limit`` rows whose last activity (their time, or their grant's last
     renewal) is older than ``before``, oldest first; the number deleted."""
     rows = tx.all(
-        "SELECT id FROM lease_history WHERE at < ? AND (renewed_at IS NULL OR renewed_at < ?)"
+        "SELECT id FROM lease_history AS h WHERE at < ? AND (renewed_at IS NULL OR renewed_at < ?)"
+        f" AND NOT EXISTS (SELECT 1 FROM leases AS l WHERE {_LIVE_GRANT} AND l.heartbeat_at >= ?)"
         f" ORDER BY at LIMIT ?{skip_locked(tx)}",
-        (before, before, limit),
+        (before, before, before, limit),
     )
     if not rows:
         return 0
@@ -97,13 +135,19 @@ def has_end(tx: Tx, target: LeaseTarget, epoch: int) -> bool:
 
 
 def _entry(row: Row) -> HistoryEntry:
-    return row_as(
+    """The entry of a row read through ``_WITH_LIVE``: a grant renewed since its row was
+    last written shows that renewal and the term it gave."""
+    entry = row_as(
         HistoryEntry,
         row,
         target=lambda r: LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
         event=lambda r: LeaseEvent(r["event"]),
         details=details_of,
     )
+    live = row["live_renewed_at"]
+    if live is None or live <= entry.at or (entry.renewed_at or 0.0) >= live:
+        return entry
+    return replace(entry, renewed_at=live, expires_at=live + row["live_ttl_s"])
 
 
 def for_pull(
@@ -121,18 +165,13 @@ def for_pull(
     if role is not None:
         where += " AND role = ?"
         params.append(Role(role).value)
-    rows = tx.all(
-        # PostgreSQL needs the derived table named.
-        f"SELECT * FROM (SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?)"
-        " AS recent ORDER BY id",
-        (*params, limit),
-    )
+    newest = f"SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?"
+    rows = tx.all(_WITH_LIVE.format(rows=newest) + " ORDER BY h.id", (*params, limit))
     return [_entry(r) for r in rows]
 
 
 def recent(tx: Tx, where: str, params: list[Any], limit: int) -> list[HistoryEntry]:
     """The newest ``limit`` rows matching ``where`` (an SQL condition), newest first."""
-    rows = tx.all(
-        f"SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?", [*params, limit]
-    )
+    newest = f"SELECT * FROM lease_history WHERE {where} ORDER BY id DESC LIMIT ?"
+    rows = tx.all(_WITH_LIVE.format(rows=newest) + " ORDER BY h.id DESC", [*params, limit])
     return [_entry(r) for r in rows]

@@ -65,7 +65,6 @@ from reviewbot.store.database import (
     Row,
     SQLiteDatabase,
     Tx,
-    row_as,
 )
 from reviewbot.store.epochs import EpochStore, target_name
 from reviewbot.store.lease_waiters import details_of, details_params
@@ -120,13 +119,19 @@ def _lock_targets(tx: Tx, *targets: LeaseTarget) -> None:
 
 def _lease(row: Row, target: LeaseTarget | None = None) -> Lease:
     """The lease of a ``leases`` row (``target``: the row's target, when the caller knows it,
-    so it is not parsed and checked again)."""
-    return row_as(
-        Lease,
-        row,
-        target=lambda r: target or LeaseTarget(r["forge"], r["repo"], r["number"], Role(r["role"])),
-        phase=lambda r: Phase(r["phase"]),
-        details=details_of,
+    so it is not parsed and checked again). Written out rather than through ``row_as``:
+    every lease call reads one, a heartbeat little else."""
+    return Lease(
+        target or LeaseTarget(row["forge"], row["repo"], row["number"], Role(row["role"])),
+        row["holder"],
+        row["epoch"],
+        row["head_sha"],
+        Phase(row["phase"]),
+        row["ttl_s"],
+        row["acquired_at"],
+        row["heartbeat_at"],
+        row["expires_at"],
+        details_of(row),
     )
 
 
@@ -248,7 +253,7 @@ class LeaseStore(OnDatabase):
         if lease_history.has_end(tx, seen.target, seen.epoch):
             return
         reason = lapse_reason(seen, own_expiry)
-        lease_history.append(tx, lapse_entry(seen, reason, "clock"))
+        lease_history.end(tx, seen, lapse_entry(seen, reason, "clock"))
 
     # --- leases ---------------------------------------------------------------------------------
 
@@ -533,7 +538,7 @@ class LeaseStore(OnDatabase):
                     reason=EndReason.SUPERSEDED.value,
                     actor=actor,
                 )
-                lease_history.append(tx, ended)
+                lease_history.end(tx, current, ended)
             else:
                 self._record_lapse(tx, current, stored.expires_at)
             if kind is GrantKind.TAKEOVER:
@@ -569,9 +574,11 @@ class LeaseStore(OnDatabase):
         """Extend the live claim, or raise :class:`LeaseRefused` (superseded / not held).
 
         The live claim of a live worker is renewed by one conditional write (as
-        :meth:`check_held` fences), its worker's sign of life and its grant's history row:
-        a renewal costs what a renewal should. Anything else (a lapsed claim or worker, a
-        stale epoch) takes the full path, which explains the refusal."""
+        :meth:`check_held` fences) and its worker's sign of life: a renewal costs what a
+        renewal should. The trail reads the renewal from the lease row and copies it onto
+        the grant's row when the claim ends (:mod:`reviewbot.store.lease_history`).
+        Anything else (a lapsed claim or worker, a stale epoch) takes the full path, which
+        explains the refusal."""
         with self.db.write(serialized=False, poll_lock=True) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
@@ -586,8 +593,6 @@ class LeaseStore(OnDatabase):
             if row is not None:
                 lease = _lease(row, claim.target)
                 self.workers.touch(tx, claim.worker, now)
-                entry = self._entry(lease, LeaseEvent.RENEWED, now, actor)
-                lease_history.renew(tx, entry)  # a heartbeat adds no row
                 return lease
         return self._transition(claim, core.heartbeat, LeaseEvent.RENEWED, "", actor)
 
@@ -656,7 +661,7 @@ class LeaseStore(OnDatabase):
                             actor,
                             reason=f"{EndReason.HEAD_MOVED.value}: {new_head}",
                         )
-                        lease_history.append(tx, entry)
+                        lease_history.end(tx, updated, entry)
                     changed.append(updated)
         return changed
 
@@ -827,11 +832,9 @@ class LeaseStore(OnDatabase):
                 self._store_renewal(tx, result.lease)
             else:
                 self._store(tx, result.lease)
-            entry = self._entry(result.lease, event, now, actor, reason=reason)
-            if event is LeaseEvent.RENEWED:
-                lease_history.renew(tx, entry)  # a heartbeat adds no row
-            else:
-                lease_history.append(tx, entry)
+            if event is not LeaseEvent.RENEWED:  # a heartbeat writes the lease row only
+                entry = self._entry(result.lease, event, now, actor, reason=reason)
+                lease_history.end(tx, result.lease, entry)
                 # The target is free: the first in its line is granted it now.
                 self._settle_in(tx, claim.target, now, actor, grants)
         self._tell(grants, now)

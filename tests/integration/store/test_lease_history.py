@@ -92,18 +92,78 @@ def test_heartbeats_add_no_rows(store: LeaseStore, clock: FakeClock) -> None:
     assert granted.renewed_at == clock.now and granted.event is LeaseEvent.GRANTED
 
 
-def test_a_renewed_claim_whose_grant_was_pruned_keeps_one_row(
+def grant_rows(store: LeaseStore, number: int = 12) -> list[tuple[int, float | None, float]]:
+    """The stored grant rows of a PR's merger leases, as written (no live renewal joined)."""
+    with store.db.read() as tx:
+        rows = tx.all(
+            "SELECT epoch, renewed_at, expires_at FROM lease_history WHERE number = ?"
+            " AND event IN ('granted', 'takeover') ORDER BY id",
+            (number,),
+        )
+    return [(int(r["epoch"]), r["renewed_at"], float(r["expires_at"])) for r in rows]
+
+
+@pytest.mark.parametrize("end", ["released", "lapsed"])
+def test_a_claims_last_heartbeat_reaches_its_grant_row_before_the_next_grant(
+    store: LeaseStore, clock: FakeClock, end: str
+) -> None:
+    a, b = worker(store, "a"), worker(store, "b")
+    lease = store.acquire(MERGER, a, HEAD)
+    for _ in range(3):
+        clock.now += 4
+        store.heartbeat(lease.claim)
+    last = clock.now
+    # While the claim lives, the lease row holds the renewal: every reading shows it.
+    assert grant_rows(store) == [(1, None, lease.expires_at)]
+    with store.db.read() as tx:
+        (recent,) = lease_history.recent(tx, "number = ?", [12], 10)
+    assert (recent.renewed_at, recent.expires_at) == (last, last + 15)
+    if end == "released":
+        clock.now += 1
+        store.release(lease.claim)
+    else:
+        clock.now += 16  # the term the last heartbeat gave ran out
+    store.acquire(MERGER, b, HEAD)  # epoch 2 replaces the lease row
+    assert grant_rows(store)[0] == (1, last, last + 15)
+    first = store.history("gitea", "acme/api", 12)[0]
+    assert (first.epoch, first.renewed_at, first.expires_at) == (1, last, last + 15)
+
+
+def test_the_grant_of_a_claim_renewed_within_the_retention_is_never_pruned(
+    pruning: LeaseStore, clock: FakeClock
+) -> None:
+    store = pruning
+    a = worker(store, "a")
+    kept = store.acquire(REVIEWER, a, HEAD)
+    for n in range(1, 61):  # 600 s of other grants, each of which prunes
+        clock.now += 10
+        store.heartbeat(kept.claim)
+        target = LeaseTarget("gitea", "acme/api", 100 + n, Role.MERGER)
+        store.release(store.acquire(target, a, HEAD).claim)
+    (granted,) = [e for e in store.history("gitea", "acme/api", 12) if e.target == REVIEWER]
+    assert (granted.event, granted.at, granted.renewed_at) == (
+        LeaseEvent.GRANTED,
+        kept.acquired_at,
+        clock.now,
+    )
+
+
+def test_a_renewed_claim_whose_grant_row_is_gone_records_its_last_renewal_once(
     store: LeaseStore, clock: FakeClock
 ) -> None:
     a = worker(store, "a")
     lease = store.acquire(MERGER, a, HEAD)
-    with store.db.write() as tx:
+    with store.db.write() as tx:  # a trail from before renewals were recorded
         tx.execute("DELETE FROM lease_history")
     for _ in range(3):
         clock.now += 1
         store.heartbeat(lease.claim)
+    last = clock.now
+    clock.now += 1
+    store.release(lease.claim)
     assert [(e.event, e.renewed_at) for e in store.history("gitea", "acme/api", 12)] == [
-        (LeaseEvent.RENEWED, clock.now)
+        (LeaseEvent.RENEWED, last),
+        (LeaseEvent.RELEASED, None),
     ]
 
 
@@ -135,9 +195,11 @@ def test_rows_older_than_the_retention_are_pruned_at_grants(
     # a moment ago.
     assert history_rows(store) == 2 * 31 + 1
     with store.db.read() as tx:
-        oldest = tx.one("SELECT min(at) FROM lease_history WHERE renewed_at IS NULL")
+        oldest = tx.one("SELECT min(at) FROM lease_history WHERE number > 100")
     assert oldest is not None and oldest[0] == clock.now - 10 - RETAINED_S
-    assert [e.event for e in store.history("gitea", "acme/api", 12)] == [LeaseEvent.GRANTED]
+    assert [(e.event, e.renewed_at) for e in store.history("gitea", "acme/api", 12)] == [
+        (LeaseEvent.GRANTED, clock.now)
+    ]
 
 
 def test_a_grant_prunes_a_bounded_number_of_rows(pruning: LeaseStore, clock: FakeClock) -> None:
