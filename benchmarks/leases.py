@@ -3,9 +3,10 @@
 Measures, on a fresh workflow database in a temporary folder (or --dir):
 
   uncontended  one worker, acquire + release cycles on one target: cycles per second and
-               p50/p99 of each call (every grant is written durably to the epoch ledger);
+               p50/p99 of each call (every grant is covered by a synced reservation in
+               the epoch ledger);
   heartbeats   one worker renewing its live lease: heartbeats per second, and the rows they
-               added to the lease history (a renewal updates its grant's row: must be 0);
+               added to the lease history (a renewal adds none: must be 0);
   contended    P OS processes (default 8) on ONE target, each looping acquire -> guarded
                write -> release (a refused acquire asks again after 1-3 ms, waiting in the
                target's line where the code has one, woken by its bell where the code

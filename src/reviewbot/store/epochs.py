@@ -11,15 +11,23 @@ back with it. Three places remember the highest epoch granted for a target:
    (``<db name>.lease-epochs.sqlite``). Restoring ``db.sqlite`` from a backup (the
    migration snapshots, a copy of the file) leaves it alone.
 
-A grant takes ``max(row, table, file) + 1`` and is written to the file, durably
-(``synchronous=FULL``) and committed, *before* the main transaction commits and the grant is
-returned. The file is only written while the main database's write lock is held, so its
-writers are serialised in the same order as the grants and the lock order (database, then
-file) never inverts. A crash between the two commits leaves the file one ahead: a gap
-in the epochs, which is harmless (epochs only need to increase). If the file is lost,
-the table still holds the mark; only losing both at once (restoring the whole ``db/``
-folder from an old copy) can lower it, and the documented restore procedure keeps the
-file.
+The file holds a *reservation*, as PostgreSQL's sequences log values ahead: a process's
+first grant of a target takes ``max(row, table, file) + 1`` and writes that epoch plus
+:data:`RESERVED_EPOCHS` - 1 to the file, durably (``synchronous=FULL``) and committed, *before*
+the main transaction commits and the grant is returned. The same process's next grants of
+that target, while they stay inside the reservation, take ``max(row, table, its own last
+grant) + 1`` and write the file nothing (that fsync was the slow tail of every acquire). A
+grant past the reservation, or the first grant of another process or of a restarted one,
+starts above everything the file holds: above every epoch anybody may have granted, even one
+whose main transaction a crash lost. So epochs strictly increase, with gaps, which are
+harmless (epochs only need to increase). A restore happens with the bot stopped (docs:
+operations), so every process starts above the file afterwards.
+
+The file is only written while the main database's write lock is held, so its writers are
+serialised in the same order as the grants and the lock order (database, then file) never
+inverts. If the file is lost, the table still holds the mark; only losing both at once
+(restoring the whole ``db/`` folder from an old copy) can lower it, and the documented
+restore procedure keeps the file.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ from reviewbot.store.database import (
 )
 
 _TARGET_WHERE = "forge = ? AND repo = ? AND number = ? AND role = ?"
+# Epochs one durable write of the ledger file reserves for this process (see above).
+RESERVED_EPOCHS = 256
+# Targets whose reservation a process remembers; past that it forgets them all (their next
+# grants start above the file again: a gap, nothing else).
+REMEMBERED_TARGETS = 10_000
 # The larger of the stored and the new epoch (SQLite's two-argument max() is not portable).
 _LARGER_EPOCH = (
     "CASE WHEN excluded.epoch > lease_epochs.epoch THEN excluded.epoch ELSE lease_epochs.epoch END"
@@ -121,21 +134,39 @@ class EpochStore:
         if ledger_path is None and isinstance(db, SQLiteDatabase):
             ledger_path = default_ledger_path(db.path)
         self.ledger = None if ledger_path is None else EpochLedger(ledger_path)
+        # Per target: (the last epoch this process granted, the end of its reservation in
+        # the ledger file). Read and written only under the database's write lock.
+        self._reserved: dict[LeaseTarget, tuple[int, int]] = {}
 
     def high_water(self, tx: Tx, target: LeaseTarget) -> int:
-        """The highest epoch ever granted for ``target`` (0: none)."""
+        """The epoch the next grant of ``target`` must exceed: the highest ever granted, or
+        (inside this process's reservation) the highest granted by anybody in the table or
+        by this process (0: none)."""
         row = tx.one(f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target))
-        return max(
-            int(row[0]) if row else 0,
-            self.ledger.high_water(target) if self.ledger is not None else 0,
-        )
+        stored = int(row[0]) if row else 0
+        if self.ledger is None:
+            return stored
+        mine = self._reserved.get(target)
+        if mine is not None:
+            last, ceiling = mine
+            if max(stored, last) < ceiling:
+                return max(stored, last)
+        return max(stored, self.ledger.high_water(target))
 
     def raise_to(self, tx: Tx, target: LeaseTarget, epoch: int) -> None:
         """Record a grant of ``epoch`` in ``tx`` (a write transaction holding the target's
-        lock), never lowering a mark."""
-        # Durable outside this database before anyone can see the grant.
+        lock, ``epoch`` above :meth:`high_water` in it), never lowering a mark."""
         if self.ledger is not None:
-            self.ledger.raise_to(target, epoch)
+            mine = self._reserved.get(target)
+            if mine is None or epoch > mine[1]:
+                # Durable outside this database before anyone can see the grant.
+                ceiling = epoch + RESERVED_EPOCHS - 1
+                self.ledger.raise_to(target, ceiling)
+            else:
+                ceiling = mine[1]
+            if mine is None and len(self._reserved) >= REMEMBERED_TARGETS:
+                self._reserved.clear()
+            self._reserved[target] = (epoch, ceiling)
         tx.execute(
             "INSERT INTO lease_epochs (forge, repo, number, role, epoch)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (forge, repo, number, role)"

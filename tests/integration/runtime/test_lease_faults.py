@@ -334,6 +334,6 @@ def test_eight_processes_share_one_target_without_lock_errors(
     with restored.read() as tx:
         assert tx.one("SELECT count(*) FROM leases")[0] == 0  # type: ignore[index]
     worker = store.workers.register("late", client="t", session_id="x", role="merger")
-    assert store.acquire(TARGET, worker.identity, HEAD).epoch == max(epochs) + 1
+    assert store.acquire(TARGET, worker.identity, HEAD).epoch > max(epochs)
     store.close()
     restored.close()

@@ -102,7 +102,7 @@ async def line_across_two_replicas(
         await agent.release(two.base, b, granted["epoch"])
         status, mine = await agent.acquire(one.base, c)
         assert status == 200 and mine["holder"] == c, mine
-        assert mine["epoch"] == granted["epoch"] + 1
+        assert mine["epoch"] > granted["epoch"]  # another process: above its reservation
 
 
 async def test_the_line_holds_across_two_serve_processes_on_one_sqlite_store(

@@ -137,7 +137,8 @@ async def test_a_waiting_acquire_is_answered_by_the_bell_a_release_in_another_pr
     )
     assert done.returncode == 0, done.stderr
     lease = await asyncio.wait_for(waiting, 20)
-    assert (lease.holder, lease.epoch) == (b, held.epoch + 1)
+    # Granted in the other process: above its epoch (and above that process's reservation).
+    assert lease.holder == b and lease.epoch > held.epoch
     store.close()
     db.close()
 
