@@ -121,6 +121,38 @@ def lapse_reason(lease: Lease, own_expiry: float) -> EndReason:
     return EndReason.WORKER_LAPSED if lease.expires_at < own_expiry else EndReason.HEARTBEAT_LAPSED
 
 
+def last_renewal(lease: Lease, actor: str) -> HistoryEntry | None:
+    """The renewal the grant's entry of ``lease``'s claim shows once the claim ends: its last
+    heartbeat and the term that gave (``None``: never renewed). Heartbeats write only the
+    lease, so this is copied onto the grant's entry when the claim ends."""
+    if lease.heartbeat_at <= lease.acquired_at:
+        return None
+    last = lease.heartbeat_at
+    return HistoryEntry(
+        lease.target,
+        LeaseEvent.RENEWED,
+        lease.holder,
+        lease.epoch,
+        lease.head_sha,
+        last,
+        expires_at=last + lease.ttl_s,
+        actor=actor,
+        details=lease.details,
+    )
+
+
+def with_live_renewal(
+    entry: HistoryEntry, renewed_at: float | None, ttl_s: float | None
+) -> HistoryEntry:
+    """A grant's ``entry`` as a reader sees it while its claim's lease row says it was last
+    renewed at ``renewed_at`` for ``ttl_s``: that renewal, when it is later than the entry's."""
+    if renewed_at is None or ttl_s is None or renewed_at <= entry.at:
+        return entry
+    if entry.renewed_at is not None and entry.renewed_at >= renewed_at:
+        return entry
+    return replace(entry, renewed_at=renewed_at, expires_at=renewed_at + ttl_s)
+
+
 def lapse_entry(lease: Lease, reason: EndReason, actor: str) -> HistoryEntry:
     """The ``expired`` entry of a claim that lapsed at ``lease.expires_at``."""
     return HistoryEntry(

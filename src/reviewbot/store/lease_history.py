@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from reviewbot.core.lease_history import HistoryEntry, LeaseEvent
+from reviewbot.core.lease_history import (
+    HistoryEntry,
+    LeaseEvent,
+    last_renewal,
+    with_live_renewal,
+)
 from reviewbot.core.leases import Lease, LeaseTarget, Role
 from reviewbot.core.models import repo_key
 from reviewbot.store.database import Row, Tx, row_as, skip_locked
@@ -89,22 +94,9 @@ def renew(tx: Tx, entry: HistoryEntry) -> None:
 def end(tx: Tx, lease: Lease, entry: HistoryEntry) -> None:
     """Append ``entry``, the end of ``lease``'s claim, after copying the claim's last
     renewal (kept on the lease row by heartbeats) onto its grant's row."""
-    if lease.heartbeat_at > lease.acquired_at:
-        last = lease.heartbeat_at
-        renew(
-            tx,
-            HistoryEntry(
-                lease.target,
-                LeaseEvent.RENEWED,
-                lease.holder,
-                lease.epoch,
-                lease.head_sha,
-                last,
-                expires_at=last + lease.ttl_s,
-                actor=entry.actor,
-                details=lease.details,
-            ),
-        )
+    renewal = last_renewal(lease, entry.actor)
+    if renewal is not None:
+        renew(tx, renewal)
     append(tx, entry)
 
 
@@ -144,10 +136,7 @@ def _entry(row: Row) -> HistoryEntry:
         event=lambda r: LeaseEvent(r["event"]),
         details=details_of,
     )
-    live = row["live_renewed_at"]
-    if live is None or live <= entry.at or (entry.renewed_at or 0.0) >= live:
-        return entry
-    return replace(entry, renewed_at=live, expires_at=live + row["live_ttl_s"])
+    return with_live_renewal(entry, row["live_renewed_at"], row["live_ttl_s"])
 
 
 def for_pull(
