@@ -265,7 +265,7 @@ class Service:
             self.parity = ParityGate(self.boot, self.db, self.clock, self.settings.runtime_check_s)
 
     async def _open_forges(self) -> None:
-        self.forges = configured_forges(self.settings, self.telemetry)
+        self.forges = configured_forges(self.settings, self.telemetry, self.clock)
 
     async def _build_tools(self) -> None:
         db = self._db
@@ -807,13 +807,16 @@ def start_order(builders: Sequence[Builder]) -> list[Builder]:
     return done
 
 
-def configured_forges(settings: Settings, telemetry: Telemetry | None = None) -> dict[str, Forge]:
-    """The forges the settings configure, by name (their calls reported to ``telemetry``)."""
+def configured_forges(
+    settings: Settings, telemetry: Telemetry | None = None, clock: Clock = time.time
+) -> dict[str, Forge]:
+    """The forges the settings configure, by name (their calls reported to ``telemetry``),
+    on ``clock`` (the service's: a read's age is measured on the clock the rest uses)."""
     found: dict[str, Forge] = {}
     for name, kind in FORGE_ADAPTERS.items():
         if kind.section(settings).configured:
             watch = telemetry.forge_watch(name) if telemetry is not None else None
-            found[name] = make_forge(settings, name, watch=watch)
+            found[name] = make_forge(settings, name, watch=watch, clock=clock)
     return found
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from reviewbot.config import Settings
+from reviewbot.core.clock import Clock
 from reviewbot.server.app import create_app
 from reviewbot.server.tools_socket import service_tools_sockets
 from reviewbot.service import Parts, Service, build_service
@@ -106,7 +107,11 @@ def prepare_sim(sim: Simulator, required: tuple[str, ...] = ("ci/test",)) -> dic
 
 @contextlib.asynccontextmanager
 async def running_bot(
-    tmp_path: Path, *, required: tuple[str, ...] = ("ci/test",), **kw: Any
+    tmp_path: Path,
+    *,
+    required: tuple[str, ...] = ("ci/test",),
+    clock: Clock = time.time,
+    **kw: Any,
 ) -> AsyncIterator[Bot]:
     sim = Simulator()
     async with SimServer(sim) as sim_server:
@@ -117,6 +122,7 @@ async def running_bot(
             parts=Parts.SERVE & ~Parts.RECONCILE,
             backoff_base_s=0.05,
             shutdown_grace_s=2.0,
+            clock=clock,
             tools_endpoint=service_tools_sockets,  # as ``reviewbot serve`` builds it
         )
         app = create_app(service)

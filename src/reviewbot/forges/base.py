@@ -37,7 +37,13 @@ class Forge(Protocol):
         when ``bot_login`` is configured (readiness asks whether the forge answers)."""
         ...
 
-    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot: ...
+    async def get_pull(
+        self, repo: str, number: int, *, read_within_s: float = 0.0
+    ) -> PullRequestSnapshot:
+        """The pull as the forge has it. ``read_within_s``: a read of this pull that this
+        task made at most that long ago (by the forge's clock) may answer instead of a new
+        request; 0 always asks the forge."""
+        ...
 
     async def list_open_pulls(self, repo: str) -> list[PullRequestSnapshot]: ...
 

@@ -156,7 +156,10 @@ class GiteaForge(HttpAdapter):
                 self._bot_login = str(as_dict(user, "bot_login")["login"])
         return self._bot_login
 
-    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+    async def get_pull(
+        self, repo: str, number: int, *, read_within_s: float = 0.0
+    ) -> PullRequestSnapshot:
+        # Always asked: Gitea's reads cost no rate-limit budget (and a 304 costs less still).
         return await self._pull(repo, number, "get_pull")
 
     async def list_open_pulls(self, repo: str) -> list[PullRequestSnapshot]:

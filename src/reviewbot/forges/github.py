@@ -267,10 +267,16 @@ class GitHubForge(HttpAdapter):
             found = as_dict(data, "probe")
             return f"{found['slug']}[bot]" if auth.jwt else str(found["login"])
 
-    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+    async def get_pull(
+        self, repo: str, number: int, *, read_within_s: float = 0.0
+    ) -> PullRequestSnapshot:
         """The pull, with one GraphQL read that also serves the evaluation's other reads
         (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``; the
-        pull itself is read anew each time."""
+        pull itself is read anew unless this task read it within ``read_within_s``."""
+        if read_within_s > 0:
+            kept = (self._reads.get() or {}).get((repo.lower(), number))
+            if kept is not None and 0 <= self._http.clock() - kept.at <= read_within_s:
+                return kept.pull
         read = await self._pull_read(repo, number, live=True)
         if read is not None:
             return read.pull

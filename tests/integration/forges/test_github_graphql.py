@@ -98,6 +98,32 @@ async def test_one_graphql_request_reads_what_the_rest_reads_read(
     assert graphql_requests(sim)[0].response_headers["x-ratelimit-resource"] == "graphql"
 
 
+async def test_a_pull_read_within_the_window_answers_and_an_older_one_is_read_again(
+    sim: Simulator, sim_server: SimServer, client: httpx.AsyncClient
+) -> None:
+    token, number = scenario(sim)
+    now = [1000.0]
+    f = GitHubForge(
+        api_url=sim_server.github_api_url,
+        token=token,
+        client=client,
+        bot_login="reviewbot",
+        clock=lambda: now[0],
+    )
+    first = await f.get_pull(REPO, number)
+    moved = sim.push("github", REPO, number)
+    sim.clear_requests()
+    # this task's read of a moment ago answers: no request
+    now[0] += 0.9
+    assert (await f.get_pull(REPO, number, read_within_s=1.0)).head_sha == first.head_sha
+    assert graphql_requests(sim) == []
+    # older than the window, or no window: the forge is asked, and the push is seen
+    now[0] += 0.2
+    assert (await f.get_pull(REPO, number, read_within_s=1.0)).head_sha == moved
+    assert (await f.get_pull(REPO, number)).head_sha == moved
+    assert len(graphql_requests(sim)) == 2
+
+
 async def test_more_checks_than_a_page_are_read_page_by_page(
     sim: Simulator, sim_server: SimServer, client: httpx.AsyncClient
 ) -> None:

@@ -133,7 +133,9 @@ class StubForge:
     async def probe(self) -> str:
         return "reviewbot"
 
-    async def get_pull(self, repo: str, number: int) -> PullRequestSnapshot:
+    async def get_pull(
+        self, repo: str, number: int, *, read_within_s: float = 0.0
+    ) -> PullRequestSnapshot:
         self.calls.append(("get_pull", repo, number))
         return self._pull(repo, number)
 

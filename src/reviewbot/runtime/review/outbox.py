@@ -3,7 +3,9 @@
 For each pending outbox row, under the reviewer lease pinned to the row's head:
 
 1. count the attempt (committed before anything is sent);
-2. re-read the PR: a moved head or a closed PR drops the post (``head_moved`` recorded);
+2. re-read the PR: a moved head or a closed PR drops the post (``head_moved`` recorded); a
+   first attempt right after its evaluation (on GitHub, whose reads cost rate limit) takes
+   the evaluation's read when it is at most ``REREAD_AFTER_S`` old;
 3. if an earlier attempt may have posted (attempts > 1), list the bot's reviews at that
    SHA and adopt the one whose body carries the row's hidden marker;
 4. otherwise submit the review pinned to the head SHA and record the forge's review id.
@@ -48,6 +50,9 @@ from reviewbot.store.review_outbox import DROPPED, FAILED, PENDING, POSTED, Outb
 from reviewbot.store.reviews import NewDecision
 
 log = logging.getLogger(__name__)
+
+# The pre-post check reads the pull again unless this task read it at most this long ago.
+REREAD_AFTER_S = 1.0
 
 # Test-only: when set to a crash point name, the process exits with status 137 at that
 # point, as if killed, so tests can prove recovery. Never set it in production.
@@ -182,8 +187,10 @@ class OutboxDrainer:
         after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
         telemetry: Telemetry | None = None,
         parity: Callable[[], Awaitable[str | None]] | None = None,
+        reread_after_s: float = REREAD_AFTER_S,
     ) -> None:
         self.store = store
+        self.reread_after_s = reread_after_s
         self.telemetry = telemetry or Telemetry()
         self.forges = forges
         self.leases = leases
@@ -335,7 +342,11 @@ class OutboxDrainer:
         forge = self.forges[row.forge]
         note = self._note(row, claim)
         try:
-            pull = await forge.get_pull(row.repo, row.number)
+            # A first attempt posting right after its evaluation may take the evaluation's
+            # own read as the re-read, when it is at most ``reread_after_s`` old: a new read
+            # would narrow the race with a push by no more than its own round trip.
+            within = self.reread_after_s if row.attempts == 1 else 0.0
+            pull = await forge.get_pull(row.repo, row.number, read_within_s=within)
             if pull.state != "open" or pull.merged:
                 detail = f"the pull request is {'merged' if pull.merged else pull.state}"
                 return await self._close(

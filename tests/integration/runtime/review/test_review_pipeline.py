@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from reviewbot.runtime.review.outbox import REREAD_AFTER_S
 from reviewbot.runtime.review.reconcile import Reconciler
 from tests.integration.review_support import (
     APPROVED,
@@ -115,35 +116,28 @@ async def test_missing_check_is_reported_once_after_the_grace_period(tmp_path: P
 async def test_head_pushed_before_posting_posts_nothing_then_reviews_the_new_head(
     tmp_path: Path, forge: str
 ) -> None:
-    async with running_bot(tmp_path) as bot:
+    later = [0.0]
+    async with running_bot(tmp_path, clock=lambda: time.time() + later[0]) as bot:
         pr = bot.sim.open_pr(forge, REPO, author="alice")
         old = pr.head_sha
         bot.sim.set_status(forge, REPO, old, "ci/test", "success")
         pushed: list[str] = []
+        outbox = bot.service.review.outbox if bot.service.review else None
+        assert outbox is not None
+        begin = outbox.begin_attempt
 
-        def push(*_: Any) -> None:
+        # The push lands after the evaluation's reads, as the post's attempt begins, and
+        # the clock is past the window in which the evaluation's own read (GitHub's one
+        # GraphQL read) could serve as the check before posting: the pull is read again.
+        def push_then_begin(*args: Any, **kw: Any) -> Any:
             if not pushed:
                 new = bot.sim.push(forge, REPO, pr.number)
                 bot.sim.set_status(forge, REPO, new, "ci/test", "success")
                 pushed.append(new)
+                later[0] += REREAD_AFTER_S + 1.0
+            return begin(*args, **kw)
 
-        # The push lands after the evaluation's reads, so the drainer's re-read before
-        # posting sees the new head. On GitHub the evaluation is one GraphQL read (the
-        # gate's) and the re-read is the next one.
-        if forge == "github":
-            reads: list[int] = []
-
-            def second_read(*_: Any) -> None:
-                reads.append(1)
-                if len(reads) == 2:
-                    push()
-
-            bot.sim.faults.add(
-                forge=forge, method="POST", path="/graphql", before=second_read, times=2
-            )
-        else:
-            path = f"/repos/{REPO}/commits/{old}/status"
-            bot.sim.faults.add(forge=forge, method="GET", path=path, before=push)
+        outbox.begin_attempt = push_then_begin  # type: ignore[method-assign]
         await bot.sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
         await bot.settle()
         assert pushed, "the fault hook did not run"
