@@ -226,8 +226,8 @@ def test_the_conversion_goes_through_the_ledger_after_a_backup(paths: WorkflowPa
     finally:
         db.close()
     assert entry["destructive"] is True and entry["backup_path"] is not None
-    [backup] = list_backups(paths)
-    assert str(backup) == entry["backup_path"]
+    # (a later migration that drops an index takes its own snapshot)
+    [backup] = [b for b in list_backups(paths) if str(b) == entry["backup_path"]]
     # The snapshot holds the store as it was: the text moments can still be recovered.
     with closing(sqlite3.connect(backup)) as conn:
         assert conn.execute("SELECT received_at FROM deliveries").fetchone() == (MOMENTS["us"],)
