@@ -12,16 +12,18 @@ back with it. Three places remember the highest epoch granted for a target:
    migration snapshots, a copy of the file) leaves it alone.
 
 The file holds a *reservation*, as PostgreSQL's sequences log values ahead: a process's
-first grant of a target takes ``max(row, table, file) + 1`` and writes that epoch plus
-:data:`RESERVED_EPOCHS` - 1 to the file, durably (``synchronous=FULL``) and committed, *before*
-the main transaction commits and the grant is returned. The same process's next grants of
-that target, while they stay inside the reservation, take ``max(row, table, its own last
-grant) + 1`` and write the file nothing (that fsync was the slow tail of every acquire). A
-grant past the reservation, or the first grant of another process or of a restarted one,
-starts above everything the file holds: above every epoch anybody may have granted, even one
-whose main transaction a crash lost. So epochs strictly increase, with gaps, which are
-harmless (epochs only need to increase). A restore happens with the bot stopped (docs:
-operations), so every process starts above the file afterwards.
+first grant of a target takes ``max(row, table, file) + 1``, above every epoch anybody may
+have granted (even one whose main transaction a crash lost, or that a restore took out of
+the table), and writes that epoch plus :data:`RESERVED_EPOCHS` - 1 to the file, durably
+(``synchronous=FULL``) and committed, *before* the main transaction commits and the grant is
+returned. A restore happens with the bot stopped (docs: operations), so from that first
+grant on, while the process runs, the table holds every grant of the target, whichever
+process made it: the process's next grants take ``max(row, table, its own last grant) + 1``
+and write the file nothing while the file's reservation (its own or another process's)
+covers them; only an epoch past it writes a new one. That fsync was the slow tail of every
+acquire, and of every handover between two processes while each reserved only for itself.
+So epochs strictly increase, with gaps (at each process's first grant, and after a restart),
+which are harmless: epochs only need to increase.
 
 The file is only written while the main database's write lock is held, so its writers are
 serialised in the same order as the grants and the lock order (database, then file) never
@@ -134,23 +136,23 @@ class EpochStore:
         if ledger_path is None and isinstance(db, SQLiteDatabase):
             ledger_path = default_ledger_path(db.path)
         self.ledger = None if ledger_path is None else EpochLedger(ledger_path)
-        # Per target: (the last epoch this process granted, the end of its reservation in
-        # the ledger file). Read and written only under the database's write lock.
+        # Per target: (the last epoch this process granted, the highest reservation in the
+        # ledger file it knows of). Read and written only under the database's write lock.
         self._reserved: dict[LeaseTarget, tuple[int, int]] = {}
 
     def high_water(self, tx: Tx, target: LeaseTarget) -> int:
         """The epoch the next grant of ``target`` must exceed: the highest ever granted, or
-        (inside this process's reservation) the highest granted by anybody in the table or
-        by this process (0: none)."""
+        (once this process has granted the target) the highest granted by anybody in the
+        table or by this process (0: none)."""
         row = tx.one(f"SELECT epoch FROM lease_epochs WHERE {_TARGET_WHERE}", _key(target))
         stored = int(row[0]) if row else 0
         if self.ledger is None:
             return stored
         mine = self._reserved.get(target)
         if mine is not None:
-            last, ceiling = mine
-            if max(stored, last) < ceiling:
-                return max(stored, last)
+            # This process granted the target above the file since it started, and no
+            # restore happens while it runs: the table holds every grant since.
+            return max(stored, mine[0])
         return max(stored, self.ledger.high_water(target))
 
     def raise_to(self, tx: Tx, target: LeaseTarget, epoch: int) -> None:
@@ -158,12 +160,14 @@ class EpochStore:
         lock, ``epoch`` above :meth:`high_water` in it), never lowering a mark."""
         if self.ledger is not None:
             mine = self._reserved.get(target)
-            if mine is None or epoch > mine[1]:
+            ceiling = 0 if mine is None else mine[1]
+            if epoch > ceiling and mine is not None:
+                # Past what this process knew of: another process may have reserved further.
+                ceiling = self.ledger.high_water(target)
+            if epoch > ceiling:
                 # Durable outside this database before anyone can see the grant.
                 ceiling = epoch + RESERVED_EPOCHS - 1
                 self.ledger.raise_to(target, ceiling)
-            else:
-                ceiling = mine[1]
             if mine is None and len(self._reserved) >= REMEMBERED_TARGETS:
                 self._reserved.clear()
             self._reserved[target] = (epoch, ceiling)

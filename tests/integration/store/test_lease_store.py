@@ -353,6 +353,31 @@ def test_grants_inside_a_reservation_write_the_ledger_file_once(
         store.close()
 
 
+def test_processes_handing_a_target_round_share_the_ledger_file_s_reservation(
+    sqlite_db: SQLiteDatabase, clock: FakeClock
+) -> None:
+    """Two processes (two stores) taking turns: after each one's first grant, which starts
+    above the file, the next grants count on by one under whichever reservation is on file,
+    and the file is written again only past it."""
+    first = LeaseStore.open(sqlite_db, clock=clock)
+    second = LeaseStore.open(sqlite_db, clock=clock)
+    w1, w2 = register(first), register(second)
+    ledger = EpochLedger(default_ledger_path(sqlite_db.path))
+    try:
+        assert cycle(first, w1) == 1
+        opening = cycle(second, w2)  # its first grant: above the file's reservation
+        assert opening == RESERVED_EPOCHS + 1
+        turns = [cycle(first if i % 2 == 0 else second, w1 if i % 2 == 0 else w2)
+                 for i in range(RESERVED_EPOCHS)]  # fmt: skip
+        assert turns == list(range(opening + 1, opening + 1 + RESERVED_EPOCHS))
+        # One reservation per process's first grant, then one more past the second's.
+        assert [e for _, e in ledger.marks()] == [3 * RESERVED_EPOCHS]
+    finally:
+        ledger.close()
+        second.close()
+        first.close()
+
+
 def test_a_restarted_process_starts_above_a_reservation_a_crash_cut_short(
     sqlite_db: SQLiteDatabase, clock: FakeClock
 ) -> None:
