@@ -792,13 +792,13 @@ class LeaseStore(OnDatabase):
 
     def write_under(self, claim: LeaseClaim, sql: str, params: Params = ()) -> None:
         """:meth:`guarded_write` in a transaction of its own."""
-        with self.db.write(poll_lock=True) as tx:
+        with self.db.write() as tx:
             self.guarded_write(tx, claim, sql, params)
 
     @contextmanager
     def under(self, claim: LeaseClaim) -> Iterator[Tx]:
         """A write transaction that starts with the fence check; use for several writes."""
-        with self.db.write(poll_lock=True) as tx:
+        with self.db.write() as tx:
             self.check_held(tx, claim)
             yield tx
 
