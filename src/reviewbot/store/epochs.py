@@ -16,11 +16,13 @@ first grant of a target takes ``max(row, table, file) + 1``, above every epoch a
 have granted (even one whose main transaction a crash lost, or that a restore took out of
 the table), and writes that epoch plus :data:`RESERVED_EPOCHS` - 1 to the file, durably
 (``synchronous=FULL``) and committed, *before* the main transaction commits and the grant is
-returned. A restore happens with the bot stopped (docs: operations), so from that first
-grant on, while the process runs, the table holds every grant of the target, whichever
-process made it: the process's next grants take ``max(row, table, its own last grant) + 1``
-and write the file nothing while the file's reservation (its own or another process's)
-covers them; only an epoch past it writes a new one. That fsync was the slow tail of every
+returned. A restore happens with every process stopped (docs: operations), so from that
+first grant on, while the process runs, the table holds every grant of the target, whichever
+process made it: the process's next grants take ``max(row, table) + 1`` and write the file
+nothing while the file's reservation (its own or another process's) covers them; only an
+epoch past it writes a new one. A table found below the process's own last grant has lost
+the target's row (a rename moves a repository's rows to its new name, and the old name may
+be taken again): that grant goes above the file once more. That fsync was the slow tail of every
 acquire, and of every handover between two processes while each reserved only for itself.
 So epochs strictly increase, with gaps (at each process's first grant, and after a restart),
 which are harmless: epochs only need to increase.
@@ -149,11 +151,13 @@ class EpochStore:
         if self.ledger is None:
             return stored
         mine = self._reserved.get(target)
-        if mine is not None:
+        if mine is not None and stored >= mine[0]:
             # This process granted the target above the file since it started, and no
-            # restore happens while it runs: the table holds every grant since.
-            return max(stored, mine[0])
-        return max(stored, self.ledger.high_water(target))
+            # restore happens while it runs: the table holds every grant since. A table
+            # below this process's own last grant lost the target's row (a repository's
+            # rename moves it to the new name): the file decides again.
+            return stored
+        return max(stored, self.ledger.high_water(target), 0 if mine is None else mine[0])
 
     def raise_to(self, tx: Tx, target: LeaseTarget, epoch: int) -> None:
         """Record a grant of ``epoch`` in ``tx`` (a write transaction holding the target's
