@@ -81,8 +81,7 @@ class BotSchema:
 
 
 def schema_of(files: list[tuple[str, bytes]]) -> BotSchema:
-    """The tables and indexes that ``files`` (shipped migrations) create and keep, plus the
-    ledger."""
+    """The tables and indexes that ``files`` (shipped migrations) create, plus the ledger."""
     tables = {LEDGER_TABLE}
     indexes: set[str] = set()
     for _, data in files:
@@ -91,8 +90,6 @@ def schema_of(files: list[tuple[str, bytes]]) -> BotSchema:
                 tables.add(cs.name.lower())
             elif cs.kind is StatementKind.CREATE_INDEX and cs.index is not None:
                 indexes.add(cs.index.lower())
-            elif cs.kind is StatementKind.DROP_INDEX:  # a later shipped file dropped it
-                indexes.discard(cs.name.lower())
             if cs.new_name is not None:  # a shipped rename keeps the table the bot's
                 tables.add(cs.new_name.lower())
     return BotSchema(frozenset(tables), frozenset(indexes), frozenset(n for n, _ in files))
