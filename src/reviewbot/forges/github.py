@@ -274,7 +274,7 @@ class GitHubForge(HttpAdapter):
         (checks, rules, reviews, the state comment) in this task for ``READ_REUSE_S``; the
         pull itself is read anew unless this task read it within ``read_within_s``."""
         if read_within_s > 0:
-            kept = (self._reads.get() or {}).get((repo.lower(), number))
+            kept = self._kept(repo, number)
             if kept is not None and 0 <= self._http.clock() - kept.at <= read_within_s:
                 return kept.pull
         read = await self._pull_read(repo, number, live=True)
@@ -1057,13 +1057,17 @@ class GitHubForge(HttpAdapter):
             return again if again is not None and which(again) else None
         return None
 
+    def _kept(self, repo: str, number: int) -> _Read | None:
+        """This task's read of the pull, if it made one."""
+        return (self._reads.get() or {}).get((repo.lower(), number))
+
     def _read_reviews(self, repo: str, number: int) -> list[Review] | None:
         """The reviews this task's read of the pull holds, without reading anything."""
-        read = (self._reads.get() or {}).get((repo.lower(), number))
+        read = self._kept(repo, number)
         return list(read.reviews) if read is not None and read.reviews is not None else None
 
     def _keep_reviews(self, repo: str, number: int, reviews: list[Review]) -> None:
-        read = (self._reads.get() or {}).get((repo.lower(), number))
+        read = self._kept(repo, number)
         if read is not None:
             read.reviews = reviews
 

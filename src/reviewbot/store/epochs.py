@@ -20,12 +20,12 @@ returned. A restore happens with every process stopped (docs: operations), so fr
 first grant on, while the process runs, the table holds every grant of the target, whichever
 process made it: the process's next grants take ``max(row, table) + 1`` and write the file
 nothing while the file's reservation (its own or another process's) covers them; only an
-epoch past it writes a new one. A table found below the process's own last grant has lost
-the target's row (a rename moves a repository's rows to its new name, and the old name may
-be taken again): that grant goes above the file once more. That fsync was the slow tail of every
-acquire, and of every handover between two processes while each reserved only for itself.
-So epochs strictly increase, with gaps (at each process's first grant, and after a restart),
-which are harmless: epochs only need to increase.
+epoch past it writes a new one (that fsync was the slow tail of every acquire, and of every
+handover between two processes while each trusted only its own reservation). A table found
+below the process's own last grant has lost the target's row (a rename moves a repository's
+rows to its new name, and the old name may be taken again): that grant goes above the file
+once more. So epochs strictly increase, with gaps (at each process's first grant, and after
+a restart), which are harmless: epochs only need to increase.
 
 The file is only written while the main database's write lock is held, so its writers are
 serialised in the same order as the grants and the lock order (database, then file) never

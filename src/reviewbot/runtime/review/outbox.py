@@ -187,10 +187,8 @@ class OutboxDrainer:
         after_drain: Callable[[str, str, int], Awaitable[object]] | None = None,
         telemetry: Telemetry | None = None,
         parity: Callable[[], Awaitable[str | None]] | None = None,
-        reread_after_s: float = REREAD_AFTER_S,
     ) -> None:
         self.store = store
-        self.reread_after_s = reread_after_s
         self.telemetry = telemetry or Telemetry()
         self.forges = forges
         self.leases = leases
@@ -343,9 +341,9 @@ class OutboxDrainer:
         note = self._note(row, claim)
         try:
             # A first attempt posting right after its evaluation may take the evaluation's
-            # own read as the re-read, when it is at most ``reread_after_s`` old: a new read
-            # would narrow the race with a push by no more than its own round trip.
-            within = self.reread_after_s if row.attempts == 1 else 0.0
+            # own read as the re-read when it is at most REREAD_AFTER_S old: a new read would
+            # narrow the race with a push by no more than that read's age.
+            within = REREAD_AFTER_S if row.attempts == 1 else 0.0
             pull = await forge.get_pull(row.repo, row.number, read_within_s=within)
             if pull.state != "open" or pull.merged:
                 detail = f"the pull request is {'merged' if pull.merged else pull.state}"
