@@ -39,7 +39,7 @@ def test_the_database_its_sidecars_and_the_ledger_are_forbidden() -> None:
     assert set(FORBIDDEN) == {
         f"{base}{suffix}"
         for base in (str(DB), str(ledger))
-        for suffix in ("", "-wal", "-shm", "-journal")
+        for suffix in ("", "-wal", "-shm", "-journal", "-writers")
     }
 
 
@@ -50,6 +50,7 @@ def test_the_database_its_sidecars_and_the_ledger_are_forbidden() -> None:
         "db/db.sqlite",
         "db/db.sqlite-wal",
         "db/db.sqlite-shm",
+        "db/db.sqlite-writers",
         "/srv",  # holds everything
         "/",
         ".",

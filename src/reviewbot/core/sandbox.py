@@ -5,9 +5,9 @@ Rules (docs/reviewers.md):
 
 - A grant names a folder relative to the data directory or absolute. A relative path may
   not climb out of the data directory with ``..``; no grant may be, contain or lie inside a
-  database file (the SQLite file, its ``-wal``/``-shm``/``-journal`` sidecars, the lease
-  epoch ledger) or the migration backups (copies of the database). Both are refused when
-  the settings are loaded, so a bad grant never starts the bot.
+  database file (the SQLite file, its :data:`SIDECARS`, the lease epoch ledger) or the
+  migration backups (copies of the database). Both are refused when the settings are
+  loaded, so a bad grant never starts the bot.
 - The reviewer sees a read-only system (``/usr``, ``/etc`` basics, the interpreter's
   prefix), a fresh ``/proc`` of its own PID namespace, an empty ``/tmp``, its run folder
   (an empty tmpfs of bounded size holding ``delivery.json``), ``db/migrations/`` read-only,
@@ -92,6 +92,10 @@ class GrantRefused(Refused):
     code = "grant_refused"
 
 
+# SQLite's own, and the write gate's (:mod:`reviewbot.store.write_gate`).
+SIDECARS = ("-wal", "-shm", "-journal", "-writers")
+
+
 def ledger_file(database_file: PurePosixPath) -> PurePosixPath:
     """The lease epoch ledger: a small SQLite file beside the database."""
     return database_file.with_name(f"{database_file.stem}.lease-epochs.sqlite")
@@ -101,7 +105,7 @@ def forbidden_files(database_file: PurePosixPath) -> tuple[str, ...]:
     """Every file a reviewer must never reach: the database, the ledger, their sidecars."""
     out: list[str] = []
     for base in (database_file, ledger_file(database_file)):
-        out += [str(base)] + [f"{base}{suffix}" for suffix in ("-wal", "-shm", "-journal")]
+        out += [str(base)] + [f"{base}{suffix}" for suffix in SIDECARS]
     return tuple(out)
 
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
 
+from reviewbot.store.write_gate import WriteGate
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -152,7 +154,12 @@ class Database(Protocol):
         ...
 
     def write(
-        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+        self,
+        *,
+        durable: bool = False,
+        serialized: bool = True,
+        poll_lock: bool = False,
+        hot: bool = False,
     ) -> Any:
         """Context manager: a write transaction that holds the write lock from its start.
 
@@ -162,7 +169,10 @@ class Database(Protocol):
         ``poll_lock`` (SQLite): ask for the write lock every :data:`LOCK_STEP_S` instead of
         through the busy handler, whose sleeps grow to 100 ms, so that processes contending
         for one hot row take turns instead of the last writer winning again; PostgreSQL,
-        where waiters queue on the lock, ignores it.
+        where waiters queue on the lock, ignores it. ``hot`` (SQLite): a transaction on a
+        row several processes take turns at (a lease target with a line) waits for the write
+        lock at the store's gate (:mod:`reviewbot.store.write_gate`), woken as soon as the
+        writer before it is done.
         """
         ...
 
@@ -406,6 +416,7 @@ class SQLiteDatabase:
         )
         self._executor = StoreExecutor()
         self.checkpointer = Checkpointer(path)
+        self.gate = None if read_only else WriteGate.open(path)
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await a blocking store call, run on this database's bounded executor."""
@@ -416,31 +427,52 @@ class SQLiteDatabase:
 
     @contextmanager
     def write(
-        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+        self,
+        *,
+        durable: bool = False,
+        serialized: bool = True,
+        poll_lock: bool = False,
+        hot: bool = False,
     ) -> Iterator[_SQLiteTx]:
         """``durable`` commits with ``synchronous=FULL`` (the delivery journal); every
         transaction holds the database write lock, whatever ``serialized`` says;
-        ``poll_lock`` waits for it in fine steps (see :meth:`Database.write`)."""
+        ``poll_lock`` waits for it in fine steps, ``hot`` at the gate first (see
+        :meth:`Database.write`)."""
         conn = self._conn()
+        gate = self.gate if hot else None
+        gated = gate is not None and gate.enter(BUSY_TIMEOUT_MS / 1000)
+        try:
+            with self._transaction(conn, durable=durable, poll_lock=poll_lock) as tx:
+                yield tx
+        finally:
+            if gated:
+                assert gate is not None
+                gate.leave()
+        self.checkpointer.committed()
+
+    @staticmethod
+    @contextmanager
+    def _transaction(
+        conn: StoreConnection, *, durable: bool, poll_lock: bool
+    ) -> Iterator[_SQLiteTx]:
         if durable:
             conn.execute("PRAGMA synchronous = FULL")
-        if poll_lock:
-            # The timeout stays off until another kind of transaction needs it back: inside
-            # BEGIN IMMEDIATE a WAL writer waits for nobody.
-            conn.set_busy_timeout(0)
-            begin_immediate(conn)
-        else:
-            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-            conn.execute("BEGIN IMMEDIATE")
         try:
-            yield _SQLiteTx(conn)
-        except BaseException:
-            if conn.in_transaction:  # an interrupted statement has rolled back already
-                conn.execute("ROLLBACK")
-            raise
-        else:
+            if poll_lock:
+                # The timeout stays off until another kind of transaction needs it back:
+                # inside BEGIN IMMEDIATE a WAL writer waits for nobody.
+                conn.set_busy_timeout(0)
+                begin_immediate(conn)
+            else:
+                conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SQLiteTx(conn)
+            except BaseException:
+                if conn.in_transaction:  # an interrupted statement has rolled back already
+                    conn.execute("ROLLBACK")
+                raise
             conn.execute("COMMIT")
-            self.checkpointer.committed()
         finally:
             if durable:
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -468,3 +500,6 @@ class SQLiteDatabase:
         self._executor.shutdown()
         self.checkpointer.close()
         self._conns.close()
+        if self.gate is not None:
+            self.gate.close()
+            self.gate = None

@@ -177,6 +177,11 @@ class LeaseStore(OnDatabase):
         self.history_days = history_days
         # A grant the line makes rings its waiter's bell (SQLite: one machine's processes).
         self.bells = LineBells(str(db.path.resolve())) if isinstance(db, SQLiteDatabase) else None
+        # The targets that had a line at this process's last look: their transactions wait
+        # for the write lock at the store's gate, so a turn passes as soon as the writer
+        # before is done (a target nobody waits for keeps SQLite's own wait, which serves
+        # writers of many targets better).
+        self._lined: set[LeaseTarget] = set()
         # One clock and one term for a worker's liveness and for its claims.
         self.timing = workers.timing
         self.clock = workers.clock
@@ -281,7 +286,7 @@ class LeaseStore(OnDatabase):
         grants: list[_Grant] = []
         refusal: Refused | None = None
         lease: Lease | None = None
-        with self.db.write(serialized=False, poll_lock=True) as tx:
+        with self.db.write(serialized=False, poll_lock=True, hot=target in self._lined) as tx:
             _lock_targets(tx, target)
             now = self.clock()
             heard = self.workers.heartbeat_at(tx, worker)
@@ -304,6 +309,7 @@ class LeaseStore(OnDatabase):
                 line = self._settle_in(
                     tx, target, now, actor, grants, caller=worker, rows=rows, seen=(stored, current)
                 )
+                self._note_line(target, line)
             if queued:
                 assert line is not None
                 mine = [g.lease for g in grants if g.lease.holder == worker]
@@ -416,6 +422,13 @@ class LeaseStore(OnDatabase):
         lease_waiters.remove(tx, target, [*gone, *([granted] if granted else [])])
         return line if granted is None else line.without(granted)
 
+    def _note_line(self, target: LeaseTarget, line: LineView) -> None:
+        """Remember whether ``target`` has a line (its waiters after this transaction)."""
+        if line.live:
+            self._lined.add(target)
+        else:
+            self._lined.discard(target)
+
     @staticmethod
     def _waiting(target: LeaseTarget, worker: str, line: LineView, current: Lease) -> Refused:
         """The refusal of a caller that waits in line: the holder, and the caller's place."""
@@ -458,7 +471,7 @@ class LeaseStore(OnDatabase):
 
     def leave_line(self, target: LeaseTarget, worker: str) -> bool:
         """Take ``worker`` out of the target's line (it stopped waiting); whether it was in."""
-        with self.db.write(serialized=False, poll_lock=True) as tx:
+        with self.db.write(serialized=False, poll_lock=True, hot=target in self._lined) as tx:
             _lock_targets(tx, target)
             return lease_waiters.remove(tx, target, [worker]) > 0
 
@@ -466,10 +479,10 @@ class LeaseStore(OnDatabase):
         """Grant the target to the first live waiter if it is free now (the holder released
         or lapsed); the lease granted, if any. Every acquire and release does this itself."""
         grants: list[_Grant] = []
-        with self.db.write(serialized=False, poll_lock=True) as tx:
+        with self.db.write(serialized=False, poll_lock=True, hot=target in self._lined) as tx:
             _lock_targets(tx, target)
             now = self.clock()
-            self._settle_in(tx, target, now, LINE_ACTOR, grants)
+            self._note_line(target, self._settle_in(tx, target, now, LINE_ACTOR, grants))
         self._tell(grants, now)
         return grants[0].lease if grants else None
 
@@ -792,13 +805,13 @@ class LeaseStore(OnDatabase):
 
     def write_under(self, claim: LeaseClaim, sql: str, params: Params = ()) -> None:
         """:meth:`guarded_write` in a transaction of its own."""
-        with self.db.write() as tx:
+        with self.db.write(hot=claim.target in self._lined) as tx:
             self.guarded_write(tx, claim, sql, params)
 
     @contextmanager
     def under(self, claim: LeaseClaim) -> Iterator[Tx]:
         """A write transaction that starts with the fence check; use for several writes."""
-        with self.db.write() as tx:
+        with self.db.write(hot=claim.target in self._lined) as tx:
             self.check_held(tx, claim)
             yield tx
 
@@ -813,7 +826,8 @@ class LeaseStore(OnDatabase):
         actor: str,
     ) -> Lease:
         grants: list[_Grant] = []
-        with self.db.write(serialized=False, poll_lock=True) as tx:
+        hot = claim.target in self._lined
+        with self.db.write(serialized=False, poll_lock=True, hot=hot) as tx:
             _lock_targets(tx, claim.target)
             now = self.clock()
             # A refusal rolls this back: a refused call changes nothing, not even liveness.
@@ -828,15 +842,17 @@ class LeaseStore(OnDatabase):
                 self._refused(claim.target, claim.worker, result)
                 raise LeaseRefused(result)
             assert isinstance(result, Granted)
-            if event is LeaseEvent.RENEWED:
-                self._store_renewal(tx, result.lease)
+            ended = result.lease
+            if event is LeaseEvent.RENEWED:  # a heartbeat writes the lease row only
+                self._store_renewal(tx, ended)
             else:
-                self._store(tx, result.lease)
-            if event is not LeaseEvent.RENEWED:  # a heartbeat writes the lease row only
-                entry = self._entry(result.lease, event, now, actor, reason=reason)
-                lease_history.end(tx, result.lease, entry)
-                # The target is free: the first in its line is granted it now.
-                self._settle_in(tx, claim.target, now, actor, grants)
+                lease_history.end(tx, ended, self._entry(ended, event, now, actor, reason=reason))
+                # The target is free: the first in its line is granted it now. A grant
+                # writes the whole row, so the ended claim's row is written only without one.
+                line = self._settle_in(tx, claim.target, now, actor, grants, seen=(ended, ended))
+                self._note_line(claim.target, line)
+                if not grants:
+                    self._store(tx, ended)
         self._tell(grants, now)
         return result.lease
 

@@ -189,7 +189,12 @@ class PostgresDatabase:
 
     @contextmanager
     def write(
-        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+        self,
+        *,
+        durable: bool = False,
+        serialized: bool = True,
+        poll_lock: bool = False,
+        hot: bool = False,
     ) -> Iterator[PgTx]:
         with self._pool.connection() as conn:
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")

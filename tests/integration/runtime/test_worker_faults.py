@@ -33,14 +33,21 @@ class FlakyDatabase(SQLiteDatabase):
 
     @contextmanager
     def write(
-        self, *, durable: bool = False, serialized: bool = True, poll_lock: bool = False
+        self,
+        *,
+        durable: bool = False,
+        serialized: bool = True,
+        poll_lock: bool = False,
+        hot: bool = False,
     ) -> Iterator[Any]:
         if self.failing:
             self.refused += 1
             if self.fail_writes and self.refused >= self.fail_writes:
                 self.failing = False
             raise sqlite3.OperationalError("disk I/O error")
-        with super().write(durable=durable, serialized=serialized, poll_lock=poll_lock) as tx:
+        with super().write(
+            durable=durable, serialized=serialized, poll_lock=poll_lock, hot=hot
+        ) as tx:
             yield tx
 
 

@@ -111,7 +111,9 @@ def databases() -> list[str]:
         found += [
             os.path.join(root, f)
             for f in files
-            if f.endswith((".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"))
+            if f.endswith(
+                (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".sqlite-writers")
+            )
         ]
     return found
 
