@@ -114,6 +114,22 @@ def test_configured_secrets_tokens_and_keys_are_redacted_everywhere() -> None:
     assert "RuntimeError" in text  # the exception is still there, only the secret is not
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "structlog"])
+def test_a_secret_passed_as_a_stamped_key_is_written_over(
+    request: pytest.FixtureRequest, direct: bool
+) -> None:
+    """The Redactor leaves ``ts``, ``level`` and ``logger`` unsearched: the processors before
+    it set them, whatever a caller passed."""
+    if direct:
+        request.getfixturevalue("alone")
+    out = io.StringIO()
+    logs.configure("json", "info", secrets=[SECRET], stream=out)
+    logs.get_logger("reviewbot.test").info("stamped", ts=SECRET, level=SECRET, logger=SECRET)
+    (line,) = lines(out)
+    assert SECRET not in out.getvalue()
+    assert (line["level"], line["logger"]) == ("info", "reviewbot.test")
+
+
 def test_redaction_reaches_nested_values_and_leaves_short_values_alone() -> None:
     redact = logs.Redactor(["s3cr3t-value", "ab"])
     event = {"msg": "x", "list": ["a s3cr3t-value b"], "nested": {"k": b"s3cr3t-value"}, "n": 3}
