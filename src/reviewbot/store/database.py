@@ -416,7 +416,9 @@ class SQLiteDatabase:
         )
         self._executor = StoreExecutor()
         self.checkpointer = Checkpointer(path)
-        self.gate = None if read_only else WriteGate.open(path)
+        self._gate: WriteGate | None = None
+        self._gate_opened = read_only  # a read-only store never writes: no gate
+        self._gate_lock = threading.Lock()
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Await a blocking store call, run on this database's bounded executor."""
@@ -424,6 +426,17 @@ class SQLiteDatabase:
 
     def _conn(self) -> StoreConnection:
         return self._conns.get()
+
+    @property
+    def gate(self) -> WriteGate | None:
+        """The store's write gate, opened at the first hot write (the file may not exist
+        before); ``None`` where it cannot be (then hot writes wait as others do)."""
+        if not self._gate_opened:
+            with self._gate_lock:
+                if not self._gate_opened:
+                    self._gate = WriteGate.open(self.path)
+                    self._gate_opened = True
+        return self._gate
 
     @contextmanager
     def write(
@@ -500,6 +513,7 @@ class SQLiteDatabase:
         self._executor.shutdown()
         self.checkpointer.close()
         self._conns.close()
-        if self.gate is not None:
-            self.gate.close()
-            self.gate = None
+        with self._gate_lock:
+            gate, self._gate, self._gate_opened = self._gate, None, True
+        if gate is not None:
+            gate.close()

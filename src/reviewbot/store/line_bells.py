@@ -64,7 +64,7 @@ class Bell:
             if self._rung():
                 return True
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._sock], [], [], left)[0]:
+            if left <= 0 or not _readable(self._sock.fileno(), left):
                 return self._rung()
 
     async def wait_async(self, timeout_s: float) -> bool:
@@ -111,6 +111,14 @@ class Bell:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` became readable within ``timeout_s`` (``poll``: unlike ``select``, any
+    descriptor number, as a busy server has)."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(max(timeout_s, 0.0) * 1000.0))
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -62,6 +62,9 @@ class _Watch:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        # poll, not select: a busy server's descriptors pass select's limit of 1024.
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
 
     @classmethod
     def open(cls, path: Path) -> _Watch | None:
@@ -81,10 +84,18 @@ class _Watch:
                 pass
 
     def wait(self, timeout_s: float) -> None:
-        select.select([self.fd], [], [], timeout_s)
+        self._poll.poll(timeout_s * 1000.0)
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def _like(fd: int, db: os.stat_result) -> None:
+    """Give a new gate file the database file's permissions, and as root its owner, as
+    SQLite does for its own sidecars: the bot's user and an administrator's command share it."""
+    os.fchmod(fd, db.st_mode & 0o666)
+    if os.geteuid() == 0:
+        os.fchown(fd, db.st_uid, db.st_gid)
 
 
 class WriteGate:
@@ -106,12 +117,18 @@ class WriteGate:
         read-only folder): then writers go straight to SQLite's lock, as before."""
         path = gate_path(db_file)
         try:
+            db = os.stat(db_file)
+        except OSError:
+            db = None
+        try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError:
             return None
         try:
             if os.fstat(fd).st_size == 0:
                 os.pwrite(fd, b"\n", 0)  # a read of nothing causes no event
+                if db is not None:
+                    _like(fd, db)
         except OSError:
             os.close(fd)
             return None

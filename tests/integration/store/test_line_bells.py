@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import resource
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,3 +177,30 @@ def test_a_bell_that_cannot_be_made_leaves_the_waiter_polling(
 
     monkeypatch.setattr(socket, "socket", no_descriptors)
     assert store.bell(T, register(store, "a")) is None
+
+
+def test_a_bell_numbered_past_1024_still_rings() -> None:
+    """A busy server has more than 1024 descriptors open; waiting must not need low ones."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is below what the test opens")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    bells = LineBells("/high-descriptors")
+    try:
+        bell = bells.bind(T, "w1")
+        assert bell is not None
+        assert bell._sock.fileno() > 1024
+        heard: list[bool] = []
+        waiter = threading.Thread(target=lambda: heard.append(bell.wait(30.0)))
+        waiter.start()
+        time.sleep(0.2)  # most likely asleep in its wait by now (either way it must hear)
+        bells.ring(T, "w1")
+        waiter.join(30.0)
+        assert heard == [True]
+        bell.close()
+    finally:
+        bells.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -5,6 +5,8 @@ lease store sends only the writes of a target with a line through it. Real files
 
 from __future__ import annotations
 
+import os
+import resource
 import subprocess
 import sys
 import threading
@@ -227,3 +229,48 @@ def test_the_writes_of_a_target_with_a_line_take_the_gate(leases: LeaseStore) ->
     leases.acquire(alone, holder, HEAD)
     assert guarded_write_while_gate_is_held(leases, alone, holder, waits=False) == 0
     assert guarded_write_while_gate_is_held(leases, lined, holder, waits=True) == 1
+
+
+def test_the_gate_file_takes_the_database_files_permissions(tmp_path: Path) -> None:
+    """As SQLite's own sidecars do: a command run by an administrator and the bot's user
+    share it (as root, the database file's owner gets it)."""
+    file = tmp_path / "db.sqlite"
+    SQLiteDatabase(file).close()
+    file.touch()
+    file.chmod(0o640)
+    if os.geteuid() == 0:
+        os.chown(file, 4242, 4343)
+    gate = WriteGate.open(file)
+    assert gate is not None
+    gate.close()
+    made = os.stat(gate_path(file))
+    assert made.st_mode & 0o777 == 0o640
+    if os.geteuid() == 0:
+        assert (made.st_uid, made.st_gid) == (4242, 4343)
+
+
+def test_a_waiter_whose_descriptors_number_past_1024_still_waits(file: Path) -> None:
+    """A busy server has more than 1024 descriptors open; the wait must not need low ones."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is below what the test opens")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        holder, waiter = WriteGate.open(file), WriteGate.open(file)
+        assert holder is not None and waiter is not None
+        assert holder.enter(0)
+        got: list[bool] = []
+        thread = threading.Thread(target=lambda: got.append(waiter.enter(PATIENCE_S)))
+        thread.start()
+        eventually(lambda: waiter.waits == 1)
+        holder.leave()
+        thread.join(PATIENCE_S)
+        assert got == [True]
+        waiter.leave()
+        holder.close()
+        waiter.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
