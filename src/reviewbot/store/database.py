@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 import psycopg
 
-from reviewbot.store.write_gate import WriteGate
+from reviewbot.store.write_gate import GATE_WAIT_S, WriteGate
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -453,7 +453,7 @@ class SQLiteDatabase:
         :meth:`Database.write`)."""
         conn = self._conn()
         gate = self.gate if hot else None
-        gated = gate is not None and gate.enter(BUSY_TIMEOUT_MS / 1000)
+        gated = gate is not None and gate.enter(GATE_WAIT_S)
         try:
             with self._transaction(conn, durable=durable, poll_lock=poll_lock) as tx:
                 yield tx

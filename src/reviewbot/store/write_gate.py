@@ -11,8 +11,8 @@ So the processes writing to one store take a gate first: an exclusive ``flock`` 
 (``<db>-writers``), taken before ``BEGIN IMMEDIATE`` and given back right after the ``COMMIT``
 or ``ROLLBACK``. A writer that finds the gate taken waits for an inotify event on that file,
 which each writer causes when it gives the gate back (it reads the file's one byte), so it asks
-again at once. Its wait is bounded: after ``wait_s`` it goes on without the gate to SQLite's
-own wait, and its error.
+again at once. Its wait is bounded (:data:`GATE_WAIT_S`): then it goes on without the gate to
+SQLite's own wait, and its error.
 
 The gate decides nothing: SQLite's lock still keeps transactions apart. A writer that passes no
 gate (the delivery journal's own connection, the ``sqlite3`` shell, a process that cannot open
@@ -34,6 +34,10 @@ import threading
 import time
 from pathlib import Path
 
+# How long a writer waits at the gate. Its holders hold it for a transaction of a lease
+# call (a millisecond); past this the writer goes on to SQLite's own wait, which bounds
+# what a long transaction holds up.
+GATE_WAIT_S = 1.0
 _IN_ACCESS = 0x00000001
 _LONGEST_SLEEP_S = 0.010  # a wake-up missed anyhow costs at most this
 _POLL_STEP_S = 0.0005  # without inotify
@@ -110,6 +114,10 @@ class WriteGate:
         self._watch: _Watch | None = None  # opened at the first wait, not before
         self._watch_tried = False
         self.waits = 0  # entries that found the gate taken, for tests and benchmarks
+        # A holder kept the gate past a whole wait (a process stopped between its commit and
+        # giving the gate back): until the gate is found free again, writers do not wait
+        # for it, so such a process costs one wait, not one per write.
+        self._stuck = False
 
     @classmethod
     def open(cls, db_file: Path) -> WriteGate | None:
@@ -141,16 +149,20 @@ class WriteGate:
         if self._owner == me:
             self._depth += 1
             return True
+        if self._stuck:  # a holder outlasted a whole wait: only a free gate is taken
+            wait_s = 0.0
         deadline = time.monotonic() + wait_s
         if not self._turn.acquire(timeout=max(wait_s, 0.0)):
             return False
         try:
             if not self._lock(deadline):
+                self._stuck = True
                 self._turn.release()
                 return False
         except BaseException:
             self._turn.release()
             raise
+        self._stuck = False
         self._owner, self._depth = me, 1
         return True
 

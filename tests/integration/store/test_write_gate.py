@@ -111,6 +111,26 @@ def test_the_wait_is_bounded(file: Path) -> None:
     waiter.close()
 
 
+def test_a_holder_that_outlasts_a_wait_costs_one_wait_not_one_per_write(file: Path) -> None:
+    """A process stopped while it holds the gate (between its commit and giving the gate
+    back) holds up one writer for one wait; later writers go on at once while the gate is
+    taken, and wait for it again once it was found free."""
+    stopped, writer = WriteGate.open(file), WriteGate.open(file)
+    assert stopped is not None and writer is not None
+    assert stopped.enter(0)
+    assert writer.enter(0.05) is False  # one wait, given up
+    got: list[bool] = []
+    later = threading.Thread(target=lambda: got.append(writer.enter(3600.0)))
+    later.start()
+    later.join(PATIENCE_S)
+    assert got == [False]  # it did not wait the hour
+    stopped.leave()
+    assert writer.enter(0) is True  # found free: waiting is back
+    writer.leave()
+    stopped.close()
+    writer.close()
+
+
 HOLDER = """
 import sys
 from pathlib import Path
