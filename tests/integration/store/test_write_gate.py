@@ -120,7 +120,7 @@ def test_a_holder_that_outlasts_a_wait_costs_one_wait_not_one_per_write(file: Pa
     assert stopped.enter(0)
     assert writer.enter(0.05) is False  # one wait, given up
     got: list[bool] = []
-    later = threading.Thread(target=lambda: got.append(writer.enter(3600.0)))
+    later = threading.Thread(target=lambda: got.append(writer.enter(3600.0)), daemon=True)
     later.start()
     later.join(PATIENCE_S)
     assert got == [False]  # it did not wait the hour
