@@ -143,19 +143,21 @@ class WriteGate:
         return cls(fd, path)
 
     def enter(self, wait_s: float) -> bool:
-        """Take the gate, waiting at most ``wait_s``; whether it was taken (``False``: go on
-        without it). A thread already holding it passes (a nested write fails in SQLite)."""
+        """Take the gate, waiting at most ``wait_s`` for this process's other threads and as
+        long again for other processes; whether it was taken (``False``: go on without it).
+        A thread already holding it passes (a nested write fails in SQLite)."""
         me = threading.get_ident()
         if self._owner == me:
             self._depth += 1
             return True
         if self._stuck:  # a holder outlasted a whole wait: only a free gate is taken
             wait_s = 0.0
-        deadline = time.monotonic() + wait_s
         if not self._turn.acquire(timeout=max(wait_s, 0.0)):
             return False
         try:
-            if not self._lock(deadline):
+            # The wait for the other processes' writers starts once this process's turn has
+            # come: a wait that runs out means one of them held the gate for all of it.
+            if not self._lock(time.monotonic() + wait_s):
                 self._stuck = True
                 self._turn.release()
                 return False

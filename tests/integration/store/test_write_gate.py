@@ -127,6 +127,16 @@ def test_a_holder_that_outlasts_a_wait_costs_one_wait_not_one_per_write(file: Pa
     stopped.leave()
     assert writer.enter(0) is True  # found free: waiting is back
     writer.leave()
+    assert stopped.enter(0)
+    waited: list[bool] = []
+    again = threading.Thread(target=lambda: waited.append(writer.enter(PATIENCE_S)), daemon=True)
+    again.start()
+    eventually(lambda: writer.waits == 3)  # it waits for the holder now
+    assert not waited
+    stopped.leave()
+    again.join(PATIENCE_S)
+    assert waited == [True]
+    writer.leave()
     stopped.close()
     writer.close()
 
@@ -151,6 +161,9 @@ def test_a_waiter_gets_the_gate_when_another_process_leaves_it_or_dies(
 ) -> None:
     if not inotify:
         monkeypatch.setattr(write_gate, "_LIBC", None)
+    elif end == "leaves":
+        # Woken by the leaving writer's event alone: no timed look would find the gate free.
+        monkeypatch.setattr(write_gate, "_LONGEST_SLEEP_S", 3600.0)
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(file)],
         stdin=subprocess.PIPE,
@@ -239,7 +252,12 @@ def guarded_write_while_gate_is_held(
     return db.gate.waits
 
 
-def test_the_writes_of_a_target_with_a_line_take_the_gate(leases: LeaseStore) -> None:
+def test_the_writes_of_a_target_with_a_line_take_the_gate(
+    leases: LeaseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The guarded write must still be at the gate when the test looks, however slow the
+    # machine: it may wait there as long as the test is patient.
+    monkeypatch.setattr("reviewbot.store.database.GATE_WAIT_S", PATIENCE_S)
     lined = LeaseTarget("github", "acme/api", 1, Role.MERGER)
     alone = LeaseTarget("github", "acme/api", 2, Role.MERGER)
     holder, waiter = register(leases, "holder"), register(leases, "waiter")
