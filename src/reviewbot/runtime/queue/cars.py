@@ -1,10 +1,14 @@
 """Building a car on the forge and reading its CI: the queue's I/O with the repository.
 
-A car's commit is made on its queue branch ``reviewbot/queue/<base>/<train>-<car>`` with the
-forge's ref operations (:mod:`reviewbot.forges.refs`): GitHub merges on the server, Gitea and
-Forgejo in the bot's own clone, pushed as a plain (never forced) push. The branch starts at
-the commit of the car ahead when that car is built (so the cars of a train are a chain of
-fast-forwards), else at the base, and merges the pinned head of each entry in order.
+A car's commit is made with the forge's ref operations (:mod:`reviewbot.forges.refs`): GitHub
+merges on the server, Gitea and Forgejo in the bot's own clone, pushed as a plain (never
+forced) push. It starts at the commit of the car ahead when that car is built (so the cars of
+a train are a chain of fast-forwards), else at the base, and merges the pinned head of each
+entry in order. The merges happen on a work branch ``reviewbot/build/<base>/<train>-<car>``
+that CI does not watch; the car's queue branch ``reviewbot/queue/<base>/<train>-<car>`` is
+then made at the finished commit. So CI sees one push per car, of the commit it is to test:
+every step on the queue branch itself (its creation at the start, each merge) was a push,
+and a CI run, of its own.
 
 Its CI result is what the forge reports on that commit (statuses and check runs), judged as
 a merge judges a head (:func:`reviewbot.core.policy.evaluate`) against the branch protection
@@ -13,6 +17,7 @@ and the configured checks.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,15 +25,21 @@ from reviewbot.core import policy
 from reviewbot.core.models import RequiredChecks
 from reviewbot.core.policy import VerdictKind
 from reviewbot.forges.base import Forge
-from reviewbot.forges.errors import MergeConflict, RefExists
+from reviewbot.forges.errors import ForgeError, MergeConflict, RefExists
 from reviewbot.forges.refs import RefOps
 
 BRANCH_PREFIX = "reviewbot/queue"
+WORK_PREFIX = "reviewbot/build"  # where a car's merges are made, out of CI's sight
 MERGE_CHECK = "merge"  # the "check" a car fails when its entries do not merge cleanly
 
 
 def car_branch(base: str, train: str, car: int) -> str:
     return f"{BRANCH_PREFIX}/{base}/{train}-{car}"
+
+
+def work_branch(branch: str) -> str:
+    """The work branch a car's commit is made on before its queue ``branch`` points at it."""
+    return WORK_PREFIX + branch.removeprefix(BRANCH_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -48,23 +59,34 @@ async def build(
     merges: Sequence[int],
     heads: Mapping[int, str],
 ) -> Built:
-    """Make ``branch`` at ``start`` and merge the pinned head of each entry of ``merges``.
-    A branch left by an earlier attempt (a replica stopped mid-build) is made again."""
+    """Merge the pinned head of each entry of ``merges`` onto ``start`` on the work branch,
+    then make ``branch`` at the result. A branch left by an earlier attempt (a replica
+    stopped mid-build) is made again."""
+    work = work_branch(branch)
+    await _fresh_branch(ops, repo, work, start)
     try:
-        await ops.create_branch(repo, branch, start)
+        sha = start
+        for number in merges:
+            try:
+                merged = await ops.merge_into(
+                    repo, work, heads[number], f"Merge #{number} into {branch}"
+                )
+            except MergeConflict as exc:
+                return Built(None, conflict=number, detail=str(exc))
+            sha = merged.sha
+        await _fresh_branch(ops, repo, branch, sha)
+    finally:
+        with contextlib.suppress(ForgeError):  # a leftover work branch is made again
+            await ops.delete_branch(repo, work)
+    return Built(sha)
+
+
+async def _fresh_branch(ops: RefOps, repo: str, branch: str, sha: str) -> None:
+    try:
+        await ops.create_branch(repo, branch, sha)
     except RefExists:
         await ops.delete_branch(repo, branch)
-        await ops.create_branch(repo, branch, start)
-    sha = start
-    for number in merges:
-        try:
-            merged = await ops.merge_into(
-                repo, branch, heads[number], f"Merge #{number} into {branch}"
-            )
-        except MergeConflict as exc:
-            return Built(None, conflict=number, detail=str(exc))
-        sha = merged.sha
-    return Built(sha)
+        await ops.create_branch(repo, branch, sha)
 
 
 @dataclass(frozen=True)

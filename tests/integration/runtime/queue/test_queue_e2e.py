@@ -206,6 +206,35 @@ async def test_a_stale_head_is_refused_at_enqueue(forge: str, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("forge", FORGES)
+async def test_ci_on_the_queue_branches_builds_each_car_once_at_its_tested_commit(
+    forge: str, tmp_path: Path
+) -> None:
+    """CI set up as the docs say (on ``reviewbot/queue/**``) runs once per car, on the commit
+    the car tests: not on the branch's start, nor on each merge made to build it."""
+    async with queue_world(
+        forge, tmp_path, ci_branches=["reviewbot/queue/*"], merge_queue={"cars_per_train": 1}
+    ) as w:
+        pulls = [await w.pull(f"p{i}", {f"src/p{i}.py": f"P = {i}\n"}) for i in range(3)]
+        for pull in pulls:  # green at their heads by a CI of their own
+            w.sim.set_status(forge, REPO, pull.head_sha, CONTEXT, "success")
+            if forge == "github":
+                w.sim.set_check_run(REPO, pull.head_sha, CONTEXT, conclusion="success")
+        driver = w.driver()
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        (car,) = w.store.cars(forge, REPO, "main")
+        assert car.batch == tuple(p.number for p in pulls)
+        assert [(j.branch, j.sha) for j in w.sim.ci.jobs] == [(car.branch, car.tested_sha)]
+        await w.drive(driver, rounds=1)
+        assert w.tip() == car.tested_sha
+        assert_base_green(w)
+        assert [r.job.sha for r in w.sim.ci.results] == [car.tested_sha]
+        # The work branch the merges were made on is gone.
+        assert not [b for b in w.sim.repo(forge, REPO).branches if b.startswith("reviewbot/b")]
+
+
+@pytest.mark.parametrize("forge", FORGES)
 async def test_a_flaky_batch_is_retried_once_and_lands(forge: str, tmp_path: Path) -> None:
     async with queue_world(forge, tmp_path, merge_queue={"cars_per_train": 1}) as w:
         a = await w.pull("a", {"src/one.py": "ONE = 1\n"})
