@@ -163,9 +163,11 @@ async def test_github_fast_forward_is_not_retried_after_a_server_error(
 
 @respx.mock
 async def test_github_merge_into_a_branch(github: GitHubForge) -> None:
-    route = respx.post(f"{GH_REPO}/merges").respond(201, json={"sha": NEW})
+    made = {"sha": NEW, "parents": [{"sha": BASE}, {"sha": HEAD}]}
+    route = respx.post(f"{GH_REPO}/merges").respond(201, json=made)
     merged = await github.merge_into("acme/api", QUEUE, HEAD, "Merge #7")
-    assert (merged.sha, merged.created) == (NEW, True)
+    # onto: the branch's commit GitHub merged on, the merge commit's first parent
+    assert (merged.sha, merged.created, merged.onto) == (NEW, True, BASE)
     assert body(route) == {"base": QUEUE, "head": HEAD, "commit_message": "Merge #7"}
 
 
@@ -176,7 +178,7 @@ async def test_github_merge_of_a_contained_commit_reads_the_branch(github: GitHu
         200, json={"name": "main", "commit": {"sha": BASE}, "protected": False}
     )
     merged = await github.merge_into("acme/api", "main", HEAD, "m")
-    assert (merged.sha, merged.created) == (BASE, False)
+    assert (merged.sha, merged.created, merged.onto) == (BASE, False, BASE)
 
 
 @pytest.mark.parametrize(

@@ -467,11 +467,11 @@ class GiteaForge(HttpAdapter):
         clone = await self._clone(repo)
         tip, merge = await clone.merge(branch, sha, message)
         if merge is None:
-            return MergeCommit(tip, created=False)
+            return MergeCommit(tip, created=False, onto=tip)
         # The commit exists only in the clone: a plain push lands it, and the server takes
         # it only while the branch is still at ``tip`` (a fast-forward).
         await clone.push(merge, branch, operation="merge_into")
-        return MergeCommit(merge, created=True)
+        return MergeCommit(merge, created=True, onto=tip)
 
     async def fast_forward(self, repo: str, branch: str, sha: str) -> None:
         if await self._has_fast_forward_api():

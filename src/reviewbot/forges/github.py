@@ -69,6 +69,7 @@ from reviewbot.forges.http import (
 )
 from reviewbot.forges.normalize import (
     as_dict,
+    as_list,
     comment_of,
     commit_status,
     map_all,
@@ -729,9 +730,12 @@ class GitHubForge(HttpAdapter):
                 repo=repo,
             )
             with response_shape("merge_into"):
-                return MergeCommit(str(as_dict(tip, "merge_into")["commit"]["sha"]), created=False)
+                sha = str(as_dict(tip, "merge_into")["commit"]["sha"])
+                return MergeCommit(sha, created=False, onto=sha)
         with response_shape("merge_into"):
-            return MergeCommit(str(as_dict(data, "merge_into")["sha"]), created=True)
+            made = as_dict(data, "merge_into")
+            first = as_dict(as_list(made["parents"], "merge_into")[0], "merge_into")
+            return MergeCommit(str(made["sha"]), created=True, onto=str(first["sha"]))
 
     async def fast_forward(self, repo: str, branch: str, sha: str) -> None:
         owner, name = split_repo(repo)

@@ -39,10 +39,14 @@ class Comparison:
 @dataclass(frozen=True)
 class MergeCommit:
     """The branch after a merge: ``sha`` is its new commit, or its unchanged one with
-    ``created`` False when it already contained the merged commit."""
+    ``created`` False when it already contained the merged commit. ``onto`` is the branch's
+    commit the merge was made on (the merge commit's first parent; ``sha`` itself when
+    nothing was created): a caller that knows where it left the branch sees whether anyone
+    else moved it in between."""
 
     sha: str
     created: bool
+    onto: str
 
 
 class RefOps(Protocol):

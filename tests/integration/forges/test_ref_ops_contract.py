@@ -178,8 +178,9 @@ async def test_a_merge_commit_of_a_branch_and_a_commit(world: RefWorld) -> None:
     assert merged.created and merged.sha not in (lines.ahead, lines.aside)
     assert world.tip("q/1") == merged.sha
     assert world.parents(merged.sha) == [lines.ahead, lines.aside]
+    assert merged.onto == lines.ahead  # what the branch was at: the first parent
     again = await ops.merge_into(REPO, "q/1", lines.aside, "Merge aside into q/1")
-    assert (again.sha, again.created) == (merged.sha, False)
+    assert (again.sha, again.created, again.onto) == (merged.sha, False, merged.sha)
     # The tested merge lands on main by fast-forward: main is at root, an ancestor.
     await ops.fast_forward(REPO, "main", merged.sha)
     assert world.tip("main") == merged.sha

@@ -42,6 +42,10 @@ def work_branch(branch: str) -> str:
     return WORK_PREFIX + branch.removeprefix(BRANCH_PREFIX)
 
 
+class BranchMoved(ForgeError):
+    """A car's work branch was moved by someone other than the bot while the car was made."""
+
+
 @dataclass(frozen=True)
 class Built:
     """The car's commit (``sha``), or the entry whose merge conflicted (``conflict``)."""
@@ -73,6 +77,15 @@ async def build(
                 )
             except MergeConflict as exc:
                 return Built(None, conflict=number, detail=str(exc))
+            if merged.onto != sha:
+                # Someone else pushed to the work branch: their commit would ride into the
+                # car, be tested and land with it, reviewed by nobody.
+                raise BranchMoved(
+                    f"{work} was at {merged.onto} when #{number} was merged, not at {sha}"
+                    " where the bot left it: someone else pushed to it; the car is built"
+                    " again from the start",
+                    operation="merge_into",
+                )
             sha = merged.sha
         await _fresh_branch(ops, repo, branch, sha)
     finally:

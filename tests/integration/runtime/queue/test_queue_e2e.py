@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from reviewbot.core.reasons import ReasonCode
+from reviewbot.runtime.queue.cars import BranchMoved
 from reviewbot.runtime.queue.driver import QueueRefused
 from reviewbot.runtime.queue.session import QueueSession
 from reviewbot.store import lanes
@@ -232,6 +233,48 @@ async def test_ci_on_the_queue_branches_builds_each_car_once_at_its_tested_commi
         assert [r.job.sha for r in w.sim.ci.results] == [car.tested_sha]
         # The work branch the merges were made on is gone.
         assert not [b for b in w.sim.repo(forge, REPO).branches if b.startswith("reviewbot/b")]
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_commit_pushed_to_a_cars_work_branch_never_rides_into_the_car(
+    forge: str, tmp_path: Path
+) -> None:
+    """A user who may push branches but not the base pushes to the work branch while the
+    bot makes a car there: the build stops, and the car made again holds only the queued
+    heads; the commit never reaches a queue branch or the base."""
+    async with queue_world(forge, tmp_path, merge_queue={"cars_per_train": 1}) as w:
+        a = await w.pull("a", {"src/one.py": "ONE = 1\n"})
+        b = await w.pull("b", {"src/two.py": "TWO = 2\n"})
+        w.ci_done()
+        driver = w.driver()
+        ops = w.forges[-1][forge]
+        create = ops.create_branch
+        pushed: list[str] = []
+
+        async def create_then_push(repo: str, branch: str, sha: str) -> None:
+            await create(repo, branch, sha)
+            if branch.startswith("reviewbot/build/") and not pushed:
+                await w.work.run("checkout", "-q", "-B", "sneak", sha)
+                pushed.append(await w.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
+                await w.work.push(branch)
+
+        ops.create_branch = create_then_push  # type: ignore[method-assign]
+        for pull in (a, b):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        with pytest.raises(BranchMoved, match="someone else pushed to it"):
+            await driver.run(w.queue)
+        assert pushed
+        assert not [c for c in w.store.cars(forge, REPO, "main") if c.tested_sha]
+
+        await w.drive(driver, rounds=2)  # made again from the start, tested, landed
+        for pull in (a, b):
+            assert [e.kind for e in w.events(pull.number)][-2:] == ["landed", "merged"]
+        assert_base_green(w)
+        git = w.sim.git_of(w.sim.repo(forge, REPO))
+        assert git is not None
+        assert git.read_file(w.tip(), "src/two.py") == "TWO = 2\n"
+        assert git.read_file(w.tip(), "src/sneak.py") is None
+        assert not any(git.is_ancestor(pushed[0], m) for m in w.base_commits())
 
 
 @pytest.mark.parametrize("forge", FORGES)
