@@ -634,6 +634,15 @@ class QueueSession:
             return None
         finally:
             await self._delete_branch(branch)
+        if merged.onto != self.tip:  # someone else pushed to the branch: their commit rode in
+            log.warning(
+                "queue %s: %s moved to %s before the merge; %s is retested",
+                self.queue.lane,
+                branch,
+                merged.onto,
+                row.branch,
+            )
+            return None
         return merged.sha
 
     def _landing_busy(self) -> bool:

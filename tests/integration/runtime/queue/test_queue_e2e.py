@@ -254,7 +254,8 @@ async def test_a_commit_pushed_to_a_cars_work_branch_never_rides_into_the_car(
         async def create_then_push(repo: str, branch: str, sha: str) -> None:
             await create(repo, branch, sha)
             if branch.startswith("reviewbot/build/") and not pushed:
-                await w.work.run("checkout", "-q", "-B", "sneak", sha)
+                await w.work.run("fetch", "-q", "origin", branch)
+                await w.work.run("checkout", "-q", "-B", "sneak", "FETCH_HEAD")
                 pushed.append(await w.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
                 await w.work.push(branch)
 
@@ -477,6 +478,43 @@ async def test_disjoint_trains_land_in_one_round_where_the_rules_allow_untested_
         assert_base_green(w)
         built = [e for e in w.store.events(forge, REPO, "main") if e.kind == "car_built"]
         assert len(built) == 3  # no car was rebuilt or retested
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_an_untested_merge_never_takes_along_a_commit_pushed_to_its_branch(
+    forge: str, tmp_path: Path
+) -> None:
+    """Where the rules allow untested merges, a push by someone else to the branch such a
+    merge is made on makes the car retested, never landed with that push in it."""
+    rules = {"merge_queue": {"land_disjoint_untested": True}}
+    async with queue_world(forge, tmp_path, **rules) as w:
+        pulls = [await w.pull(a, {f"{a}/x.txt": f"{a}\n"}) for a in ("docs", "lib")]
+        w.ci_done()
+        driver = w.driver()
+        ops = w.forges[-1][forge]
+        create = ops.create_branch
+        pushed: list[str] = []
+
+        async def create_then_push(repo: str, branch: str, sha: str) -> None:
+            await create(repo, branch, sha)
+            if "-on-" in branch and not pushed:
+                await w.work.run("fetch", "-q", "origin", branch)
+                await w.work.run("checkout", "-q", "-B", "sneak", "FETCH_HEAD")
+                pushed.append(await w.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
+                await w.work.push(branch)
+
+        ops.create_branch = create_then_push  # type: ignore[method-assign]
+        for pull in pulls:
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await w.drive(driver, rounds=3)
+        assert pushed
+        for pull in pulls:
+            assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        git = w.sim.git_of(w.sim.repo(forge, REPO))
+        assert git is not None
+        assert not any(git.is_ancestor(pushed[0], m) for m in w.base_commits())
+        assert git.read_file(w.tip(), "src/sneak.py") is None
+        assert_base_green(w)
 
 
 @pytest.mark.parametrize("forge", FORGES)
