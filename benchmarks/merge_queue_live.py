@@ -75,6 +75,9 @@ async def git(cwd: Path, *args: str, token: str = "") -> str:
     """Run git as the developer; the token goes in a header from the environment."""
     env = base_env()
     env.update(
+        # Fixed dates: the same workload makes the same commits, and so the same CI draws.
+        GIT_AUTHOR_DATE="2026-01-01T00:00:00Z",
+        GIT_COMMITTER_DATE="2026-01-01T00:00:00Z",
         GIT_ASKPASS="/bin/false",
         GIT_AUTHOR_NAME="Dev",
         GIT_COMMITTER_NAME="Dev",
@@ -204,6 +207,8 @@ async def _live(sim: Simulator, w: Workload, limits: Limits, tmp: Path) -> dict[
                     samples.append((now / 60, len(store.entries(FORGE, REPO, "main"))))
                 sim.advance(STEP_S)
             events = [e for n in admitted for e in store.events_of_pull(FORGE, REPO, n)]
+            # A car still to be built after the drain is one the runtime never builds.
+            stuck = [c for c in store.cars(FORGE, REPO, "main") if c.status == "building"]
         finally:
             for forge in forges.values():
                 await forge.aclose()
@@ -234,6 +239,7 @@ async def _live(sim: Simulator, w: Workload, limits: Limits, tmp: Path) -> dict[
         "backlog_slope_per_hour": round(growth, 1),
         "backlog_grows": growth > max(5.0, 0.1 * w.rate_per_hour),
         "refused_at_enqueue": len(refused),
+        "cars_never_built": len(stuck),
         "landings": len(moves),
         "real_seconds": round(seconds, 1),
     }

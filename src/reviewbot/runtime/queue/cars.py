@@ -17,7 +17,7 @@ and the configured checks.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +27,8 @@ from reviewbot.core.policy import VerdictKind
 from reviewbot.forges.base import Forge
 from reviewbot.forges.errors import ForgeError, MergeConflict, RefExists
 from reviewbot.forges.refs import RefOps
+
+log = logging.getLogger(__name__)
 
 BRANCH_PREFIX = "reviewbot/queue"
 WORK_PREFIX = "reviewbot/build"  # where a car's merges are made, out of CI's sight
@@ -89,8 +91,10 @@ async def build(
             sha = merged.sha
         await _fresh_branch(ops, repo, branch, sha)
     finally:
-        with contextlib.suppress(ForgeError):  # a leftover work branch is made again
+        try:
             await ops.delete_branch(repo, work)
+        except ForgeError as exc:  # made again by the next build; deleted with its car
+            log.warning("deleting the work branch %s failed: %s", work, exc)
     return Built(sha)
 
 

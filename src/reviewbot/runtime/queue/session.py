@@ -108,6 +108,7 @@ class PassReport:
     landed: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     ejected: list[tuple[int, str]] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # cars left to build again, and why
 
 
 def key_rules(rules: QueueRules) -> KeyRules:
@@ -409,12 +410,22 @@ class QueueSession:
             row_id = row.id
         start, merges = self._start(train, car)
         heads = {n: self.entries[n].head_sha for n in merges if n in self.entries}
-        missing = [n for n in merges if n not in heads]
-        if missing:  # an entry left meanwhile: its car is cancelled by that leave
-            return
+        missing = {n for n in merges if n not in heads}
+        if missing:
+            if missing - await self.store.run(self._landed):
+                return  # an entry left meanwhile: its car is cancelled by that leave
+            # Entries ahead landed (through the landing line): the base holds them now.
+            start, merges = self.tip, tuple(n for n in merges if n in heads)
         if not await self.confirm():
             raise LaneLost(q.lane)
-        built = await carwork.build(self.ops, q.repo, branch, start, merges, heads)
+        try:
+            built = await carwork.build(self.ops, q.repo, branch, start, merges, heads)
+        except carwork.BranchMoved as exc:
+            # Someone else's push: the car stays to be built, on the next pass, from the
+            # start; the other trains and the landings of this pass go on.
+            log.warning("queue %s: car %s-%s: %s", q.lane, train.name, car.id, exc)
+            self.report.errors.append(str(exc))
+            return
         self.report.built.append(row_id)
         if built.sha is None:
             detail = f"#{built.conflict} does not merge cleanly: {built.detail}"
@@ -445,6 +456,11 @@ class QueueSession:
         await self.write(record)
         await self.refresh_rows()
 
+    def _landed(self) -> set[int]:
+        """The PRs this queue landed."""
+        merged = self.store.entries(*self.queue.key, state=EntryState.MERGED)
+        return {e.number for e in merged}
+
     async def _cancel(self, train: Train, car_id: int, why: str) -> None:
         row = self.car_rows.get((train.name, car_id))
         if row is None:
@@ -457,6 +473,8 @@ class QueueSession:
         await self.write(record)
         self.car_rows.pop((train.name, car_id), None)
         await self._delete_branch(row.branch)
+        if row.status == CarState.BUILDING:  # a build stopped half-way left its work branch
+            await self._delete_branch(carwork.work_branch(row.branch))
 
     async def _delete_branch(self, branch: str) -> None:
         try:
@@ -620,7 +638,7 @@ class QueueSession:
         landed = entry_keys(since.files, key_rules(rules)) if since.files_complete else {SERIAL_KEY}
         if not since.base_is_ancestor or not may_land_rebased(train.keys, landed, allowed=True):
             return None
-        branch = f"{row.branch}-on-{self.tip[:12]}"
+        branch = f"{carwork.work_branch(row.branch)}-on-{self.tip[:12]}"  # out of CI's sight
         try:
             await self.ops.create_branch(self.queue.repo, branch, self.tip)
             merged = await self.ops.merge_into(
