@@ -293,7 +293,7 @@ class QueueRules(_Section):
 
     # Glob -> area, first match wins; a path no glob matches keys on its top-level directory.
     path_groups: dict[str, str] = Field(default_factory=dict)
-    # Globs whose files put an entry in every train (lockfiles, changelogs).
+    # Globs whose files put the entries touching them in one serial train (lockfiles).
     serial_paths: list[str] = Field(default_factory=list)
     batch_max: int = Field(8, ge=1, le=64)
     cars_per_train: int = Field(4, ge=1, le=64)

@@ -19,12 +19,10 @@ from reviewbot.core.models import (
 from reviewbot.core.queue import (
     ROOT_KEY,
     SERIAL_KEY,
-    Entry,
     KeyRules,
     LeaveEvent,
     admit,
     entry_keys,
-    form_trains,
     leave_reason,
 )
 from reviewbot.core.queue_cars import (
@@ -138,67 +136,6 @@ def test_keys_use_the_first_matching_group_else_the_top_level_directory() -> Non
 def test_serial_paths_map_to_the_serial_key() -> None:
     assert entry_keys(["poetry.lock", "docs/a.md"], RULES) == {SERIAL_KEY, "docs"}
     assert entry_keys(["CHANGELOG.md"], RULES) == {SERIAL_KEY}
-
-
-# Trains
-
-
-def entry(number: int, *keys: str, priority: bool = False) -> Entry:
-    return Entry(number, HEAD, frozenset(keys), priority)
-
-
-def numbers(trains: tuple[tuple[Entry, ...], ...]) -> list[list[int]]:
-    return [[e.number for e in train] for train in trains]
-
-
-def test_overlapping_keys_chain_into_one_train_and_disjoint_ones_run_apart() -> None:
-    entries = [entry(1, "api"), entry(2, "docs"), entry(3, "api", "web"), entry(4, "web")]
-    assert numbers(form_trains(entries)) == [[1, 3, 4], [2]]
-
-
-def test_a_priority_entry_goes_to_the_head_of_its_train() -> None:
-    entries = [entry(1, "api"), entry(2, "api"), entry(3, "api", priority=True)]
-    assert numbers(form_trains(entries)) == [[3, 1, 2]]
-
-
-def test_a_serial_key_joins_every_train() -> None:
-    entries = [entry(1, "api"), entry(2, "docs"), entry(3, SERIAL_KEY)]
-    assert numbers(form_trains(entries)) == [[1, 2, 3]]
-
-
-KEYS = st.frozensets(st.sampled_from(["a", "b", "c", "d", "e", "f"]), max_size=3)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(KEYS, st.booleans()), max_size=12))
-def test_trains_partition_entries_and_overlapping_entries_share_a_train(
-    specs: list[tuple[frozenset[str], bool]],
-) -> None:
-    entries = [Entry(i, HEAD, keys, prio) for i, (keys, prio) in enumerate(specs)]
-    trains = form_trains(entries)
-    found = [e.number for train in trains for e in train]
-    assert sorted(found) == list(range(len(entries)))  # each entry in exactly one train
-    train_of = {e.number: i for i, train in enumerate(trains) for e in train}
-    for a in entries:
-        for b in entries:
-            if a.keys & b.keys:
-                assert train_of[a.number] == train_of[b.number]
-    for train in trains:
-        # priority first, then admission order within each group
-        flags = [not e.priority for e in train]
-        assert flags == sorted(flags)
-        for group in (True, False):
-            order = [e.number for e in train if e.priority is group]
-            assert order == sorted(order)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(KEYS, min_size=1, max_size=10), st.data())
-def test_a_serial_path_forces_one_train(keys: list[frozenset[str]], data: st.DataObject) -> None:
-    entries = [Entry(i, HEAD, k) for i, k in enumerate(keys)]
-    at = data.draw(st.integers(0, len(entries) - 1))
-    entries[at] = replace(entries[at], keys=entries[at].keys | {SERIAL_KEY})
-    assert len(form_trains(entries)) == 1
 
 
 # Cars

@@ -10,10 +10,10 @@ rules; :mod:`reviewbot.core.queue_cars` holds the cars, their failures and their
   new changes requested, a close or an unapproval (:func:`leave_reason`).
 - **Keys** (:func:`entry_keys`): each changed path maps to one area: the first configured path
   group whose glob matches, else its top-level directory (``/`` for a file at the root). A
-  serial path (lockfile, changelog) maps to :data:`SERIAL_KEY`, which joins every train.
-- **Trains** (:func:`form_trains`): entries whose keys overlap, directly or through others,
-  form one train; disjoint trains run in parallel. A priority entry goes to the head of its
-  train; otherwise admission order is kept.
+  serial path (lockfile, changelog) maps to :data:`SERIAL_KEY`, the key of the one serial train.
+- **Trains** (:func:`reviewbot.core.queue_board.home_train`): an entry joins the train whose
+  home keys it shares most, or starts one; trains never merge, and run in parallel. Entries of
+  different trains meet in the landing line, which tests them together before they land.
 
 Globs follow :func:`fnmatch.fnmatchcase`: ``*`` also matches ``/``.
 """
@@ -95,7 +95,7 @@ def leave_reason(event: LeaveEvent) -> ReasonCode:
 @dataclass(frozen=True)
 class KeyRules:
     """How changed paths map to keys: ``groups`` are (glob, area) pairs, first match wins;
-    ``serial_paths`` are globs whose files force one train."""
+    ``serial_paths`` are globs whose files put an entry in the one serial train."""
 
     groups: tuple[tuple[str, str], ...] = ()
     serial_paths: tuple[str, ...] = ()
@@ -127,43 +127,6 @@ class Entry:
     head_sha: str
     keys: frozenset[str]
     priority: bool = False
-
-
-def form_trains(entries: Sequence[Entry]) -> tuple[tuple[Entry, ...], ...]:
-    """Partition ``entries`` (in admission order) into trains: the connected components of
-    "their keys overlap", where :data:`SERIAL_KEY` overlaps everything. Trains are ordered by
-    their first admitted entry; within a train priority entries come first, each group in
-    admission order."""
-    parent = list(range(len(entries)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(i: int, j: int) -> None:
-        a, b = find(i), find(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)  # the earlier entry names the train
-
-    owner: dict[str, int] = {}
-    for i, entry in enumerate(entries):
-        for key in entry.keys:
-            if key in owner:
-                union(owner[key], i)
-            else:
-                owner[key] = i
-    if SERIAL_KEY in owner:
-        for i in range(len(entries)):
-            union(owner[SERIAL_KEY], i)
-    groups: dict[int, list[Entry]] = {}
-    for i, entry in enumerate(entries):
-        groups.setdefault(find(i), []).append(entry)
-    return tuple(
-        tuple(sorted(members, key=lambda e: not e.priority))  # stable: keeps admission order
-        for _, members in sorted(groups.items())
-    )
 
 
 def keys_overlap(a: frozenset[str], b: frozenset[str]) -> bool:

@@ -41,6 +41,7 @@ from reviewbot.core import errors
 from reviewbot.core.merge import Refusal
 from reviewbot.core.models import RequiredChecks
 from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, entry_keys
+from reviewbot.core.queue_board import home_train
 from reviewbot.core.queue_cars import (
     Action,
     BuildCar,
@@ -121,9 +122,9 @@ def limits_of(rules: QueueRules) -> CarLimits:
     )
 
 
-def overlaps(a: Iterable[str], b: Iterable[str]) -> bool:
-    a, b = set(a), set(b)
-    return bool(a & b) or (SERIAL_KEY in a and bool(b)) or (SERIAL_KEY in b and bool(a))
+def _train_number(name: str) -> int:
+    """A train's number (``t<entry id>``): the order trains were formed in."""
+    return int(name[1:]) if name[1:].isdigit() else 0
 
 
 class QueueSession:
@@ -204,22 +205,28 @@ class QueueSession:
 
     # -- admission and removal ---------------------------------------------------------------
 
-    def train_for(self, keys: frozenset[str]) -> tuple[Train | None, list[Train]]:
-        """The train an entry with ``keys`` joins and the other trains it overlaps (which
-        merge into that one); no train when it overlaps none."""
-        touching = [t for t in self.trains.values() if t.name != LANDING and overlaps(t.keys, keys)]
-        return (touching[0], touching[1:]) if touching else (None, [])
+    def train_for(self, keys: frozenset[str]) -> Train | None:
+        """The train an entry with ``keys`` joins, as the board routes it
+        (:func:`~reviewbot.core.queue_board.home_train`): the train whose home keys it shares
+        most (the oldest on a tie; an entry touching a serial path joins the serial train);
+        None when it shares none. Trains never merge: an entry that also touches another
+        train's keys is tested in its home train, and a conflict between the two is caught
+        where both meet, in the landing line."""
+        trains = [t for t in self.trains.values() if t.name != LANDING]
+        homes = {_train_number(t.name): frozenset(t.keys) for t in trains}
+        home = home_train(homes, keys)
+        return next((t for t in trains if _train_number(t.name) == home), None)
 
     async def enqueue(self, entry: Entry) -> str:
-        """Admit ``entry`` (its admission already decided) into its train; its train's name.
-        An entry overlapping several trains merges them into the first."""
-        into, merging = self.train_for(entry.keys)
-        if into is not None:
-            for other in merging:
-                await self._dissolve(other, into)
-        train = into if into is not None else Train("", set(), TrainState())
+        """Admit ``entry`` (its admission already decided) into its home train
+        (:meth:`train_for`), a new train when it has none; its train's name."""
+        into = self.train_for(entry.keys)
+        if into is None:  # a new train: its home keys are its first entry's
+            home = {SERIAL_KEY} if SERIAL_KEY in entry.keys else set(entry.keys)
+            train = Train("", home, TrainState())
+        else:
+            train = into
         train.state, _ = step(train.state, Enqueued(entry.number, entry.priority))
-        train.keys |= set(entry.keys)
         train.dirty = True
         if into is None:
             self.trains[""] = train  # named by its first entry's row, inside the write
@@ -251,28 +258,6 @@ class QueueSession:
         }
         return train.name
 
-    async def _dissolve(self, other: Train, into: Train) -> None:
-        """Merge train ``other`` into ``into``: its cars are cancelled, its entries wait in
-        ``into`` in admission order (an entry now overlaps both)."""
-        numbers = sorted(
-            (e.number for e in self.entries.values() if e.train == other.name),
-            key=lambda n: self.entries[n].id,
-        )
-        for car in other.state.line + other.state.splits:
-            await self._cancel(other, car.id, f"train {other.name} joins train {into.name}")
-        for number in numbers:
-            into.state, _ = step(into.state, Enqueued(number, self.entries[number].priority))
-        into.keys |= other.keys
-        into.dirty = True
-        del self.trains[other.name]
-
-        def record(w: QueueWriter) -> None:
-            w.drop_train(other.name)
-            for number in numbers:
-                w.update_entry(number, train=into.name)
-
-        await self.write(record)
-
     async def leave(self, number: int, code: ReasonCode, detail: str) -> bool:
         """Entry ``number`` leaves the queue with ``code``; False when it is not queued."""
         entry = self.entries.get(number)
@@ -299,7 +284,7 @@ class QueueSession:
     def _order(self) -> list[str]:
         """The landing line first (it lands before any train may land directly), then the
         trains in the order they were formed."""
-        return sorted(self.trains, key=lambda name: (name != LANDING, name))
+        return sorted(self.trains, key=lambda name: (name != LANDING, _train_number(name), name))
 
     async def run_pass(self) -> PassReport:
         """The landing line, then every train: resume cars left half-built, read CI, land or
@@ -319,21 +304,7 @@ class QueueSession:
                 continue
             await self._plan(train)
             await self._drop_if_empty(train)
-        await self._narrow_keys()
         return self.report
-
-    async def _narrow_keys(self) -> None:
-        """A train covers the keys of the entries it still holds: one whose overlapping
-        entries all landed or left stops drawing new entries into it."""
-        changed = False
-        for train in self.trains.values():
-            if train.name == LANDING:
-                continue  # it draws no entries: they are promoted into it
-            keys = {k for e in self.entries.values() if e.train == train.name for k in e.keys}
-            if keys and keys != train.keys:
-                train.keys, train.dirty, changed = keys, True, True
-        if changed:
-            await self.write(lambda w: None)
 
     async def _adopt_orphans(self) -> None:
         """Queued entries whose train has no stored state (an operator deleted its row) wait
@@ -388,12 +359,17 @@ class QueueSession:
 
     def _start(self, train: Train, car: Car) -> tuple[str, tuple[int, ...]]:
         """Where a car's branch starts and what it merges: on the built car whose entries
-        are exactly those ahead of it, else on the base with every entry ahead merged."""
+        are exactly those ahead of it, else on the base with every entry ahead that is still
+        queued merged. An entry ahead that is no longer queued landed (the base holds it) or
+        was ejected or left (it must not ride in): either way it is not merged. (The car
+        ahead is gone when it landed or was promoted; a bisection's halves of a car behind
+        it, or a train's car behind a promoted one, are built on the base then.)"""
         if car.ahead:
             for other in train.state.line + train.state.splits:
                 if other.entries == car.ahead and other.tested_sha is not None:
                     return other.tested_sha, car.batch
-        return self.tip, car.entries
+        ahead = tuple(n for n in car.ahead if n in self.entries)
+        return self.tip, ahead + car.batch
 
     async def _build(self, train: Train, car: Car) -> None:
         q = self.queue
@@ -410,12 +386,9 @@ class QueueSession:
             row_id = row.id
         start, merges = self._start(train, car)
         heads = {n: self.entries[n].head_sha for n in merges if n in self.entries}
-        missing = {n for n in merges if n not in heads}
-        if missing:
-            if missing - await self.store.run(self._landed):
-                return  # an entry left meanwhile: its car is cancelled by that leave
-            # Entries ahead landed (through the landing line): the base holds them now.
-            start, merges = self.tip, tuple(n for n in merges if n in heads)
+        missing = [n for n in merges if n not in heads]
+        if missing:  # an entry of its batch left meanwhile: that leave cancels the car
+            return
         if not await self.confirm():
             raise LaneLost(q.lane)
         try:
@@ -663,6 +636,16 @@ class QueueSession:
             return None
         return merged.sha
 
+    async def _ahead_landed(self, car: Car) -> bool:
+        """Did every entry ahead of a train's car land (as the board's ``set(first.ahead) <=
+        board.merged``)? One promoted and then ejected from the landing line is in the car's
+        tested commit: the car must not land directly, it is promoted and tested again."""
+        if not car.ahead:
+            return True
+        if any(n in self.entries for n in car.ahead):
+            return False
+        return set(car.ahead) <= await self.store.run(self._landed)
+
     def _landing_busy(self) -> bool:
         """Does the landing line hold entries (a train's car may then not land directly)?"""
         line = self.trains.get(LANDING)
@@ -684,7 +667,11 @@ class QueueSession:
             if not landed_already and not await self._entries_unchanged(train, car):
                 continue  # an entry left; its cars are rebuilt
             ancestor = landed_already or await self._is_ancestor(self.tip, car.tested_sha)
-            direct = train.name == LANDING or landed_already or not self._landing_busy()
+            direct = (
+                train.name == LANDING
+                or landed_already
+                or (not self._landing_busy() and await self._ahead_landed(car))
+            )
             rebased = None
             if direct and not ancestor and train.name != LANDING:
                 rebased = await self._rebased(train, car)

@@ -17,7 +17,7 @@ from reviewbot.runtime.queue.driver import QueueRefused
 from reviewbot.runtime.queue.session import QueueSession
 from reviewbot.store import lanes
 from reviewbot.store.lanes import LaneHold
-from reviewbot.store.queue import EventKind, QueueFenced
+from reviewbot.store.queue import EventKind, QueueCar, QueueFenced
 from tests.integration.runtime.queue.queue_support import (
     CI_S,
     CONTEXT,
@@ -100,6 +100,33 @@ async def test_disjoint_prs_ride_separate_trains(forge: str, tmp_path: Path) -> 
         assert_base_green(w)
         assert w.tip() == landed(w, lib.number) or w.tip() == landed(w, docs.number)
         for pull in (docs, lib):
+            assert w.sim.pull(forge, REPO, pull.number).merged
+
+
+async def test_a_pr_touching_two_trains_joins_one_and_stops_neither(tmp_path: Path) -> None:
+    """As the board routes it: a PR whose keys overlap two trains rides its home train (the
+    oldest of those it shares most with); the trains are not merged, no car is cancelled."""
+    forge = "github"
+    async with queue_world(forge, tmp_path) as w:
+        docs = await w.pull("docs", {"docs/guide.md": "# Guide, better\n"})
+        lib = await w.pull("lib", {"lib/util.py": "X = 2\n"})
+        both = await w.pull("both", {"docs/api.md": "# API\n", "lib/api.py": "Y = 1\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (docs, lib):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        before = {c.id for c in w.store.cars(forge, REPO, "main")}
+        assert len(before) == 2
+        await driver.enqueue(forge, REPO, both.number, expect_head_sha=both.head_sha)
+        await driver.run(w.queue)
+        entries = {e.number: e.train for e in w.store.entries(forge, REPO, "main")}
+        assert entries[both.number] == entries[docs.number] != entries[lib.number]
+        assert before <= {c.id for c in w.store.cars(forge, REPO, "main")}
+        w.ci_done()
+        await w.drive(driver, rounds=3)
+        assert_base_green(w)
+        for pull in (docs, lib, both):
             assert w.sim.pull(forge, REPO, pull.number).merged
 
 
@@ -350,6 +377,69 @@ async def test_a_culprit_in_a_batch_of_eight_is_found_and_ejected(
         assert not w.sim.pull(forge, REPO, culprit.number).merged
         assert_base_green(w)
         assert w.store.entries(forge, REPO, "main") == []
+
+
+async def test_a_car_sitting_on_a_pr_ejected_from_the_landing_line_never_lands_it(
+    tmp_path: Path,
+) -> None:
+    """A train's car built on a PR ahead that was promoted and then ejected from the landing
+    line holds that PR's commits: it must not land directly, even with the landing line idle
+    and the base unmoved; it is promoted and tested again without them."""
+    forge = "github"
+    branches = ["w", "z", "a", "b"]  # CI on the PR heads only: the cars' results are posted
+    async with queue_world(
+        forge, tmp_path, ci_branches=branches, merge_queue={"cars_per_train": 2}
+    ) as w:
+        pw = await w.pull("w", {"docs/w.md": "W\n"})
+        pz = await w.pull("z", {"lib/z.py": "Z = 1\n"})
+        pa = await w.pull("a", {"src/a.py": "A = 1\n"})
+        pb = await w.pull("b", {"src/b.py": "B = 1\n"})
+        w.ci_done()
+
+        def post(sha: str | None, state: str) -> None:
+            assert sha is not None
+            url = f"https://ci.example/{sha[:12]}"
+            w.sim.set_status(forge, REPO, sha, CONTEXT, state, target_url=url)
+            conclusion = "success" if state == "success" else "failure"
+            w.sim.set_check_run(REPO, sha, CONTEXT, conclusion=conclusion, details_url=url)
+
+        def car_of(number: int) -> QueueCar:
+            (car,) = [c for c in w.store.cars(forge, REPO, "main") if number in c.batch]
+            return car
+
+        driver = w.driver()
+        for pull in (pw, pz):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)
+        post(car_of(pw.number).tested_sha, "success")
+        post(car_of(pz.number).tested_sha, "success")
+        await driver.run(w.queue)  # W lands; Z, on the old base, waits in the landing line
+        assert w.tip() == landed(w, pw.number)
+        assert car_of(pz.number).train == "landing"
+
+        for pull in (pa, pb):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        await driver.run(w.queue)  # A's car on the base, B's car on A's
+        car_b = car_of(pb.number)
+        assert car_b.ahead == (pa.number,)
+        post(car_of(pa.number).tested_sha, "success")
+        await driver.run(w.queue)  # A passed its train; the landing line is busy: promoted
+        assert car_of(pa.number).train == "landing"
+        for _ in range(4):  # Z and then A fail in the landing line until both are out
+            for car in w.store.cars(forge, REPO, "main"):
+                if car.train == "landing" and car.tested_sha:
+                    post(car.tested_sha, "failure")
+            await driver.run(w.queue)
+        assert {e.number for e in w.store.entries(forge, REPO, "main")} == {pb.number}
+        tip = w.tip()
+
+        post(car_b.tested_sha, "success")  # B's car, on A's commit, passes its train
+        await driver.run(w.queue)
+        git = w.sim.git_of(w.sim.repo(forge, REPO))
+        assert git is not None
+        assert git.read_file(w.tip(), "src/a.py") is None  # A's commit never lands
+        assert w.tip() == tip  # B was promoted, to be tested without A
+        assert car_of(pb.number).train == "landing"
 
 
 class Killed(BaseException):
