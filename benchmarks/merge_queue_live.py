@@ -39,7 +39,7 @@ from typing import Any
 
 from merge_queue import COLUMNS, Options, Pr, Workload, make_scenario, percentile, run, slope
 
-from reviewbot.config import Settings
+from reviewbot.config import QueueRules, Settings
 from reviewbot.core.queue_board import BoardLimits
 from reviewbot.core.queue_cars import CarLimits
 from reviewbot.runtime.lanes import Lanes
@@ -60,15 +60,20 @@ STEP_S = 60.0  # one pass per virtual minute
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """The repository's ``merge_queue`` rules (the same for the trains and the landing line)."""
+    """The repository's ``merge_queue`` rules: the defaults, with the simulation's CI budget."""
 
-    batch_max: int = 8
-    cars_per_train: int = 4
+    batch_max: int = QueueRules().batch_max
+    cars_per_train: int = QueueRules().cars_per_train
+    landing_batch_max: int = QueueRules().landing_batch_max
+    landing_cars: int = QueueRules().landing_cars
     ci_budget: int = 48
 
     def board(self) -> BoardLimits:
-        cars = CarLimits(self.cars_per_train, self.ci_budget, self.batch_max)
-        return BoardLimits(trains=cars, landing=cars, ci_budget=self.ci_budget)
+        return BoardLimits(
+            trains=CarLimits(self.cars_per_train, self.ci_budget, self.batch_max),
+            landing=CarLimits(self.landing_cars, self.ci_budget, self.landing_batch_max),
+            ci_budget=self.ci_budget,
+        )
 
 
 async def git(cwd: Path, *args: str, token: str = "") -> str:

@@ -295,8 +295,12 @@ class QueueRules(_Section):
     path_groups: dict[str, str] = Field(default_factory=dict)
     # Globs whose files put the entries touching them in one serial train (lockfiles).
     serial_paths: list[str] = Field(default_factory=list)
-    batch_max: int = Field(8, ge=1, le=64)
-    cars_per_train: int = Field(4, ge=1, le=64)
+    # A train's cars test PRs on the base plus their train; the landing line's cars test what
+    # passed a train on the base plus the landing cars ahead, and land.
+    batch_max: int = Field(4, ge=1, le=64)
+    cars_per_train: int = Field(2, ge=1, le=64)
+    landing_batch_max: int = Field(8, ge=1, le=64)
+    landing_cars: int = Field(4, ge=1, le=64)
     ci_budget: int = Field(16, ge=1, le=1000)  # cars in flight over every train
     car_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400)
     priority_labels: list[str] = Field(default_factory=lambda: ["hotfix"])

@@ -116,10 +116,18 @@ def key_rules(rules: QueueRules) -> KeyRules:
     return KeyRules(tuple(rules.path_groups.items()), tuple(rules.serial_paths))
 
 
-def limits_of(rules: QueueRules) -> CarLimits:
-    return CarLimits(
-        per_train=rules.cars_per_train, global_budget=rules.ci_budget, batch_max=rules.batch_max
-    )
+def limits_of(rules: QueueRules, train: str) -> CarLimits:
+    """The car limits of ``train`` (the landing line has its own)."""
+    if train == LANDING:
+        return CarLimits(rules.landing_cars, rules.ci_budget, rules.landing_batch_max)
+    return CarLimits(rules.cars_per_train, rules.ci_budget, rules.batch_max)
+
+
+def _home_keys(keys: Iterable[str]) -> set[str]:
+    """The home keys of a train started by an entry with ``keys`` (the serial train's when
+    it touches a serial path)."""
+    keys = set(keys)
+    return {SERIAL_KEY} if SERIAL_KEY in keys else keys
 
 
 def _train_number(name: str) -> int:
@@ -164,6 +172,12 @@ class QueueSession:
         entries = await self.store.run(self.store.entries, *q.key)
         self.entries = {e.number: e for e in entries}
         self._struck = {e.number for e in entries if e.strikes}
+        for train in self.trains.values():
+            # Home keys are the oldest queued entry's (a store written before trains stopped
+            # merging kept the union of every entry's keys: such a train drew in every PR).
+            oldest = next((e for e in entries if e.train == train.name), None)
+            if train.name != LANDING and oldest is not None:
+                train.keys = _home_keys(oldest.keys)
         rows = await self.store.run(self.store.cars, *q.key)
         self.car_rows = {(r.train, r.car): r for r in rows}
         self.tip = await self._base_tip()
@@ -221,11 +235,8 @@ class QueueSession:
         """Admit ``entry`` (its admission already decided) into its home train
         (:meth:`train_for`), a new train when it has none; its train's name."""
         into = self.train_for(entry.keys)
-        if into is None:  # a new train: its home keys are its first entry's
-            home = {SERIAL_KEY} if SERIAL_KEY in entry.keys else set(entry.keys)
-            train = Train("", home, TrainState())
-        else:
-            train = into
+        # A new train's home keys are its first entry's.
+        train = Train("", _home_keys(entry.keys), TrainState()) if into is None else into
         train.state, _ = step(train.state, Enqueued(entry.number, entry.priority))
         train.dirty = True
         if into is None:
@@ -309,19 +320,22 @@ class QueueSession:
     async def _adopt_orphans(self) -> None:
         """Queued entries whose train has no stored state (an operator deleted its row) wait
         in a train of their own again."""
+        adopted: set[str] = set()
         for number, entry in sorted(self.entries.items(), key=lambda item: item[1].id):
-            if entry.train in self.trains:
+            if entry.train in self.trains and entry.train not in adopted:
                 continue
-            keys = set() if entry.train == LANDING else set(entry.keys)
-            train = Train(entry.train, keys, TrainState(), dirty=True)
+            if entry.train not in self.trains:
+                keys = set() if entry.train == LANDING else _home_keys(entry.keys)
+                self.trains[entry.train] = Train(entry.train, keys, TrainState(), dirty=True)
+                adopted.add(entry.train)
+            train = self.trains[entry.train]  # every orphan of the train, not only the first
             train.state, _ = step(train.state, Enqueued(number, entry.priority))
-            self.trains[entry.train] = train
 
     def in_flight(self) -> int:
         return sum(t.state.in_flight for t in self.trains.values())
 
     async def _plan(self, train: Train) -> None:
-        limits = limits_of(self.rules.merge_queue)
+        limits = limits_of(self.rules.merge_queue, train.name)
         train.state, actions = plan(train.state, limits, self.in_flight())
         if actions:
             train.dirty = True
@@ -609,7 +623,8 @@ class QueueSession:
         assert car.tested_sha is not None
         since = await self.ops.compare(self.queue.repo, row.base_sha, self.tip)
         landed = entry_keys(since.files, key_rules(rules)) if since.files_complete else {SERIAL_KEY}
-        if not since.base_is_ancestor or not may_land_rebased(train.keys, landed, allowed=True):
+        held = await self._car_keys(car)
+        if not since.base_is_ancestor or not may_land_rebased(held, landed, allowed=True):
             return None
         branch = f"{carwork.work_branch(row.branch)}-on-{self.tip[:12]}"  # out of CI's sight
         try:
@@ -645,6 +660,16 @@ class QueueSession:
         if any(n in self.entries for n in car.ahead):
             return False
         return set(car.ahead) <= await self.store.run(self._landed)
+
+    async def _car_keys(self, car: Car) -> set[str]:
+        """Every key of the PRs in the car's commit (a train's home keys miss those of a PR
+        that rides it but also touches another train's)."""
+        keys = {k for n in car.entries if n in self.entries for k in self.entries[n].keys}
+        gone = set(car.entries) - set(self.entries)
+        if gone:
+            every = await self.store.run(self.store.entries, *self.queue.key, state=None)
+            keys |= {k for e in every if e.number in gone for k in e.keys}
+        return keys
 
     def _landing_busy(self) -> bool:
         """Does the landing line hold entries (a train's car may then not land directly)?"""

@@ -442,6 +442,72 @@ async def test_a_car_sitting_on_a_pr_ejected_from_the_landing_line_never_lands_i
         assert car_of(pb.number).train == "landing"
 
 
+async def test_an_untested_merge_weighs_every_key_of_its_car_not_only_its_trains(
+    tmp_path: Path,
+) -> None:
+    """PX rides the docs+web train but also touches lib/; the lib train lands a PR that breaks
+    with PX. The docs train's car may then not land as an untested merge: it holds lib/."""
+    forge = "github"
+    rules = {"merge_queue": {"land_disjoint_untested": True, "cars_per_train": 1}}
+    conflict = [["lib/api.py", "lib/caller.py"]]
+    async with queue_world(forge, tmp_path, conflicts=conflict, **rules) as w:
+        pl = await w.pull("l", {"lib/caller.py": "from api import api\n"})
+        pd = await w.pull("d", {"docs/d.md": "D\n", "web/d.txt": "D\n"})
+        px = await w.pull("x", {"docs/x.md": "X\n", "web/x.txt": "X\n", "lib/api.py": "A=1\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (pl, pd, px):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        trains = {e.number: e.train for e in w.store.entries(forge, REPO, "main")}
+        assert trains[px.number] == trains[pd.number] != trains[pl.number]
+        await w.drive(driver, rounds=4)
+        assert_base_green(w)
+        assert not [e for e in w.store.events(forge, REPO, "main") if "untested" in e.detail]
+
+
+async def test_a_train_stored_with_every_entrys_keys_draws_only_its_home_area(
+    tmp_path: Path,
+) -> None:
+    """A train row whose keys grew with each entry (as stored before trains stopped merging)
+    would draw in every PR touching any of them: its home keys are its oldest entry's."""
+    forge = "github"
+    async with queue_world(forge, tmp_path) as w:
+        pa = await w.pull("a", {"docs/a.md": "A\n"})
+        pb = await w.pull("b", {"lib/b.py": "B = 1\n"})
+        pc = await w.pull("c", {"web/c.txt": "C\n"})
+        w.ci_done()
+        driver = w.driver()
+        await driver.enqueue(forge, REPO, pa.number, expect_head_sha=pa.head_sha)
+        (entry,) = w.store.entries(forge, REPO, "main")
+        with w.store.db.write() as tx:
+            tx.execute(
+                "UPDATE queue_trains SET keys = ? WHERE train = ?",
+                ('["docs", "lib", "web"]', entry.train),
+            )
+        for pull in (pb, pc):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        trains = {e.number: e.train for e in w.store.entries(forge, REPO, "main")}
+        assert len(set(trains.values())) == 3, trains
+
+
+async def test_every_orphan_of_a_deleted_train_is_adopted_and_lands(tmp_path: Path) -> None:
+    forge = "github"
+    async with queue_world(forge, tmp_path, merge_queue={"cars_per_train": 1}) as w:
+        pa = await w.pull("a", {"docs/a.md": "A\n"})
+        pb = await w.pull("b", {"docs/b.md": "B\n"})
+        w.ci_done()
+        driver = w.driver()
+        for pull in (pa, pb):
+            await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
+        with w.store.db.write() as tx:  # an operator deleted the train's row
+            tx.execute("DELETE FROM queue_trains")
+        await w.drive(driver, rounds=4)
+        assert w.store.entries(forge, REPO, "main") == []
+        for pull in (pa, pb):
+            assert w.sim.pull(forge, REPO, pull.number).merged, pull.number
+        assert_base_green(w)
+
+
 class Killed(BaseException):
     """The process stops here: nothing after this line of its runs."""
 
