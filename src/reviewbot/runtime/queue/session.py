@@ -224,8 +224,9 @@ class QueueSession:
         (:func:`~reviewbot.core.queue_board.home_train`): the train whose home keys it shares
         most (the oldest on a tie; an entry touching a serial path joins the serial train);
         None when it shares none. Trains never merge: an entry that also touches another
-        train's keys is tested in its home train, and a conflict between the two is caught
-        where both meet, in the landing line."""
+        train's keys is tested in its home train; what lands is tested on the base with all
+        that landed before it, so a conflict between the two is caught when the second is
+        tested on top of the first."""
         trains = [t for t in self.trains.values() if t.name != LANDING]
         homes = {_train_number(t.name): frozenset(t.keys) for t in trains}
         home = home_train(homes, keys)
