@@ -23,10 +23,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from reviewbot.core.clock import Clock
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.background import cancel_and_wait, repeat
 from reviewbot.runtime.claims import ClaimLost, Sleep, holding
 from reviewbot.runtime.review.outbox import Fence, crash_point
-from reviewbot.runtime.review.pipeline import ReviewPipeline, ReviewRequest
+from reviewbot.runtime.review.pipeline import ReviewOutcome, ReviewPipeline, ReviewRequest
 from reviewbot.store import review_jobs
 from reviewbot.store.database import Database
 from reviewbot.store.review_jobs import JobClaim, ReviewJob
@@ -82,7 +83,7 @@ class ReviewJobs:
         if not await self._renew(job_id, holder):
             return  # the claim lapsed before the review started: another took the job
         try:
-            await holding(
+            done = await holding(
                 work(review_jobs.fence(job_id, holder)),
                 functools.partial(self._renew, job_id, holder),
                 self.term_s / 3,
@@ -98,6 +99,12 @@ class ReviewJobs:
             log.exception("review job %s failed", job_id)
             if attempts >= MAX_ATTEMPTS:
                 await self._finish(job_id, holder, f"{type(exc).__name__}: {exc}")
+            return
+        if _lease_held(done) and attempts < MAX_ATTEMPTS:
+            # Another holder's reviewer lease: a live holder posts, and this job's next try
+            # finds its verdict; one that died holding it (a crash) leaves the head to this
+            # job, tried again when its claim lapses, as the lease does.
+            log.info("review job %s: the reviewer lease is held; tried again later", job_id)
             return
         await self._finish(job_id, holder, None)
 
@@ -147,6 +154,13 @@ class ReviewJobs:
     async def _resume_all(self) -> None:
         while await self.resume_once():
             pass
+
+
+def _lease_held(done: object) -> bool:
+    """Did the review stop at another holder's reviewer lease?"""
+    return (
+        isinstance(done, ReviewOutcome) and done.decision.reason_code == ReasonCode.LEASE_HELD.value
+    )
 
 
 def _request(job: ReviewJob, fence: Fence | None) -> ReviewRequest:

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from reviewbot.core.leases import LeaseTarget, Role
 from reviewbot.sim.server import SimServer
 from reviewbot.sim.simulator import Simulator
 from reviewbot.store.database import SQLiteDatabase
+from reviewbot.store.leases import LeaseStore
 from tests.integration.process_support import serve_process
 from tests.integration.review_support import (
     APPROVED,
@@ -67,6 +69,40 @@ async def restart_and_expect_one_review(
     reviews = bot_reviews(sim, forge, pr.number)
     assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
     assert {(j["head_sha"], j["last_error"]) for j in jobs(tmp_path)} == {(pr.head_sha, None)}
+
+
+@pytest.mark.parametrize("forge", FORGES)
+async def test_a_review_blocked_by_a_dead_holders_lease_is_made_once_it_lapses(
+    tmp_path: Path, forge: str
+) -> None:
+    """A process that died holding the PR's reviewer lease (a SIGTERM mid-review, a kill -9)
+    leaves it for a lease term: a review job that meets it is tried again once its claim
+    lapses, and the head is reviewed once; it is not finished as if another had reviewed."""
+    sim = Simulator()
+    async with SimServer(sim) as sim_server:
+        env = bot_env(tmp_path, sim_server, prepare_sim(sim))
+        pr = sim.open_pr(forge, REPO, author="alice")
+        sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
+        leases = LeaseStore.open(SQLiteDatabase(tmp_path / "data" / "db" / "db.sqlite"))
+        try:
+            ghost = leases.workers.register(
+                "dead-replica", client="test", session_id="1", role=Role.REVIEWER.value
+            )
+            target = LeaseTarget(forge, REPO, pr.number, Role.REVIEWER)
+            leases.acquire(target, ghost.identity, pr.head_sha, ttl_s=3.0)
+        finally:
+            leases.db.close()
+            leases.close()
+        async with serve_process(cwd=tmp_path, env=env, start_s=START_S) as bot:
+            sim.set_webhook(forge, url=f"{bot.base}/webhooks/{forge}", secret=SECRET)
+            await sim.deliver_pull_request(forge, REPO, pr.number, action="opened")
+            await wait_for(
+                lambda: [r["status"] for r in outbox_rows(tmp_path)] == ["posted"],
+                "the review after the dead holder's lease lapsed",
+            )
+            await stop_bot(bot)
+        reviews = bot_reviews(sim, forge, pr.number)
+        assert [(r.state, r.commit_id) for r in reviews] == [(APPROVED[forge], pr.head_sha)]
 
 
 @pytest.mark.parametrize("crash_at", ["after_gate", "after_outbox", "after_post"])
