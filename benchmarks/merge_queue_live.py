@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import dataclasses
 import json
 import shutil
@@ -46,7 +45,7 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.queue.driver import QueueDriver, QueueRefused
 from reviewbot.service import configured_forges
 from reviewbot.sim import ManualClock, SimServer, Simulator
-from reviewbot.sim.git import base_env
+from reviewbot.sim.git import client_env
 from reviewbot.store.queue import QueueRef, QueueStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -78,24 +77,9 @@ class Limits:
 
 async def git(cwd: Path, *args: str, token: str = "") -> str:
     """Run git as the developer; the token goes in a header from the environment."""
-    env = base_env()
-    env.update(
-        # Fixed dates: the same workload makes the same commits, and so the same CI draws.
-        GIT_AUTHOR_DATE="2026-01-01T00:00:00Z",
-        GIT_COMMITTER_DATE="2026-01-01T00:00:00Z",
-        GIT_ASKPASS="/bin/false",
-        GIT_AUTHOR_NAME="Dev",
-        GIT_COMMITTER_NAME="Dev",
-        GIT_AUTHOR_EMAIL="dev@example.invalid",
-        GIT_COMMITTER_EMAIL="dev@example.invalid",
-    )
-    if token:
-        basic = base64.b64encode(f"alice:{token}".encode()).decode()
-        env.update(
-            GIT_CONFIG_COUNT="1",
-            GIT_CONFIG_KEY_0="http.extraHeader",
-            GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
-        )
+    # Fixed dates: the same workload makes the same commits, and so the same CI draws.
+    env = client_env("alice", token)
+    env.update(GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
     process = await asyncio.create_subprocess_exec(
         "git",
         *args,

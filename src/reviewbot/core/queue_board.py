@@ -24,6 +24,7 @@ start at 1. Freezes stop landing, not testing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from reviewbot.core.queue import SERIAL_KEY
@@ -131,6 +132,13 @@ def enqueue(
     return _with_train(board, tid, state), _route(tid, actions)
 
 
+def lands_directly(ahead: Iterable[int], landed: AbstractSet[int], *, landing_busy: bool) -> bool:
+    """May a train's green first car skip the landing line (it must still be a fast-forward
+    of the base)? Only while nothing waits there and every entry ahead of it landed: one
+    promoted and then ejected since is in its tested commit."""
+    return not landing_busy and set(ahead) <= landed
+
+
 def home_train(homes: Mapping[int, frozenset[str]], keys: frozenset[str]) -> int | None:
     """The train an entry with ``keys`` joins: an entry touching a serial path joins the
     serial train; any other the train whose home keys it shares most (the oldest on a tie);
@@ -203,8 +211,9 @@ def settle(
             direct = (
                 moved_by in (None, tid)
                 and not frozen
-                and not queued(board.landing)
-                and set(first.ahead) <= board.merged
+                and lands_directly(
+                    first.ahead, board.merged, landing_busy=bool(queued(board.landing))
+                )
                 and first.tested_sha is not None
                 and is_fast_forward(first.tested_sha)
             )

@@ -8,6 +8,7 @@ SHAs every time. No credential ever reaches an argument vector.
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import tempfile
@@ -65,6 +66,28 @@ def base_env() -> dict[str, str]:
         GIT_TERMINAL_PROMPT="0",
         LC_ALL="C",
     )
+    return env
+
+
+def client_env(user: str = "", token: str = "") -> dict[str, str]:
+    """:func:`base_env` for a developer's ``git`` against a served simulator: it never
+    prompts, commits as "Dev", and sends ``token`` (as ``user``) in an Authorization header
+    taken from the environment, never from argv."""
+    env = base_env()
+    env.update(
+        GIT_ASKPASS="/bin/false",
+        GIT_AUTHOR_NAME="Dev",
+        GIT_COMMITTER_NAME="Dev",
+        GIT_AUTHOR_EMAIL="dev@example.invalid",
+        GIT_COMMITTER_EMAIL="dev@example.invalid",
+    )
+    if token:
+        basic = base64.b64encode(f"{user or 'x-access-token'}:{token}".encode()).decode()
+        env.update(
+            GIT_CONFIG_COUNT="1",
+            GIT_CONFIG_KEY_0="http.extraHeader",
+            GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
+        )
     return env
 
 

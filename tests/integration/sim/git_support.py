@@ -4,14 +4,13 @@ simulator (asynchronous, since the simulator answers on the same event loop)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from reviewbot.sim.git import base_env
+from reviewbot.sim.git import client_env
 
 
 @dataclass
@@ -25,17 +24,7 @@ async def git(
     *args: str, cwd: Path, user: str = "", token: str = "", check: bool = True
 ) -> GitResult:
     """Run git; credentials go in an environment-provided header, never in argv."""
-    env = base_env()
-    env["GIT_ASKPASS"] = "/bin/false"  # never prompt: no credentials means none
-    env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "Dev"
-    env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "dev@example.invalid"
-    if token:
-        basic = base64.b64encode(f"{user or 'x-access-token'}:{token}".encode()).decode()
-        env.update(
-            GIT_CONFIG_COUNT="1",
-            GIT_CONFIG_KEY_0="http.extraHeader",
-            GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
-        )
+    env = client_env(user, token)
     process = await asyncio.create_subprocess_exec(
         "git",
         *args,

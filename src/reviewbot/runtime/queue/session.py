@@ -41,7 +41,7 @@ from reviewbot.core import errors
 from reviewbot.core.merge import Refusal
 from reviewbot.core.models import RequiredChecks
 from reviewbot.core.queue import SERIAL_KEY, Entry, KeyRules, entry_keys
-from reviewbot.core.queue_board import home_train
+from reviewbot.core.queue_board import home_train, lands_directly
 from reviewbot.core.queue_cars import (
     Action,
     BuildCar,
@@ -652,15 +652,14 @@ class QueueSession:
             return None
         return merged.sha
 
-    async def _ahead_landed(self, car: Car) -> bool:
-        """Did every entry ahead of a train's car land (as the board's ``set(first.ahead) <=
-        board.merged``)? One promoted and then ejected from the landing line is in the car's
-        tested commit: the car must not land directly, it is promoted and tested again."""
-        if not car.ahead:
-            return True
-        if any(n in self.entries for n in car.ahead):
+    async def _lands_directly(self, car: Car) -> bool:
+        """:func:`~reviewbot.core.queue_board.lands_directly` for a train's car (the landed
+        entries are read only when every entry ahead has left the queue)."""
+        busy = self._landing_busy()
+        if busy or any(n in self.entries for n in car.ahead):
             return False
-        return set(car.ahead) <= await self.store.run(self._landed)
+        landed = await self.store.run(self._landed) if car.ahead else set()
+        return lands_directly(car.ahead, landed, landing_busy=busy)
 
     async def _car_keys(self, car: Car) -> set[str]:
         """Every key of the PRs in the car's commit (a train's home keys miss those of a PR
@@ -693,11 +692,7 @@ class QueueSession:
             if not landed_already and not await self._entries_unchanged(train, car):
                 continue  # an entry left; its cars are rebuilt
             ancestor = landed_already or await self._is_ancestor(self.tip, car.tested_sha)
-            direct = (
-                train.name == LANDING
-                or landed_already
-                or (not self._landing_busy() and await self._ahead_landed(car))
-            )
+            direct = train.name == LANDING or landed_already or await self._lands_directly(car)
             rebased = None
             if direct and not ancestor and train.name != LANDING:
                 rebased = await self._rebased(train, car)

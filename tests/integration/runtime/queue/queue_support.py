@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,25 @@ class QueueWorld:
         if approve:
             self.sim.submit_review(self.forge, REPO, pull.number, "bob", "APPROVED")
         return pull
+
+    def sneak_after_create(self, forge: str, wanted: Callable[[str], bool]) -> list[str]:
+        """Once the latest driver's forge creates a branch ``wanted`` accepts, a developer
+        with push access pushes a commit of their own (``src/sneak.py``) onto it over git,
+        as someone racing the bot would. The list receives the commit pushed."""
+        ops = self.forges[-1][forge]
+        create = ops.create_branch
+        pushed: list[str] = []
+
+        async def create_then_push(repo: str, branch: str, sha: str) -> None:
+            await create(repo, branch, sha)
+            if wanted(branch) and not pushed:
+                await self.work.run("fetch", "-q", "origin", branch)
+                await self.work.run("checkout", "-q", "-B", "sneak", "FETCH_HEAD")
+                pushed.append(await self.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
+                await self.work.push(branch)
+
+        ops.create_branch = create_then_push  # type: ignore[method-assign]
+        return pushed
 
     def ci_done(self) -> None:
         """Every CI build running now finishes (the simulator's clock moves on)."""

@@ -274,19 +274,7 @@ async def test_a_commit_pushed_to_a_cars_work_branch_never_rides_into_the_car(
         d = await w.pull("d", {"docs/guide.md": "# Guide, again\n"})  # a train of its own
         w.ci_done()
         driver = w.driver()
-        ops = w.forges[-1][forge]
-        create = ops.create_branch
-        pushed: list[str] = []
-
-        async def create_then_push(repo: str, branch: str, sha: str) -> None:
-            await create(repo, branch, sha)
-            if branch.startswith("reviewbot/build/") and not pushed:
-                await w.work.run("fetch", "-q", "origin", branch)
-                await w.work.run("checkout", "-q", "-B", "sneak", "FETCH_HEAD")
-                pushed.append(await w.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
-                await w.work.push(branch)
-
-        ops.create_branch = create_then_push  # type: ignore[method-assign]
+        pushed = w.sneak_after_create(forge, lambda b: b.startswith("reviewbot/build/"))
         for pull in (a, b, d):
             await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
         report = await driver.run(w.queue)
@@ -650,19 +638,7 @@ async def test_an_untested_merge_never_takes_along_a_commit_pushed_to_its_branch
         pulls = [await w.pull(a, {f"{a}/x.txt": f"{a}\n"}) for a in ("docs", "lib")]
         w.ci_done()
         driver = w.driver()
-        ops = w.forges[-1][forge]
-        create = ops.create_branch
-        pushed: list[str] = []
-
-        async def create_then_push(repo: str, branch: str, sha: str) -> None:
-            await create(repo, branch, sha)
-            if "-on-" in branch and not pushed:
-                await w.work.run("fetch", "-q", "origin", branch)
-                await w.work.run("checkout", "-q", "-B", "sneak", "FETCH_HEAD")
-                pushed.append(await w.work.commit({"src/sneak.py": "SNEAK = 1\n"}, "Sneak"))
-                await w.work.push(branch)
-
-        ops.create_branch = create_then_push  # type: ignore[method-assign]
+        pushed = w.sneak_after_create(forge, lambda b: "-on-" in b)
         for pull in pulls:
             await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
         await w.drive(driver, rounds=3)
