@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewbot.observe import Telemetry, logs
 
@@ -215,19 +222,170 @@ def test_a_direct_line_is_the_line_structlog_writes(fmt: logs.LogFormat) -> None
         "token": "rbt_AbCdEf0123456789",
         "nested": {"k": [1, SECRET]},
     }
-    structlog.contextvars.bind_contextvars(request_id="r-1")
-    try:
+    # The forge's event absent, and keys the chain sets itself (the line takes the chain).
+    variants = [keys, {**keys, "_event": None}, {"level": "mine", "logger": "x", "n": 1}]
+    for line_keys in variants:
         for method in ("debug", "info", "warning", "error"):
-            getattr(logs.get_logger("reviewbot"), method)("an event", **keys)
-            getattr(structlog.stdlib.get_logger("reviewbot"), method)("an event", **keys)
-    finally:
-        structlog.contextvars.clear_contextvars()
+            getattr(logs.get_logger("reviewbot"), method)("an event", **line_keys)
+            getattr(structlog.stdlib.get_logger("reviewbot"), method)("an event", **line_keys)
     written = out.getvalue().splitlines()
-    assert len(written) == 8 and SECRET not in out.getvalue()
-    stamp = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+    assert len(written) == 24 and SECRET not in out.getvalue()
     for direct, routed in zip(written[::2], written[1::2], strict=True):
-        assert stamp.sub("TS", direct) == stamp.sub("TS", routed)
-        assert "request_id" in direct
+        assert STAMP.sub("TS", direct) == STAMP.sub("TS", routed)
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
+_TEXT = st.text(st.sampled_from('ab_ -{}"\\\n\u00e9'), max_size=12) | st.sampled_from(
+    [SECRET, f"x{SECRET}y", "rbt_AbCdEf0123456789", "rbs_short"]
+)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    msg=_TEXT,
+    keys=st.dictionaries(
+        st.sampled_from(["_event", "delivery_id", "forge", "repo", "pr", "duration_ms", "z"]),
+        _VALUES,
+        max_size=6,
+    ),
+)
+def test_a_direct_json_line_is_the_line_structlog_writes_for_any_keys(
+    msg: str, keys: dict[str, Any]
+) -> None:
+    """The JSON line built in one pass has the chain's keys, order and redacted values."""
+    root = logging.getLogger()
+    others = list(root.handlers)
+    for handler in others:
+        root.removeHandler(handler)
+    out = io.StringIO()
+    try:
+        logs.configure("json", "info", secrets=[SECRET], stream=out)
+        logs.get_logger("reviewbot").info(msg, **keys)
+        structlog.stdlib.get_logger("reviewbot").info(msg, **keys)
+    finally:
+        for handler in [h for h in root.handlers if h.get_name() == "reviewbot"]:
+            root.removeHandler(handler)
+        for handler in others:
+            root.addHandler(handler)
+    direct, routed = out.getvalue().splitlines()
+    assert STAMP.sub("TS", direct) == STAMP.sub("TS", routed)
+    assert SECRET not in direct
+
+
+def test_the_stamp_is_the_iso_utc_time_structlog_writes() -> None:
+    assert logs.iso_at(1_796_584_981_792_290_123) == "2026-12-06T19:23:01.792290Z"
+    assert logs.iso_at(1_796_584_981_000_000_999) == "2026-12-06T19:23:01Z"  # no fraction
+    assert logs.iso_at(1_796_584_982_000_001_000) == "2026-12-06T19:23:02.000001Z"
+    assert logs.iso_at(0) == "1970-01-01T00:00:00Z"
+
+
+class CountingStream(io.StringIO):
+    """Counts the calls that wrote to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+@pytest.mark.usefixtures("alone")
+def test_lines_logged_soon_are_written_together_at_the_end_of_the_loops_turn() -> None:
+    out = CountingStream()
+    logs.configure("json", "info", stream=out)
+    log = logs.get_logger("reviewbot")
+
+    async def acknowledgements() -> tuple[str, list[str], int]:
+        log.info_soon("delivery received", delivery_id="d-1", _event="push")
+        log.info_soon("delivery received", delivery_id="d-2", _event="push")
+        during = out.getvalue()
+        await asyncio.sleep(0)  # the turn ends: both lines, one write
+        after = [json.loads(x)["delivery_id"] for x in out.getvalue().splitlines()]
+        return during, after, out.writes
+
+    during, after, writes = asyncio.run(acknowledgements())
+    assert during == "" and after == ["d-1", "d-2"] and writes == 1
+
+
+@pytest.mark.usefixtures("alone")
+def test_a_line_logged_at_once_comes_after_the_lines_waiting_for_the_turn() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    log = logs.get_logger("reviewbot")
+
+    async def mixed() -> None:
+        log.info_soon("delivery received", delivery_id="d-1")
+        log.warning("something else", n=2)  # written now, after d-1
+        log.info_soon("delivery received", delivery_id="d-3")
+
+    asyncio.run(mixed())
+    written = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [x["msg"] for x in written] == [
+        "delivery received",
+        "something else",
+        "delivery received",
+    ]
+    assert [x.get("delivery_id") for x in written] == ["d-1", None, "d-3"]
+
+
+@pytest.mark.usefixtures("alone")
+def test_no_line_is_lost_while_another_thread_writes_the_waiting_ones() -> None:
+    """A worker thread's line writes the loop's waiting lines too, while the loop adds more."""
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    log = logs.get_logger("reviewbot")
+
+    def worker() -> None:
+        for n in range(2000):
+            log.info("from a worker", n=n)
+
+    async def acknowledgements() -> None:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        for n in range(2000):
+            log.info_soon("delivery received", n=n)
+            if n % 50 == 0:
+                await asyncio.sleep(0)
+        await asyncio.to_thread(thread.join)
+
+    asyncio.run(acknowledgements())
+    written = [json.loads(x) for x in out.getvalue().splitlines()]
+    ours = [x["n"] for x in written if x["msg"] == "delivery received"]
+    theirs = [x["n"] for x in written if x["msg"] == "from a worker"]
+    assert ours == list(range(2000)) and theirs == list(range(2000))
+
+
+@pytest.mark.usefixtures("alone")
+def test_off_the_loop_a_line_logged_soon_is_written_at_once() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    logs.get_logger("reviewbot").info_soon("delivery received", delivery_id="d-1")
+    assert json.loads(out.getvalue())["delivery_id"] == "d-1"
+
+
+def test_a_line_still_waiting_when_the_loop_stops_is_written_at_exit(tmp_path: Path) -> None:
+    """A loop stopped before its next turn (the line's flush never ran) loses no line."""
+    script = tmp_path / "exit_early.py"
+    script.write_text(
+        "import asyncio\n"
+        "from reviewbot.observe import logs\n"
+        "logs.configure('json', 'info')\n"
+        "async def last():\n"
+        "    logs.get_logger('reviewbot').info_soon('delivery received', delivery_id='d-9')\n"
+        "loop = asyncio.new_event_loop()\n"
+        "loop.run_until_complete(last())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert [json.loads(x)["delivery_id"] for x in done.stderr.splitlines()] == ["d-9"]
 
 
 @pytest.mark.usefixtures("alone")

@@ -197,7 +197,7 @@ class Telemetry:
             )
         series[0].observe(duration_s)
         series[1].inc()
-        log.info(
+        log.info_soon(  # the acknowledgement's line: written with the others of its commit
             "delivery duplicate" if duplicate else "delivery received",
             delivery_id=delivery_id,
             source=source,
