@@ -363,6 +363,30 @@ def test_no_line_is_lost_while_another_thread_writes_the_waiting_ones() -> None:
 
 
 @pytest.mark.usefixtures("alone")
+def test_a_loop_that_stopped_before_its_flush_does_not_hold_back_the_next_loops_lines() -> None:
+    out = io.StringIO()
+    logs.configure("json", "info", stream=out)
+    log = logs.get_logger("reviewbot")
+
+    def last_of_its_loop() -> None:
+        first.stop()  # this turn is the loop's last: the flush it schedules never runs
+        log.info_soon("delivery received", delivery_id="d-1")
+
+    first = asyncio.new_event_loop()
+    first.call_soon(last_of_its_loop)
+    first.run_forever()
+    first.close()
+    assert out.getvalue() == ""
+
+    async def then() -> list[str]:
+        log.info_soon("delivery received", delivery_id="d-2")
+        await asyncio.sleep(0)
+        return [json.loads(x)["delivery_id"] for x in out.getvalue().splitlines()]
+
+    assert asyncio.run(then()) == ["d-1", "d-2"]
+
+
+@pytest.mark.usefixtures("alone")
 def test_off_the_loop_a_line_logged_soon_is_written_at_once() -> None:
     out = io.StringIO()
     logs.configure("json", "info", stream=out)
@@ -377,14 +401,18 @@ def test_a_line_still_waiting_when_the_loop_stops_is_written_at_exit(tmp_path: P
         "import asyncio\n"
         "from reviewbot.observe import logs\n"
         "logs.configure('json', 'info')\n"
-        "async def last():\n"
-        "    logs.get_logger('reviewbot').info_soon('delivery received', delivery_id='d-9')\n"
         "loop = asyncio.new_event_loop()\n"
-        "loop.run_until_complete(last())\n"
+        "def last():\n"
+        "    loop.stop()\n"
+        "    logs.get_logger('reviewbot').info_soon('delivery received', delivery_id='d-9')\n"
+        "loop.call_soon(last)\n"
+        "loop.run_forever()\n"
+        "print(loop._ready and 'flush pending')\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
     )
+    assert done.stdout.strip() == "flush pending"  # the loop stopped before the flush
     assert [json.loads(x)["delivery_id"] for x in done.stderr.splitlines()] == ["d-9"]
 
 

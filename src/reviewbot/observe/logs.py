@@ -235,7 +235,9 @@ class _Direct:
         self._soon: collections.deque[tuple[int, str, str, str, dict[str, Any]]] = (
             collections.deque()
         )
-        self._scheduled = False  # a flush waits for the end of the loop's turn
+        # The loop whose turn a flush waits for the end of (a loop stopped before its next
+        # turn never runs it: a line of another loop schedules its own).
+        self._scheduled: asyncio.AbstractEventLoop | None = None
 
     def serves(self, logger: logging.Logger, level: int) -> bool:
         """Whether a record of ``logger`` at ``level`` would reach this handler (and pass
@@ -289,13 +291,13 @@ class _Direct:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False
-        if not self._scheduled:
-            self._scheduled = True
+        if self._scheduled is not loop:
+            self._scheduled = loop
             loop.call_soon(self._end_of_turn)
         return True
 
     def _end_of_turn(self) -> None:
-        self._scheduled = False
+        self._scheduled = None
         self.flush()
 
     def _write(self, text: str, name: str, msg: str) -> None:
