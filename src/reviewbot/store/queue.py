@@ -511,6 +511,20 @@ class QueueStore(OnDatabase):
             rows = tx.all(sql + " ORDER BY id", params)
         return [QueueEntry.from_row(r) for r in rows]
 
+    def landed_numbers(self, forge: str, repo: str, base: str) -> set[int]:
+        """The PRs whose latest entry in this queue landed. A PR that landed and was admitted
+        again (a forge that could not mark it merged, new commits pushed) counts by its new
+        entry: once that entry is ejected, its commits have not landed."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT e.number FROM queue_entries AS e WHERE e.forge = ? AND e.repo = ?"
+                " AND e.base = ? AND e.state = ? AND NOT EXISTS (SELECT 1 FROM queue_entries"
+                " AS later WHERE later.forge = e.forge AND later.repo = e.repo"
+                " AND later.base = e.base AND later.number = e.number AND later.id > e.id)",
+                (forge, repo_key(repo), base, EntryState.MERGED.value),
+            )
+        return {int(r[0]) for r in rows}
+
     def entry_of(self, forge: str, repo: str, number: int) -> QueueEntry | None:
         """The queued entry of a PR, if it is in a queue."""
         with self.db.read() as tx:

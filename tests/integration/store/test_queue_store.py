@@ -121,6 +121,28 @@ def test_a_pr_has_one_queued_entry_at_a_time(db: Database) -> None:
     ]
 
 
+def test_a_pr_counts_as_landed_by_its_latest_entry(db: Database) -> None:
+    """A PR that landed, was admitted again at new commits and then ejected has not landed
+    those commits: a car built on them must not take it for landed."""
+    clock = FakeClock(T0)
+    store = QueueStore(db, clock)
+    hold = _hold(db, clock)
+    with store.fenced(QUEUE, hold) as w:
+        w.enqueue(7, HEAD, ["src"], "t7")
+        w.enqueue(8, HEAD, ["lib"], "t8")
+    with store.fenced(QUEUE, hold) as w:
+        w.end_entry(7, EntryState.MERGED, None)
+        w.end_entry(8, EntryState.MERGED, None)
+    assert store.landed_numbers("github", "acme/api", "main") == {7, 8}
+    with store.fenced(QUEUE, hold) as w:
+        w.enqueue(7, TESTED, ["src"], "t7")  # the PR stayed open; new commits, admitted again
+    assert store.landed_numbers("github", "ACME/api", "main") == {8}
+    with store.fenced(QUEUE, hold) as w:
+        w.end_entry(7, EntryState.EJECTED, ReasonCode.QUEUE_CULPRIT)
+    assert store.landed_numbers("github", "acme/api", "main") == {8}
+    assert store.landed_numbers("github", "acme/api", "develop") == set()
+
+
 def test_finished_durations_are_the_newest_answered_cars_from_push_to_answer(
     db: Database,
 ) -> None:

@@ -445,9 +445,8 @@ class QueueSession:
         await self.refresh_rows()
 
     def _landed(self) -> set[int]:
-        """The PRs this queue landed."""
-        merged = self.store.entries(*self.queue.key, state=EntryState.MERGED)
-        return {e.number for e in merged}
+        """The PRs this queue landed (by their latest entry: see ``landed_numbers``)."""
+        return self.store.landed_numbers(*self.queue.key)
 
     async def _cancel(self, train: Train, car_id: int, why: str) -> None:
         row = self.car_rows.get((train.name, car_id))

@@ -367,12 +367,15 @@ async def test_a_culprit_in_a_batch_of_eight_is_found_and_ejected(
         assert w.store.entries(forge, REPO, "main") == []
 
 
+@pytest.mark.parametrize("landed_before", [False, True], ids=["first-entry", "landed-before"])
 async def test_a_car_sitting_on_a_pr_ejected_from_the_landing_line_never_lands_it(
-    tmp_path: Path,
+    tmp_path: Path, landed_before: bool
 ) -> None:
     """A train's car built on a PR ahead that was promoted and then ejected from the landing
     line holds that PR's commits: it must not land directly, even with the landing line idle
-    and the base unmoved; it is promoted and tested again without them."""
+    and the base unmoved; it is promoted and tested again without them. The same holds when
+    that PR landed once before (a forge that could not mark it merged kept it open, and it
+    was admitted again at new commits): its earlier landing is not this entry's."""
     forge = "github"
     branches = ["w", "z", "a", "b"]  # CI on the PR heads only: the cars' results are posted
     async with queue_world(
@@ -405,6 +408,14 @@ async def test_a_car_sitting_on_a_pr_ejected_from_the_landing_line_never_lands_i
         assert w.tip() == landed(w, pw.number)
         assert car_of(pz.number).train == "landing"
 
+        if landed_before:  # A's earlier entry, landed at other commits
+            with w.store.db.write() as tx:
+                tx.execute(
+                    "INSERT INTO queue_entries (forge, repo, base, number, head_sha, keys,"
+                    " state, train, enqueued_at, updated_at, epoch) VALUES"
+                    " (?, ?, 'main', ?, ?, '[\"src\"]', 'merged', 'old', 0, 0, 1)",
+                    (forge, REPO.lower(), pa.number, "c" * 40),
+                )
         for pull in (pa, pb):
             await driver.enqueue(forge, REPO, pull.number, expect_head_sha=pull.head_sha)
         await driver.run(w.queue)  # A's car on the base, B's car on A's
