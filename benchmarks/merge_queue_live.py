@@ -45,7 +45,7 @@ from reviewbot.runtime.lanes import Lanes
 from reviewbot.runtime.queue.driver import QueueDriver, QueueRefused
 from reviewbot.service import configured_forges
 from reviewbot.sim import ManualClock, SimServer, Simulator
-from reviewbot.sim.git import client_env
+from reviewbot.sim.git import client_git
 from reviewbot.store.queue import QueueRef, QueueStore
 from reviewbot.workflowdb.bootstrap import open_store
 from reviewbot.workflowdb.paths import WorkflowPaths
@@ -78,20 +78,14 @@ class Limits:
 async def git(cwd: Path, *args: str, token: str = "") -> str:
     """Run git as the developer; the token goes in a header from the environment."""
     # Fixed dates: the same workload makes the same commits, and so the same CI draws.
-    env = client_env("alice", token)
-    env.update(GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    if process.returncode:
-        raise RuntimeError(f"git {' '.join(args)}: {err.decode().strip()}")
-    return out.decode().strip()
+    dates = {
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    }
+    result = await client_git(*args, cwd=cwd, user="alice", token=token, env=dates)
+    if result.code:
+        raise RuntimeError(f"git {' '.join(args)}: {result.err.strip()}")
+    return result.out.strip()
 
 
 def pr_files(pr: Pr) -> dict[str, str]:

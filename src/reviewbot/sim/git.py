@@ -8,10 +8,12 @@ SHAs every time. No credential ever reaches an argument vector.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +91,34 @@ def client_env(user: str = "", token: str = "") -> dict[str, str]:
             GIT_CONFIG_VALUE_0=f"Authorization: Basic {basic}",
         )
     return env
+
+
+@dataclass(frozen=True)
+class ClientGitResult:
+    code: int
+    out: str
+    err: str
+
+
+async def client_git(
+    *args: str,
+    cwd: Path,
+    user: str = "",
+    token: str = "",
+    env: Mapping[str, str] | None = None,
+) -> ClientGitResult:
+    """A developer's ``git`` (:func:`client_env`, plus ``env``) run as a subprocess without
+    blocking the event loop, which may be the one serving the simulator it talks to."""
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        cwd=cwd,
+        env={**client_env(user, token), **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    return ClientGitResult(process.returncode or 0, out.decode(), err.decode())
 
 
 class GitRepo:

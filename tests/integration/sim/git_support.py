@@ -3,38 +3,21 @@ simulator (asynchronous, since the simulator answers on the same event loop)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from reviewbot.sim.git import client_env
-
-
-@dataclass
-class GitResult:
-    code: int
-    out: str
-    err: str
+from reviewbot.sim.git import ClientGitResult as GitResult
+from reviewbot.sim.git import client_git
 
 
 async def git(
     *args: str, cwd: Path, user: str = "", token: str = "", check: bool = True
 ) -> GitResult:
     """Run git; credentials go in an environment-provided header, never in argv."""
-    env = client_env(user, token)
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    result = GitResult(process.returncode or 0, out.decode(), err.decode())
+    result = await client_git(*args, cwd=cwd, user=user, token=token)
     if check and result.code != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {result.err}")
     return result
