@@ -321,15 +321,16 @@ class QueueSession:
     async def _adopt_orphans(self) -> None:
         """Queued entries whose train has no stored state (an operator deleted its row) wait
         in a train of their own again."""
-        adopted: set[str] = set()
+        stored = set(self.trains)
         for number, entry in sorted(self.entries.items(), key=lambda item: item[1].id):
-            if entry.train in self.trains and entry.train not in adopted:
+            if entry.train in stored:
                 continue
-            if entry.train not in self.trains:
+            train = self.trains.get(entry.train)  # every orphan of the train, not only the first
+            if train is None:
                 keys = set() if entry.train == LANDING else _home_keys(entry.keys)
-                self.trains[entry.train] = Train(entry.train, keys, TrainState(), dirty=True)
-                adopted.add(entry.train)
-            train = self.trains[entry.train]  # every orphan of the train, not only the first
+                train = self.trains[entry.train] = Train(
+                    entry.train, keys, TrainState(), dirty=True
+                )
             train.state, _ = step(train.state, Enqueued(number, entry.priority))
 
     def in_flight(self) -> int:
@@ -443,10 +444,6 @@ class QueueSession:
 
         await self.write(record)
         await self.refresh_rows()
-
-    def _landed(self) -> set[int]:
-        """The PRs this queue landed (by their latest entry: see ``landed_numbers``)."""
-        return self.store.landed_numbers(*self.queue.key)
 
     async def _cancel(self, train: Train, car_id: int, why: str) -> None:
         row = self.car_rows.get((train.name, car_id))
@@ -657,7 +654,9 @@ class QueueSession:
         busy = self._landing_busy()
         if busy or any(n in self.entries for n in car.ahead):
             return False
-        landed = await self.store.run(self._landed) if car.ahead else set()
+        landed = (
+            await self.store.run(self.store.landed_numbers, *self.queue.key) if car.ahead else set()
+        )
         return lands_directly(car.ahead, landed, landing_busy=busy)
 
     async def _car_keys(self, car: Car) -> set[str]:
