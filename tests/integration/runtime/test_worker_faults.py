@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 
 from reviewbot.core.attempts import RetryPolicy
+from reviewbot.core.models import Trigger
+from reviewbot.core.reasons import ReasonCode
 from reviewbot.runtime.ingestion import workers
+from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.runtime.ingestion.workers import WorkerPool
 from reviewbot.store import journal
 from reviewbot.store.database import SQLiteDatabase
@@ -151,3 +154,50 @@ async def test_only_the_delivery_that_fails_a_batch_is_charged_an_attempt(
         (journal.DONE, 1)
     }
     assert stored[poison].attempts == 3  # type: ignore[union-attr]
+
+
+async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision(
+    db: FlakyDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's first write (it records the repository it saw) fails like a failing disk;
+    the delivery goes back to the queue and is gated again, rather than finished with that
+    fault as its ``internal_error`` decision (a finished delivery is never reviewed)."""
+    monkeypatch.setattr(workers, "RETRY_AFTER_FAILURE_S", 0.01)
+    (delivery_id,) = add(db, 1, "d")
+
+    def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
+        if delivery.attempts == 1:
+            db.fail_writes = 1  # the disk fails once, right after the delivery is claimed
+            db.failing = True
+        # A signed webhook naming a repository for the first time: the gate records it.
+        return Trigger(
+            "github",
+            delivery.delivery_id,
+            "github",
+            "pull_request",
+            number=7,
+            owner="acme",
+            name="widgets",
+            head_sha="a" * 40,
+            repo_id=4242,
+        )
+
+    runner = GateRunner(db, make_settings(tmp_path / "settings"), {}, parse=parse)
+    pool = WorkerPool(db, runner.process_batch, size=1, batch=4)
+    await pool.start()
+    try:
+        pool.submit([delivery_id])
+        await asyncio.wait_for(pool.wait_idle(), WAIT_S)
+    finally:
+        await pool.stop(grace_s=1.0)
+        await runner.aclose()
+    assert db.refused == 1
+    with db.read() as tx:
+        reasons = [
+            r["reason_code"]
+            for r in tx.all(
+                "SELECT reason_code FROM pr_gate_decisions WHERE delivery_id = ?", (delivery_id,)
+            )
+        ]
+    # Gated as it would be without the fault: this test configures no GitHub connection.
+    assert reasons == [ReasonCode.FORGE_NOT_CONFIGURED.value]

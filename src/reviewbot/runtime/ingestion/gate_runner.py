@@ -50,7 +50,7 @@ from reviewbot.runtime.ingestion.listeners import (
     trigger_result,
 )
 from reviewbot.store import decisions, repositories
-from reviewbot.store.database import Database
+from reviewbot.store.database import Database, is_transient
 from reviewbot.store.decisions import DecisionRecord, Recorded
 from reviewbot.store.journal import StoredDelivery
 from reviewbot.store.review_jobs import JobClaim
@@ -213,6 +213,10 @@ class GateRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never leave a delivery without a decision
+            if is_transient(exc):
+                # A store fault (disk, lost server) is not this delivery's decision: the
+                # batch goes back to the queue and is gated again once the store answers.
+                raise
             self.telemetry.error("gate", "gate failed", delivery_id=delivery.delivery_id)
             detail = f"{type(exc).__name__}: {exc}"
             decision = Decision(Outcome.ERROR, (Reason(ReasonCode.INTERNAL_ERROR, detail),))
