@@ -181,11 +181,19 @@ async def stop(bot: Bot, timeout_s: float = 15.0) -> int:
     return bot.proc.returncode
 
 
-async def wait_for(predicate: Callable[[], bool], what: str, limit_s: float = LIMIT_S) -> None:
+async def wait_for(
+    predicate: Callable[[], bool],
+    what: str,
+    limit_s: float = LIMIT_S,
+    explain: Callable[[], object] | None = None,
+) -> None:
+    """Until ``predicate`` holds; on timeout the failure carries ``explain()`` (the state
+    that tells why, read at that moment)."""
     deadline = time.monotonic() + limit_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            why = f": {explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{why}")
         await asyncio.sleep(0.05)
 
 
@@ -252,6 +260,26 @@ def every_head_reviewed(w: World, pulls: list[tuple[str, Any]]) -> bool:
     return all(
         pr.head_sha in {r.commit_id for r in w.bot_reviews(forge, pr.number)} for forge, pr in pulls
     )
+
+
+def unreviewed(w: World, pulls: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Each PR without a bot review at its head: its gate decisions and its review jobs."""
+    out: dict[str, Any] = {}
+    for forge, pr in pulls:
+        if pr.head_sha in {r.commit_id for r in w.bot_reviews(forge, pr.number)}:
+            continue
+        decisions = w.rows(
+            "SELECT d.delivery_id, d.decision, d.reason_code, j.status AS delivery"
+            " FROM pr_gate_decisions d LEFT JOIN deliveries j ON j.delivery_id = d.delivery_id"
+            " WHERE d.forge = ? AND d.number = ? ORDER BY d.id",
+            (forge, pr.number),
+        )
+        jobs = w.rows(
+            "SELECT status, attempts, last_error FROM review_jobs WHERE forge = ? AND number = ?",
+            (forge, pr.number),
+        )
+        out[f"{forge}#{pr.number}"] = {"decisions": decisions, "jobs": jobs}
+    return out
 
 
 def assert_one_review_per_head(w: World, pulls: list[tuple[str, Any]]) -> None:

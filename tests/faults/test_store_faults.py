@@ -18,6 +18,7 @@ from tests.faults.support import (
     assert_one_review_per_head,
     every_head_reviewed,
     review_jobs_settled,
+    unreviewed,
     wait_for,
     wait_ready,
     world,
@@ -67,7 +68,11 @@ async def test_disk_errors_lose_nothing_acknowledged_and_health_says_so(tmp_path
             acked = [d.id for d in before + during + again if d.status == 202]
             await wait_for(lambda: all_finished(w, acked), "every acknowledged delivery")
             await wait_for(lambda: review_jobs_settled(w), "the reviews")
-            await wait_for(lambda: every_head_reviewed(w, pulls), "a review at every head")
+            await wait_for(
+                lambda: every_head_reviewed(w, pulls),
+                "a review at every head",
+                explain=lambda: unreviewed(w, pulls),
+            )
             status, body = await w.get(bot, "/readyz")
             assert status == 200, body
             (workers,) = [c for c in body["checks"] if c["name"] == "workers_alive"]
