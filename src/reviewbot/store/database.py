@@ -116,10 +116,33 @@ def is_row_fault(exc: BaseException) -> bool:
     )
 
 
+# SQLite's primary result codes of a fault that may clear by itself: another writer holds
+# the lock, memory or the disk (I/O, full, read-only after a remount, a file it cannot open),
+# the WAL index changing under a reader, the schema changed by another connection. The rest of
+# what SQLite raises as OperationalError (SQLITE_ERROR: no such table, too many variables;
+# SQLITE_CORRUPT...) does not clear by retrying the same statement.
+_SQLITE_TRANSIENT = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_SCHEMA,
+    }
+)
+
+
 def is_transient(exc: BaseException) -> bool:
     """A store error that may clear by itself (disk full, I/O error, busy, locked, a lost
-    connection to the server)."""
-    return isinstance(exc, sqlite3.OperationalError | psycopg.OperationalError)
+    connection to the server), as opposed to one the same statement meets every time."""
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)  # None: not raised by SQLite
+        return code is not None and (code & 0xFF) in _SQLITE_TRANSIENT  # extended -> primary
+    return isinstance(exc, psycopg.OperationalError)
 
 
 class Tx(Protocol):

@@ -47,7 +47,9 @@ class FlakyDatabase(SQLiteDatabase):
             self.refused += 1
             if self.fail_writes and self.refused >= self.fail_writes:
                 self.failing = False
-            raise sqlite3.OperationalError("disk I/O error")
+            fault = sqlite3.OperationalError("disk I/O error")
+            fault.sqlite_errorcode = sqlite3.SQLITE_IOERR  # what SQLite itself sets
+            raise fault
         with super().write(
             durable=durable, serialized=serialized, poll_lock=poll_lock, hot=hot
         ) as tx:
@@ -201,3 +203,46 @@ async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision
         ]
     # Gated as it would be without the fault: this test configures no GitHub connection.
     assert reasons == [ReasonCode.FORGE_NOT_CONFIGURED.value]
+
+
+async def test_a_store_error_that_never_clears_is_the_decision_not_a_loop(
+    db: FlakyDatabase, tmp_path: Path
+) -> None:
+    """SQL that fails the same way every time (here: a table gone) is no store fault to wait
+    out: the delivery is decided ``internal_error`` with SQLite's own words, once, rather than
+    put back in the queue for ever with its whole batch."""
+    (delivery_id,) = add(db, 1, "d")
+    with db.write() as tx:
+        tx.execute("DROP TABLE repositories")
+
+    def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
+        return Trigger(
+            "github",
+            delivery.delivery_id,
+            "github",
+            "pull_request",
+            number=7,
+            owner="acme",
+            name="widgets",
+            head_sha="a" * 40,
+            repo_id=4242,
+        )
+
+    runner = GateRunner(db, make_settings(tmp_path / "settings"), {}, parse=parse)
+    pool = WorkerPool(db, runner.process_batch, size=1, batch=4)
+    await pool.start()
+    try:
+        pool.submit([delivery_id])
+        await asyncio.wait_for(pool.wait_idle(), WAIT_S)
+    finally:
+        await pool.stop(grace_s=1.0)
+        await runner.aclose()
+    stored = journal.get_delivery(db, delivery_id)
+    assert stored is not None and (stored.status, stored.attempts) == ("failed", 1)
+    with db.read() as tx:
+        rows = tx.all(
+            "SELECT reason_code, detail FROM pr_gate_decisions WHERE delivery_id = ?",
+            (delivery_id,),
+        )
+    assert [r["reason_code"] for r in rows] == [ReasonCode.INTERNAL_ERROR.value]
+    assert "no such table: repositories" in rows[0]["detail"]

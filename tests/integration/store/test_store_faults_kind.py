@@ -1,0 +1,85 @@
+"""Which store errors are worth retrying (``is_transient``), told from what SQLite itself
+raises on a real file: a held lock, a write through a read-only connection and a full disk
+may clear by themselves; a statement that names what does not exist fails the same way every
+time, so retrying it would only hold its work back for ever."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from reviewbot.store.database import is_transient
+
+
+def raised(conn: sqlite3.Connection, sql: str) -> sqlite3.Error:
+    with pytest.raises(sqlite3.Error) as caught:
+        conn.execute(sql)
+    return caught.value
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    file = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(file, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.close()
+    return file
+
+
+def test_a_held_write_lock_is_transient(path: Path) -> None:
+    holder = sqlite3.connect(path, isolation_level=None)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        error = raised(other, "BEGIN IMMEDIATE")
+        assert isinstance(error, sqlite3.OperationalError)
+        assert is_transient(error), error
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        other.close()
+
+
+def test_a_write_the_file_refuses_is_transient(path: Path) -> None:
+    reader = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    try:
+        error = raised(reader, "INSERT INTO t VALUES (1)")
+        assert isinstance(error, sqlite3.OperationalError)
+        assert is_transient(error), error
+    finally:
+        reader.close()
+
+
+def test_a_full_disk_is_transient(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        # The file may not grow past its current pages: SQLite answers SQLITE_FULL, as on a
+        # disk with no space left.
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        error = raised(conn, "INSERT INTO t SELECT zeroblob(100000)")
+        assert isinstance(error, sqlite3.OperationalError)
+        assert error.sqlite_errorcode == sqlite3.SQLITE_FULL
+        assert is_transient(error), error
+    finally:
+        conn.close()
+
+
+def test_a_statement_that_fails_every_time_is_not_transient(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for sql in ("SELECT * FROM no_such_table", "SELECT no_such_column FROM t"):
+            error = raised(conn, sql)
+            assert isinstance(error, sqlite3.OperationalError)
+            assert not is_transient(error), error
+    finally:
+        conn.close()
+
+
+def test_an_error_sqlite_did_not_raise_is_not_taken_for_a_fault() -> None:
+    assert not is_transient(sqlite3.OperationalError("disk I/O error"))
+    assert not is_transient(RuntimeError("database is locked"))
