@@ -32,7 +32,10 @@ async def test_disk_errors_lose_nothing_acknowledged_and_health_says_so(tmp_path
         pulls = []
         for i in range(8):
             forge = ("github", "gitea")[i % 2]
-            pr = w.sim.open_pr(forge, REPO, author="alice")
+            # One delivery during the fault outgrows SQLite's page cache (3 MB of PR text):
+            # its insert spills mid-transaction, and SQLite rolls the transaction back itself.
+            body = "x" * 3_000_000 if i == 5 else ""
+            pr = w.sim.open_pr(forge, REPO, author="alice", body=body)
             w.sim.set_status(forge, REPO, pr.head_sha, "ci/test", "success")
             pulls.append((forge, pr))
         async with w.serving() as bot:

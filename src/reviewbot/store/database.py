@@ -119,8 +119,9 @@ def is_row_fault(exc: BaseException) -> bool:
 # SQLite's primary result codes of a fault that may clear by itself: another writer holds
 # the lock, memory or the disk (I/O, full, read-only after a remount, a file it cannot open),
 # the WAL index changing under a reader, the schema changed by another connection. The rest of
-# what SQLite raises as OperationalError (SQLITE_ERROR: no such table, too many variables;
-# SQLITE_CORRUPT...) does not clear by retrying the same statement.
+# what SQLite raises as OperationalError (SQLITE_ERROR: no such table, too many variables)
+# does not clear by retrying the same statement. (SQLITE_NOMEM reaches Python as MemoryError
+# and SQLITE_CORRUPT as DatabaseError; NOMEM stays listed for a build that maps it here.)
 _SQLITE_TRANSIENT = frozenset(
     {
         sqlite3.SQLITE_BUSY,
@@ -138,7 +139,22 @@ _SQLITE_TRANSIENT = frozenset(
 
 def is_transient(exc: BaseException) -> bool:
     """A store error that may clear by itself (disk full, I/O error, busy, locked, a lost
-    connection to the server), as opposed to one the same statement meets every time."""
+    connection to the server), as opposed to one the same statement meets every time.
+
+    The errors it was raised while handling count too: after an I/O error SQLite may have
+    rolled the transaction back itself, and the ``ROLLBACK TO`` of a savepoint then fails
+    with SQLITE_ERROR ("no such savepoint"), hiding the fault that caused it."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a bound rather than trusting it has no loop
+        if seen is None:
+            return False
+        if _transient(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _transient(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         code = getattr(exc, "sqlite_errorcode", None)  # None: not raised by SQLite
         return code is not None and (code & 0xFF) in _SQLITE_TRANSIENT  # extended -> primary

@@ -395,7 +395,8 @@ def _in_transaction(
     try:
         results = write()
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # an I/O error may have rolled it back already
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
     return results
@@ -536,15 +537,25 @@ def claim_batch(
     return [replace(StoredDelivery.from_row(r), claimed_by=worker) for r in rows]
 
 
-def requeue(db: Database, delivery_ids: Sequence[str], *, holder: str | None = None) -> None:
+def requeue(
+    db: Database,
+    delivery_ids: Sequence[str],
+    *,
+    holder: str | None = None,
+    uncharge: bool = False,
+) -> None:
     """Work that was claimed but not finished goes back to ``queued``. With ``holder`` only
-    what that claim still holds: a delivery another claimer took over is its to finish."""
+    what that claim still holds: a delivery another claimer took over is its to finish.
+    ``uncharge``: the claim's attempt is given back (the store failed, not the delivery, so
+    an outage does not use up the attempts a delivery has for faults of its own)."""
     mine = "" if holder is None else " AND claimed_by = ?"
+    back = ", attempts = attempts - 1" if uncharge else ""
     with db.write() as tx:
         for delivery_id in delivery_ids:
             tx.execute(
-                "UPDATE deliveries SET status = 'queued' "
-                f"WHERE delivery_id = ? AND status = 'processing'{mine}",
+                f"UPDATE deliveries SET status = 'queued'{back} "
+                f"WHERE delivery_id = ? AND status = 'processing'{mine}"
+                + (" AND attempts > 0" if uncharge else ""),
                 (delivery_id, *(() if holder is None else (holder,))),
             )
 

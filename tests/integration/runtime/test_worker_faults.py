@@ -119,6 +119,9 @@ async def test_a_disk_error_mid_batch_never_ends_a_worker(
         assert counts[journal.QUEUED] == counts[journal.PROCESSING] == 0
         assert pool.alive() == 3
         assert pool.store_errors > 0
+        # The outage was the store's: it used up none of the deliveries' own attempts.
+        attempts = {journal.get_delivery(db, i).attempts for i in ids + more}  # type: ignore[union-attr]
+        assert attempts == {1}, attempts
     finally:
         await pool.stop(grace_s=1.0)
 
@@ -167,8 +170,11 @@ async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision
     monkeypatch.setattr(workers, "RETRY_AFTER_FAILURE_S", 0.01)
     (delivery_id,) = add(db, 1, "d")
 
+    faulted = []
+
     def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
-        if delivery.attempts == 1:
+        if not faulted:
+            faulted.append(delivery.delivery_id)
             db.fail_writes = 1  # the disk fails once, right after the delivery is claimed
             db.failing = True
         # A signed webhook naming a repository for the first time: the gate records it.
@@ -194,6 +200,8 @@ async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision
         await pool.stop(grace_s=1.0)
         await runner.aclose()
     assert db.refused == 1
+    stored = journal.get_delivery(db, delivery_id)
+    assert stored is not None and stored.attempts == 1  # the fault was the store's
     with db.read() as tx:
         reasons = [
             r["reason_code"]

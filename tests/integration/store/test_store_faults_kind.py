@@ -83,3 +83,32 @@ def test_a_statement_that_fails_every_time_is_not_transient(path: Path) -> None:
 def test_an_error_sqlite_did_not_raise_is_not_taken_for_a_fault() -> None:
     assert not is_transient(sqlite3.OperationalError("disk I/O error"))
     assert not is_transient(RuntimeError("database is locked"))
+
+
+def test_an_error_raised_while_undoing_a_fault_is_that_fault(path: Path) -> None:
+    """After an I/O error SQLite may roll the transaction back itself; undoing the savepoint
+    then fails with SQLITE_ERROR ("no such savepoint"), which must not hide the fault."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        conn.execute("BEGIN")
+        try:
+            conn.execute("INSERT INTO t SELECT zeroblob(100000)")
+        except sqlite3.OperationalError:
+            undo = raised(conn, "ROLLBACK TO no_such_savepoint")
+        conn.execute("ROLLBACK")
+        assert isinstance(undo, sqlite3.OperationalError)
+        assert undo.sqlite_errorcode == sqlite3.SQLITE_ERROR
+        assert is_transient(undo), undo.__context__
+        # The same failed undo after a statement that fails every time is no fault.
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT * FROM no_such_table")
+        except sqlite3.OperationalError:
+            undo = raised(conn, "ROLLBACK TO no_such_savepoint")
+        conn.execute("ROLLBACK")
+        assert not is_transient(undo)
+    finally:
+        conn.close()

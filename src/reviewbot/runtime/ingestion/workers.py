@@ -186,7 +186,7 @@ class WorkerPool:
             busy.cancel()
             with contextlib.suppress(BaseException):
                 await busy
-            await self._requeue(ids, holder)
+            await self._requeue(ids, holder, uncharge=False)
             log.info("re-queued %d deliveries at shutdown", len(ids))
         for task in self._tasks:
             with contextlib.suppress(BaseException):
@@ -244,9 +244,11 @@ class WorkerPool:
                 log.warning("store error (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
 
-    async def _requeue(self, ids: Sequence[str], holder: str | None) -> None:
-        """Back to the queue: only what ``holder`` still holds (another claimer's is its)."""
-        await self._retrying(functools.partial(journal.requeue, holder=holder), self.db, list(ids))
+    async def _requeue(self, ids: Sequence[str], holder: str | None, *, uncharge: bool) -> None:
+        """Back to the queue: only what ``holder`` still holds (another claimer's is its);
+        ``uncharge``: the store failed, so the claim's attempt is given back."""
+        requeue = functools.partial(journal.requeue, holder=holder, uncharge=uncharge)
+        await self._retrying(requeue, self.db, list(ids))
 
     def _new_claim(self) -> DeliveryClaim | None:
         """A claim of its own for one batch (``None``: one process per store, no claims)."""
@@ -437,9 +439,9 @@ class WorkerPool:
             raise
         except ClaimLost:
             self.lost += len(ids)
-        except Exception:
+        except Exception as exc:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await self._requeue(ids, holder)
+            await self._requeue(ids, holder, uncharge=is_transient(exc))
             raise
         finally:
             if task.done():
