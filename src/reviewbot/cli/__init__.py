@@ -158,6 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if isinstance(exc, ConfigError) else 1  # 2: fix the configuration
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        from reviewbot.store.database import is_transient  # only on this path: start-up cost
+
+        if not is_transient(exc):
+            raise
+        # Locked, disk full, I/O error, the server gone: one line, not a traceback.
+        print(f"reviewbot: the store failed ({exc}); try again when it answers", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
         sys.stderr.close()
         return 0

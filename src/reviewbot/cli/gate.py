@@ -5,13 +5,16 @@ The file holds a delivery envelope (``{"delivery_id"?, "variables", "payload", "
 gated, its decisions are recorded, and ``--out DIR`` receives ``route_selection.json``
 (``decision``, ``reasons``, ``forge``, ``repo``, ``number``, ``head_sha``, ``delivery_id``).
 A missing, unreadable or malformed file is still recorded (an ``error`` with the reason) and
-still gets a route file. Exit status: 0 for eligible or skip, 2 for an error.
+still gets a route file, and so does a delivery whose gating met a store fault
+(``store_unavailable``: nothing decided, the delivery back in the queue). Exit status: 0 for
+eligible or skip, 2 for an error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +31,7 @@ from reviewbot.ingress.envelope import ENV_PREFIX, FIELD_NAMES
 from reviewbot.ingress.errors import DeliveryFileError
 from reviewbot.runtime.ingestion.gate_runner import ENV_HEADER_PREFIX, GateRunner
 from reviewbot.store import decisions, journal
-from reviewbot.store.database import Database
+from reviewbot.store.database import Database, is_transient
 from reviewbot.store.decisions import DecisionRecord
 from reviewbot.store.journal import NewDelivery
 from reviewbot.workflowdb.access import DBAccess, effective_access, require
@@ -140,11 +143,39 @@ async def _gate_file(
     runner = GateRunner(db, settings, forges)
     try:
         recorded = await runner.process(stored)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        return await _store_failed(db, delivery_id, exc)
     finally:
         await runner.aclose()
         for forge in forges.values():
             await forge.aclose()
     return route_of(delivery_id, list(recorded.records))
+
+
+async def _store_failed(db: Database, delivery_id: str, exc: BaseException) -> dict[str, Any]:
+    """The route of a delivery whose gating met a store fault: nothing was decided, so the
+    delivery goes back to the queue (the next run of the step, ``replay`` or a ``serve``
+    start gates it) and the step fails with ``store_unavailable``."""
+    try:
+        await db.run(functools.partial(journal.requeue, uncharge=True), db, [delivery_id])
+        where = "it is back in the queue: run the step again"
+    except Exception as again:
+        if not is_transient(again):
+            raise
+        where = "it stays claimed until a serve start puts it back in the queue"
+    detail = f"the store failed while the delivery was gated ({exc}); nothing was decided, {where}"
+    return {
+        "decision": Outcome.ERROR.value,
+        "reasons": [{"code": "store_unavailable", "detail": detail}],
+        "forge": None,
+        "repo": None,
+        "number": None,
+        "head_sha": None,
+        "delivery_id": delivery_id,
+        "decisions": [],
+    }
 
 
 def _load(path: Path, now: float) -> tuple[DeliveryFile, bytes] | tuple[str, str]:

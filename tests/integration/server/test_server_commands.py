@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reviewbot.cli import main
+from reviewbot.store import decisions, journal
+from reviewbot.store.database import SQLiteDatabase
 from tests.integration.server_support import SimWorld, sim_world
 
 
@@ -158,3 +161,59 @@ def test_every_server_command_has_an_example(capsys: pytest.CaptureFixture[str])
         with pytest.raises(SystemExit):
             main([*argv, "--help"])
         assert "Example" in capsys.readouterr().out, argv
+
+
+async def test_a_store_fault_while_a_delivery_file_is_gated_fails_the_step_and_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk fails as the step's decision is recorded: nothing was decided, so the route
+    file says ``store_unavailable`` (exit 2) and the delivery goes back to the queue; the
+    step run again gates it. ``replay`` meeting the same fault says so in one line."""
+    async with sim_world(tmp_path / "data") as world:
+        configure(monkeypatch, tmp_path / "data", world)
+        pr = world.sim.open_pr("github", "acme/api", author="alice")
+        path = tmp_path / "delivery.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "delivery_id": "step-7",
+                    "variables": {
+                        "forge": "github",
+                        "repository": "acme/api",
+                        "number": pr.number,
+                    },
+                }
+            )
+        )
+        record_many = decisions.record_many
+        faults = [0]
+
+        def failing_disk(*args: Any, **kwargs: Any) -> Any:
+            faults[0] += 1
+            fault = sqlite3.OperationalError("disk I/O error")
+            fault.sqlite_errorcode = sqlite3.SQLITE_IOERR  # as SQLite raises it
+            raise fault
+
+        monkeypatch.setattr(decisions, "record_many", failing_disk)
+        out = tmp_path / "out"
+        assert await run_cli("gate", "--delivery", str(path), "--out", str(out)) == 2
+        found = route(out)
+        assert (found["decision"], found["delivery_id"]) == ("error", "step-7")
+        (reason,) = found["reasons"]
+        assert reason["code"] == "store_unavailable"
+        assert "back in the queue" in reason["detail"], reason
+        db = SQLiteDatabase(tmp_path / "data" / "db" / "db.sqlite")
+        try:
+            stored = journal.get_delivery(db, "step-7")
+            assert stored is not None and stored.status == journal.QUEUED
+            assert decisions.for_delivery(db, "step-7") == []
+        finally:
+            db.close()
+        capsys.readouterr()
+        assert await run_cli("replay", "step-7") == 1
+        assert "the store failed (disk I/O error)" in capsys.readouterr().err
+        assert faults[0] == 2
+
+        monkeypatch.setattr(decisions, "record_many", record_many)  # the disk is back
+        assert await run_cli("gate", "--delivery", str(path), "--out", str(out)) == 0
+        assert route(out)["decision"] == "eligible"
