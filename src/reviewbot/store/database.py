@@ -158,7 +158,13 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         code = getattr(exc, "sqlite_errorcode", None)  # None: not raised by SQLite
         return code is not None and (code & 0xFF) in _SQLITE_TRANSIENT  # extended -> primary
-    return isinstance(exc, psycopg.OperationalError)
+    if isinstance(exc, psycopg.OperationalError):
+        # A lost connection (no SQLSTATE), a deadlock or serialization failure, a lock not
+        # available, a full disk, a cancelled query, an I/O error: all may clear. Class 54
+        # (program limit exceeded: a statement too complex, too many arguments) is the
+        # statement's own and comes back every time.
+        return not (exc.sqlstate or "").startswith("54")
+    return False
 
 
 class Tx(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from reviewbot.store.database import is_transient
@@ -112,3 +113,26 @@ def test_an_error_raised_while_undoing_a_fault_is_that_fault(path: Path) -> None
         assert not is_transient(undo)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "transient"),
+    [
+        ("08006", True),  # connection failure
+        ("40001", True),  # serialization failure
+        ("40P01", True),  # deadlock detected
+        ("53100", True),  # disk full
+        ("55P03", True),  # lock not available
+        ("57014", True),  # query cancelled (statement timeout)
+        ("58030", True),  # I/O error
+        ("54000", False),  # program limit exceeded
+        ("54001", False),  # statement too complex
+    ],
+)
+def test_postgresql_faults_by_their_sqlstate(sqlstate: str, transient: bool) -> None:
+    """psycopg raises these as OperationalError; the SQLSTATE class tells a fault that may
+    clear from a statement that exceeds a limit every time."""
+    error = psycopg.errors.lookup(sqlstate)("from the server")
+    assert isinstance(error, psycopg.OperationalError)
+    assert is_transient(error) is transient
+    assert is_transient(psycopg.OperationalError("connection lost"))  # no SQLSTATE at all
