@@ -158,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if isinstance(exc, ConfigError) else 1  # 2: fix the configuration
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
+        sys.stderr.close()
+        return 0
     except Exception as exc:
         from reviewbot.store.database import is_transient  # only on this path: start-up cost
 
@@ -166,7 +169,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Locked, disk full, I/O error, the server gone: one line, not a traceback.
         print(f"reviewbot: the store failed ({exc}); try again when it answers", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
-        sys.stderr.close()
-        return 0
     return code

@@ -99,7 +99,14 @@ def route_of(delivery_id: str, rows: list[DecisionRecord]) -> dict[str, Any]:
 
 async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> dict[str, Any]:
     """Journal, gate and record one delivery file; the route it selects."""
-    db = await asyncio.to_thread(open_store, settings)
+    try:
+        db = await asyncio.to_thread(open_store, settings)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        loaded, _ = await asyncio.to_thread(_load, path, time.time())
+        named = loaded.delivery_id if isinstance(loaded, DeliveryFile) else loaded
+        return _unavailable(named, f"the store failed ({exc}); nothing was stored")
     try:
         return await _gate_file(settings, db, path, environ)
     finally:
@@ -118,7 +125,12 @@ async def _gate_file(
     parsed, body = await asyncio.to_thread(_load, path, now)
     if not isinstance(parsed, DeliveryFile):
         assert isinstance(body, str)
-        return await db.run(_record_unreadable, db, parsed, body, now)
+        try:
+            return await db.run(_record_unreadable, db, parsed, body, now)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            return _unavailable(parsed, f"the store failed ({exc}); nothing was recorded")
     assert isinstance(body, bytes)
     delivery_id = parsed.delivery_id
     new = NewDelivery(
@@ -129,11 +141,16 @@ async def _gate_file(
         event="delivery_file",
         headers={**parsed.headers, **env},
     )
-    await db.run(journal.insert_delivery, db, new)
-    earlier = await db.run(decisions.for_delivery, db, delivery_id)
-    if earlier:  # the same delivery was gated before: its decisions stand, no second action
-        return route_of(delivery_id, earlier)
-    stored = await db.run(journal.claim, db, delivery_id)
+    try:
+        await db.run(journal.insert_delivery, db, new)
+        earlier = await db.run(decisions.for_delivery, db, delivery_id)
+        if earlier:  # the same delivery was gated before: its decisions stand, no second action
+            return route_of(delivery_id, earlier)
+        stored = await db.run(journal.claim, db, delivery_id)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        return _unavailable(delivery_id, f"the store failed ({exc}); it was not gated")
     if stored is None:
         raise CommandError(f"delivery {delivery_id} is being gated by another process")
     # Start-up cost: the forge clients load only when a delivery file is gated.
@@ -155,20 +172,31 @@ async def _gate_file(
 
 
 async def _store_failed(db: Database, delivery_id: str, exc: BaseException) -> dict[str, Any]:
-    """The route of a delivery whose gating met a store fault: nothing was decided, so the
+    """The route of a delivery whose gating met a store fault. Decisions the store did
+    commit stand (a lost answer to a commit); otherwise nothing was decided, and the
     delivery goes back to the queue (the next run of the step, ``replay`` or a ``serve``
-    start gates it) and the step fails with ``store_unavailable``."""
+    start gates it) with ``store_unavailable``."""
     try:
+        earlier = await db.run(decisions.for_delivery, db, delivery_id)
+        if earlier:
+            return route_of(delivery_id, earlier)
         await db.run(functools.partial(journal.requeue, uncharge=True), db, [delivery_id])
-        where = "it is back in the queue: run the step again"
+        where = "it is back in the queue"
     except Exception as again:
         if not is_transient(again):
             raise
         where = "it stays claimed until a serve start puts it back in the queue"
-    detail = f"the store failed while the delivery was gated ({exc}); nothing was decided, {where}"
+    return _unavailable(
+        delivery_id, f"the store failed while it was gated ({exc}); nothing was decided, {where}"
+    )
+
+
+def _unavailable(delivery_id: str, detail: str) -> dict[str, Any]:
+    """The route of a step the store failed: an error, ``store_unavailable``, decided
+    nothing; run the step again."""
     return {
         "decision": Outcome.ERROR.value,
-        "reasons": [{"code": "store_unavailable", "detail": detail}],
+        "reasons": [{"code": "store_unavailable", "detail": f"{detail}: run the step again"}],
         "forge": None,
         "repo": None,
         "number": None,

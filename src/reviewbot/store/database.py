@@ -146,11 +146,13 @@ def is_transient(exc: BaseException) -> bool:
     with SQLITE_ERROR ("no such savepoint"), hiding the fault that caused it."""
     seen: BaseException | None = exc
     for _ in range(8):  # a chain is short; a bound rather than trusting it has no loop
-        if seen is None:
+        # Only store errors lead to the fault behind them: anything else raised while
+        # handling a fault (a bug, an error raised ``from None``) is what it is.
+        if not isinstance(seen, sqlite3.Error | psycopg.Error):
             return False
         if _transient(seen):
             return True
-        seen = seen.__cause__ or seen.__context__
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     return False
 
 

@@ -549,13 +549,12 @@ def requeue(
     ``uncharge``: the claim's attempt is given back (the store failed, not the delivery, so
     an outage does not use up the attempts a delivery has for faults of its own)."""
     mine = "" if holder is None else " AND claimed_by = ?"
-    back = ", attempts = attempts - 1" if uncharge else ""
+    back = ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END" if uncharge else ""
     with db.write() as tx:
         for delivery_id in delivery_ids:
             tx.execute(
                 f"UPDATE deliveries SET status = 'queued'{back} "
-                f"WHERE delivery_id = ? AND status = 'processing'{mine}"
-                + (" AND attempts > 0" if uncharge else ""),
+                f"WHERE delivery_id = ? AND status = 'processing'{mine}",
                 (delivery_id, *(() if holder is None else (holder,))),
             )
 

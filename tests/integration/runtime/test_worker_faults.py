@@ -254,3 +254,12 @@ async def test_a_store_error_that_never_clears_is_the_decision_not_a_loop(
         )
     assert [r["reason_code"] for r in rows] == [ReasonCode.INTERNAL_ERROR.value]
     assert "no such table: repositories" in rows[0]["detail"]
+
+
+def test_giving_back_an_attempt_never_goes_below_none(db: FlakyDatabase) -> None:
+    (delivery_id,) = add(db, 1, "z")
+    taken = journal.claim(db, delivery_id, charge=False)  # claimed without a charge
+    assert taken is not None and taken.attempts == 0
+    journal.requeue(db, [delivery_id], uncharge=True)
+    back = journal.get_delivery(db, delivery_id)
+    assert back is not None and (back.status, back.attempts) == (journal.QUEUED, 0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,56 @@ async def test_a_store_fault_while_a_delivery_file_is_gated_fails_the_step_and_k
         monkeypatch.setattr(decisions, "record_many", record_many)  # the disk is back
         assert await run_cli("gate", "--delivery", str(path), "--out", str(out)) == 0
         assert route(out)["decision"] == "eligible"
+
+
+def test_a_reader_that_goes_away_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``reviewbot … | head`` ends quietly with 0 when ``head`` has what it wanted."""
+    configure(monkeypatch, tmp_path / "data")
+    from reviewbot.cli import explain
+
+    def gone(args: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(explain, "run", gone)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # main() closes it, as on a real pipe
+    assert main(["explain", "x"]) == 0
+
+
+@pytest.mark.parametrize("where", ["journal", "record, its answer lost"])
+async def test_a_store_fault_around_the_gate_of_a_delivery_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A fault as the file's delivery is journalled: the route file says
+    ``store_unavailable`` and the step run again gates it. A record the store committed
+    but whose answer was lost stands: the route is its decision, not an error."""
+    async with sim_world(tmp_path / "data") as world:
+        configure(monkeypatch, tmp_path / "data", world)
+        pr = world.sim.open_pr("github", "acme/api", author="alice")
+        path = tmp_path / "delivery.json"
+        variables = {"forge": "github", "repository": "acme/api", "number": pr.number}
+        path.write_text(json.dumps({"delivery_id": "step-8", "variables": variables}))
+        out = tmp_path / "out"
+        name = "insert_delivery" if where == "journal" else "record_many"
+        module: Any = journal if where == "journal" else decisions
+        real = getattr(module, name)
+
+        def fault(*args: Any, **kwargs: Any) -> Any:
+            if where != "journal":
+                real(*args, **kwargs)  # committed; the answer is what fails
+            error = sqlite3.OperationalError("disk I/O error")
+            error.sqlite_errorcode = sqlite3.SQLITE_IOERR
+            raise error
+
+        monkeypatch.setattr(module, name, fault)
+        status = await run_cli("gate", "--delivery", str(path), "--out", str(out))
+        found = route(out)
+        if where == "journal":
+            assert (status, found["decision"]) == (2, "error")
+            assert found["reasons"][0]["code"] == "store_unavailable"
+            assert found["reasons"][0]["detail"].endswith("run the step again")
+            monkeypatch.setattr(module, name, real)
+            assert await run_cli("gate", "--delivery", str(path), "--out", str(out)) == 0
+        assert route(out)["decision"] == "eligible"
+        assert route(out)["delivery_id"] == "step-8"

@@ -136,3 +136,32 @@ def test_postgresql_faults_by_their_sqlstate(sqlstate: str, transient: bool) -> 
     assert isinstance(error, psycopg.OperationalError)
     assert is_transient(error) is transient
     assert is_transient(psycopg.OperationalError("connection lost"))  # no SQLSTATE at all
+
+
+def test_only_store_errors_lead_to_the_fault_behind_them(path: Path) -> None:
+    """A bug raised while a fault was handled is a bug; so is a store error raised
+    ``from None``, which says the fault behind it does not matter."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        busy = raised(other, "BEGIN IMMEDIATE")
+        assert is_transient(busy)
+        try:
+            raise busy
+        except sqlite3.OperationalError:
+            with pytest.raises(ValueError) as bug:
+                raise ValueError("a bug while handling it")  # noqa: B904 (the point)
+        assert bug.value.__context__ is busy and not is_transient(bug.value)
+        try:
+            raise busy
+        except sqlite3.OperationalError:
+            with pytest.raises(sqlite3.OperationalError) as hidden:
+                other.execute("SELECT * FROM no_such_table")
+        assert hidden.value.__context__ is busy and is_transient(hidden.value)
+        hidden.value.__suppress_context__ = True  # as ``raise ... from None`` leaves it
+        assert not is_transient(hidden.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        other.close()

@@ -398,7 +398,7 @@ class WorkerPool:
         if again is None:
             return
         try:
-            await self._run_batch([again])
+            await self._run_batch([again], charged=False)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -418,8 +418,9 @@ class WorkerPool:
             delivery.held_by,
         )
 
-    async def _run_batch(self, claimed: list[StoredDelivery]) -> None:
-        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised.
+    async def _run_batch(self, claimed: list[StoredDelivery], *, charged: bool = True) -> None:
+        """Gate a claimed batch; on failure it is logged, re-queued, and the error raised
+        (a store fault gives back the attempt the claim ``charged``).
 
         A batch whose every delivery passed to another worker is dropped (logged)."""
         ids = [d.delivery_id for d in claimed]
@@ -441,7 +442,7 @@ class WorkerPool:
             self.lost += len(ids)
         except Exception as exc:
             log.exception("gating %d deliveries failed; they go back to the queue", len(ids))
-            await self._requeue(ids, holder, uncharge=is_transient(exc))
+            await self._requeue(ids, holder, uncharge=charged and is_transient(exc))
             raise
         finally:
             if task.done():
