@@ -181,22 +181,25 @@ async def _store_failed(db: Database, delivery_id: str, exc: BaseException) -> d
         if earlier:
             return route_of(delivery_id, earlier)
         await db.run(functools.partial(journal.requeue, uncharge=True), db, [delivery_id])
-        where = "it is back in the queue"
+        where, then = "it is back in the queue", "run the step again"
     except Exception as again:
         if not is_transient(again):
             raise
-        where = "it stays claimed until a serve start puts it back in the queue"
+        where = "it stays claimed (a serve start puts it back in the queue)"
+        then = f"reviewbot replay {delivery_id} gates it"
     return _unavailable(
-        delivery_id, f"the store failed while it was gated ({exc}); nothing was decided, {where}"
+        delivery_id,
+        f"the store failed while it was gated ({exc}); nothing was decided, {where}",
+        then,
     )
 
 
-def _unavailable(delivery_id: str, detail: str) -> dict[str, Any]:
+def _unavailable(delivery_id: str, detail: str, then: str = "run the step again") -> dict[str, Any]:
     """The route of a step the store failed: an error, ``store_unavailable``, decided
-    nothing; run the step again."""
+    nothing; ``then`` says what to do."""
     return {
         "decision": Outcome.ERROR.value,
-        "reasons": [{"code": "store_unavailable", "detail": f"{detail}: run the step again"}],
+        "reasons": [{"code": "store_unavailable", "detail": f"{detail}: {then}"}],
         "forge": None,
         "repo": None,
         "number": None,
