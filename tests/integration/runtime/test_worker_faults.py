@@ -161,36 +161,27 @@ async def test_only_the_delivery_that_fails_a_batch_is_charged_an_attempt(
     assert stored[poison].attempts == 3  # type: ignore[union-attr]
 
 
-async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision(
-    db: FlakyDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The gate's first write (it records the repository it saw) fails like a failing disk;
-    the delivery goes back to the queue and is gated again, rather than finished with that
-    fault as its ``internal_error`` decision (a finished delivery is never reviewed)."""
-    monkeypatch.setattr(workers, "RETRY_AFTER_FAILURE_S", 0.01)
-    (delivery_id,) = add(db, 1, "d")
+def first_webhook(delivery: StoredDelivery) -> Trigger:
+    """A signed webhook naming a repository for the first time: the gate records it."""
+    return Trigger(
+        "github",
+        delivery.delivery_id,
+        "github",
+        "pull_request",
+        number=7,
+        owner="acme",
+        name="widgets",
+        head_sha="a" * 40,
+        repo_id=4242,
+    )
 
-    faulted = []
 
-    def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
-        if not faulted:
-            faulted.append(delivery.delivery_id)
-            db.fail_writes = 1  # the disk fails once, right after the delivery is claimed
-            db.failing = True
-        # A signed webhook naming a repository for the first time: the gate records it.
-        return Trigger(
-            "github",
-            delivery.delivery_id,
-            "github",
-            "pull_request",
-            number=7,
-            owner="acme",
-            name="widgets",
-            head_sha="a" * 40,
-            repo_id=4242,
-        )
-
-    runner = GateRunner(db, make_settings(tmp_path / "settings"), {}, parse=parse)
+async def gate_in_a_pool(
+    db: FlakyDatabase, settings_dir: Path, delivery_id: str, parse: Any
+) -> list[dict[str, Any]]:
+    """The delivery gated by a real worker pool and gate until the pool is idle; its
+    decisions (reason code and detail)."""
+    runner = GateRunner(db, make_settings(settings_dir), {}, parse=parse)
     pool = WorkerPool(db, runner.process_batch, size=1, batch=4)
     await pool.start()
     try:
@@ -199,18 +190,37 @@ async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision
     finally:
         await pool.stop(grace_s=1.0)
         await runner.aclose()
+    with db.read() as tx:
+        rows = tx.all(
+            "SELECT reason_code, detail FROM pr_gate_decisions WHERE delivery_id = ?",
+            (delivery_id,),
+        )
+    return [dict(r) for r in rows]
+
+
+async def test_a_disk_error_while_gating_is_retried_not_recorded_as_the_decision(
+    db: FlakyDatabase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's first write (it records the repository it saw) fails like a failing disk;
+    the delivery goes back to the queue and is gated again, rather than finished with that
+    fault as its ``internal_error`` decision (a finished delivery is never reviewed)."""
+    monkeypatch.setattr(workers, "RETRY_AFTER_FAILURE_S", 0.01)
+    (delivery_id,) = add(db, 1, "d")
+    faulted = []
+
+    def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
+        if not faulted:
+            faulted.append(delivery.delivery_id)
+            db.fail_writes = 1  # the disk fails once, right after the delivery is claimed
+            db.failing = True
+        return first_webhook(delivery)
+
+    decided = await gate_in_a_pool(db, tmp_path / "settings", delivery_id, parse)
     assert db.refused == 1
     stored = journal.get_delivery(db, delivery_id)
     assert stored is not None and stored.attempts == 1  # the fault was the store's
-    with db.read() as tx:
-        reasons = [
-            r["reason_code"]
-            for r in tx.all(
-                "SELECT reason_code FROM pr_gate_decisions WHERE delivery_id = ?", (delivery_id,)
-            )
-        ]
     # Gated as it would be without the fault: this test configures no GitHub connection.
-    assert reasons == [ReasonCode.FORGE_NOT_CONFIGURED.value]
+    assert [r["reason_code"] for r in decided] == [ReasonCode.FORGE_NOT_CONFIGURED.value]
 
 
 async def test_a_store_error_that_never_clears_is_the_decision_not_a_loop(
@@ -224,36 +234,13 @@ async def test_a_store_error_that_never_clears_is_the_decision_not_a_loop(
         tx.execute("DROP TABLE repositories")
 
     def parse(delivery: StoredDelivery, forges: Sequence[str]) -> Trigger:
-        return Trigger(
-            "github",
-            delivery.delivery_id,
-            "github",
-            "pull_request",
-            number=7,
-            owner="acme",
-            name="widgets",
-            head_sha="a" * 40,
-            repo_id=4242,
-        )
+        return first_webhook(delivery)
 
-    runner = GateRunner(db, make_settings(tmp_path / "settings"), {}, parse=parse)
-    pool = WorkerPool(db, runner.process_batch, size=1, batch=4)
-    await pool.start()
-    try:
-        pool.submit([delivery_id])
-        await asyncio.wait_for(pool.wait_idle(), WAIT_S)
-    finally:
-        await pool.stop(grace_s=1.0)
-        await runner.aclose()
+    decided = await gate_in_a_pool(db, tmp_path / "settings", delivery_id, parse)
     stored = journal.get_delivery(db, delivery_id)
     assert stored is not None and (stored.status, stored.attempts) == ("failed", 1)
-    with db.read() as tx:
-        rows = tx.all(
-            "SELECT reason_code, detail FROM pr_gate_decisions WHERE delivery_id = ?",
-            (delivery_id,),
-        )
-    assert [r["reason_code"] for r in rows] == [ReasonCode.INTERNAL_ERROR.value]
-    assert "no such table: repositories" in rows[0]["detail"]
+    assert [r["reason_code"] for r in decided] == [ReasonCode.INTERNAL_ERROR.value]
+    assert "no such table: repositories" in decided[0]["detail"]
 
 
 def test_giving_back_an_attempt_never_goes_below_none(db: FlakyDatabase) -> None:

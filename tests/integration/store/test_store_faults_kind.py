@@ -20,6 +20,14 @@ def raised(conn: sqlite3.Connection, sql: str) -> sqlite3.Error:
     return caught.value
 
 
+def no_room(conn: sqlite3.Connection) -> None:
+    """The file may not grow past its current pages: SQLite answers SQLITE_FULL, as on a
+    disk with no space left."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     file = tmp_path / "db.sqlite"
@@ -57,11 +65,7 @@ def test_a_write_the_file_refuses_is_transient(path: Path) -> None:
 def test_a_full_disk_is_transient(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        # The file may not grow past its current pages: SQLite answers SQLITE_FULL, as on a
-        # disk with no space left.
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute(f"PRAGMA max_page_count = {pages}")
+        no_room(conn)
         error = raised(conn, "INSERT INTO t SELECT zeroblob(100000)")
         assert isinstance(error, sqlite3.OperationalError)
         assert error.sqlite_errorcode == sqlite3.SQLITE_FULL
@@ -91,9 +95,7 @@ def test_an_error_raised_while_undoing_a_fault_is_that_fault(path: Path) -> None
     then fails with SQLITE_ERROR ("no such savepoint"), which must not hide the fault."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute(f"PRAGMA max_page_count = {pages}")
+        no_room(conn)
         conn.execute("BEGIN")
         try:
             conn.execute("INSERT INTO t SELECT zeroblob(100000)")
