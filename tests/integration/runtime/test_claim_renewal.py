@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from itertools import count
@@ -23,7 +24,7 @@ from reviewbot.core.attempts import RetryPolicy
 from reviewbot.ingress.errors import TriggerError
 from reviewbot.runtime.ingestion.gate_runner import GateRunner
 from reviewbot.runtime.ingestion.workers import WorkerPool
-from reviewbot.runtime.review.jobs import ReviewJobs
+from reviewbot.runtime.review.jobs import MAX_ATTEMPTS, ReviewJobs
 from reviewbot.sim.clock import ManualClock
 from reviewbot.store import decisions, journal, review_jobs
 from reviewbot.store.claims import ClaimLost
@@ -391,3 +392,36 @@ async def test_a_renewal_that_finds_the_job_taken_stops_the_review(db: Database)
     await asyncio.wait_for(running, WAIT_S)  # returns without the release
     assert review.cancelled and jobs.lost == 1 and verdicts(db) == 0
     assert len(await db.run(review_jobs.unfinished, db)) == 1
+
+
+@pytest.mark.parametrize("fault", ["store", "bug"])
+async def test_a_review_failing_on_its_last_attempt_ends_only_for_a_fault_of_its_own(
+    db: Database, fault: str
+) -> None:
+    """At its last attempt a review that fails on a bug is finished with the error; one the
+    store failed is left for its claim to lapse and is tried again: a disk outage never
+    leaves a head without its review."""
+    clock, ticks = ManualClock(T0), Ticks()
+    jobs = review_jobs_on(db, clock, ticks)
+    claim = jobs.claim()
+    job = await db.run(add_job, db, claim)
+
+    async def failing(fence: Any) -> None:
+        if fault == "bug":
+            raise RuntimeError("a bug in the review")
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = sqlite3.SQLITE_IOERR  # as SQLite raises it
+        raise error
+
+    await asyncio.wait_for(jobs.run(job, claim, MAX_ATTEMPTS, failing), WAIT_S)
+    left = await db.run(review_jobs.unfinished, db)
+    if fault == "store":
+        assert [j.id for j in left] == [job]
+        clock.advance(TERM_S + 1)  # its claim lapses: another try takes it
+        taken = await db.run(review_jobs.claim_lapsed, db, JobClaim("b", clock() + 60), clock())
+        assert [j.id for j in taken] == [job]
+    else:
+        assert left == []
+        with db.read() as tx:
+            row = tx.one("SELECT status, last_error FROM review_jobs WHERE id = ?", (job,))
+        assert row is not None and row["last_error"] == "RuntimeError: a bug in the review"

@@ -29,7 +29,7 @@ from reviewbot.runtime.claims import ClaimLost, Sleep, holding
 from reviewbot.runtime.review.outbox import Fence, crash_point
 from reviewbot.runtime.review.pipeline import ReviewOutcome, ReviewPipeline, ReviewRequest
 from reviewbot.store import review_jobs
-from reviewbot.store.database import Database
+from reviewbot.store.database import Database, is_transient
 from reviewbot.store.review_jobs import JobClaim, ReviewJob
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,9 @@ class ReviewJobs:
         """Do ``work`` for a claimed job, renewing the claim, then finish the job.
 
         A failure leaves the job claimed until its claim lapses (then it is retried), up to
-        :data:`MAX_ATTEMPTS`; cancellation (shutdown) leaves it for the next start; a claim
-        lost to another process leaves the job to that process.
+        :data:`MAX_ATTEMPTS` (a store fault, without a bound); cancellation (shutdown)
+        leaves it for the next start; a claim lost to another process leaves the job to
+        that process.
         """
         if job_id is None or claim is None:
             await work(None)
@@ -96,6 +97,11 @@ class ReviewJobs:
             self._lost(job_id, holder)
             return
         except Exception as exc:
+            if is_transient(exc):
+                # The store failed, not the review: never a reason to give up on the head.
+                # The job is tried again when its claim lapses, however often that takes.
+                log.warning("review job %s: the store failed (%s); tried again later", job_id, exc)
+                return
             log.exception("review job %s failed", job_id)
             if attempts >= MAX_ATTEMPTS:
                 await self._finish(job_id, holder, f"{type(exc).__name__}: {exc}")
