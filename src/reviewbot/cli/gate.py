@@ -98,19 +98,21 @@ def route_of(delivery_id: str, rows: list[DecisionRecord]) -> dict[str, Any]:
 
 
 async def gate_file(settings: Settings, path: Path, environ: dict[str, str]) -> dict[str, Any]:
-    """Journal, gate and record one delivery file; the route it selects."""
+    """Journal, gate and record one delivery file; the route it selects. A store fault
+    before the delivery was gated (opening the store, journalling or claiming it) is the
+    route ``store_unavailable``; one while it is gated, see :func:`_store_failed`."""
     try:
         db = await asyncio.to_thread(open_store, settings)
+        try:
+            return await _gate_file(settings, db, path, environ)
+        finally:
+            db.close()
     except Exception as exc:
         if not is_transient(exc):
             raise
         loaded, _ = await asyncio.to_thread(_load, path, time.time())
         named = loaded.delivery_id if isinstance(loaded, DeliveryFile) else loaded
-        return _unavailable(named, f"the store failed ({exc}); nothing was stored")
-    try:
-        return await _gate_file(settings, db, path, environ)
-    finally:
-        db.close()
+        return _unavailable(named, f"the store failed ({exc}) before the delivery was gated")
 
 
 async def _gate_file(
@@ -125,12 +127,7 @@ async def _gate_file(
     parsed, body = await asyncio.to_thread(_load, path, now)
     if not isinstance(parsed, DeliveryFile):
         assert isinstance(body, str)
-        try:
-            return await db.run(_record_unreadable, db, parsed, body, now)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            return _unavailable(parsed, f"the store failed ({exc}); nothing was recorded")
+        return await db.run(_record_unreadable, db, parsed, body, now)
     assert isinstance(body, bytes)
     delivery_id = parsed.delivery_id
     new = NewDelivery(
@@ -141,16 +138,11 @@ async def _gate_file(
         event="delivery_file",
         headers={**parsed.headers, **env},
     )
-    try:
-        await db.run(journal.insert_delivery, db, new)
-        earlier = await db.run(decisions.for_delivery, db, delivery_id)
-        if earlier:  # the same delivery was gated before: its decisions stand, no second action
-            return route_of(delivery_id, earlier)
-        stored = await db.run(journal.claim, db, delivery_id)
-    except Exception as exc:
-        if not is_transient(exc):
-            raise
-        return _unavailable(delivery_id, f"the store failed ({exc}); it was not gated")
+    await db.run(journal.insert_delivery, db, new)
+    earlier = await db.run(decisions.for_delivery, db, delivery_id)
+    if earlier:  # the same delivery was gated before: its decisions stand, no second action
+        return route_of(delivery_id, earlier)
+    stored = await db.run(journal.claim, db, delivery_id)
     if stored is None:
         raise CommandError(f"delivery {delivery_id} is being gated by another process")
     # Start-up cost: the forge clients load only when a delivery file is gated.

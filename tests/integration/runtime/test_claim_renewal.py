@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from itertools import count
@@ -35,6 +34,7 @@ from reviewbot.store.review_jobs import JobClaim
 from reviewbot.store.reviews import NewDecision, ReviewStore
 from tests.integration.review_support import wait_for
 from tests.integration.server_support import WAIT_S, make_settings
+from tests.support.store_faults import disk_io_error
 
 HEAD = "c" * 40
 T0 = 1_767_225_600.0
@@ -409,9 +409,7 @@ async def test_a_review_failing_on_its_last_attempt_ends_only_for_a_fault_of_its
     async def failing(fence: Any) -> None:
         if fault == "bug":
             raise RuntimeError("a bug in the review")
-        error = sqlite3.OperationalError("disk I/O error")
-        error.sqlite_errorcode = sqlite3.SQLITE_IOERR  # as SQLite raises it
-        raise error
+        raise disk_io_error()
 
     await asyncio.wait_for(jobs.run(job, claim, MAX_ATTEMPTS, failing), WAIT_S)
     left = await db.run(review_jobs.unfinished, db)

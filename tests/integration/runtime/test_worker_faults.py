@@ -4,7 +4,6 @@ re-queued backs off and retries, and once the fault clears every delivery is pro
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from reviewbot.store.database import SQLiteDatabase
 from reviewbot.store.journal import NewDelivery, StoredDelivery
 from reviewbot.workflowdb.bootstrap import open_store
 from tests.integration.server_support import WAIT_S, make_settings
+from tests.support.store_faults import disk_io_error
 
 
 class FlakyDatabase(SQLiteDatabase):
@@ -47,9 +47,7 @@ class FlakyDatabase(SQLiteDatabase):
             self.refused += 1
             if self.fail_writes and self.refused >= self.fail_writes:
                 self.failing = False
-            fault = sqlite3.OperationalError("disk I/O error")
-            fault.sqlite_errorcode = sqlite3.SQLITE_IOERR  # what SQLite itself sets
-            raise fault
+            raise disk_io_error()
         with super().write(
             durable=durable, serialized=serialized, poll_lock=poll_lock, hot=hot
         ) as tx:

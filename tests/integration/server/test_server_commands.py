@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from reviewbot.cli import main
 from reviewbot.store import decisions, journal
 from reviewbot.store.database import SQLiteDatabase
 from tests.integration.server_support import SimWorld, sim_world
+from tests.support.store_faults import disk_io_error
 
 
 def configure(
@@ -192,9 +192,7 @@ async def test_a_store_fault_while_a_delivery_file_is_gated_fails_the_step_and_k
 
         def failing_disk(*args: Any, **kwargs: Any) -> Any:
             faults[0] += 1
-            fault = sqlite3.OperationalError("disk I/O error")
-            fault.sqlite_errorcode = sqlite3.SQLITE_IOERR  # as SQLite raises it
-            raise fault
+            raise disk_io_error()
 
         monkeypatch.setattr(decisions, "record_many", failing_disk)
         out = tmp_path / "out"
@@ -257,9 +255,7 @@ async def test_a_store_fault_around_the_gate_of_a_delivery_file(
         def fault(*args: Any, **kwargs: Any) -> Any:
             if where != "journal":
                 real(*args, **kwargs)  # committed; the answer is what fails
-            error = sqlite3.OperationalError("disk I/O error")
-            error.sqlite_errorcode = sqlite3.SQLITE_IOERR
-            raise error
+            raise disk_io_error()
 
         monkeypatch.setattr(module, name, fault)
         status = await run_cli("gate", "--delivery", str(path), "--out", str(out))

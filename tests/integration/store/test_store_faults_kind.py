@@ -6,6 +6,7 @@ time, so retrying it would only hold its work back for ever."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -38,6 +39,14 @@ def path(tmp_path: Path) -> Path:
     return file
 
 
+@pytest.fixture
+def conn(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the test's file, closed after the test."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    yield connection
+    connection.close()
+
+
 def test_a_held_write_lock_is_transient(path: Path) -> None:
     holder = sqlite3.connect(path, isolation_level=None)
     other = sqlite3.connect(path, isolation_level=None, timeout=0)
@@ -62,27 +71,19 @@ def test_a_write_the_file_refuses_is_transient(path: Path) -> None:
         reader.close()
 
 
-def test_a_full_disk_is_transient(path: Path) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        no_room(conn)
-        error = raised(conn, "INSERT INTO t SELECT zeroblob(100000)")
+def test_a_full_disk_is_transient(conn: sqlite3.Connection) -> None:
+    no_room(conn)
+    error = raised(conn, "INSERT INTO t SELECT zeroblob(100000)")
+    assert isinstance(error, sqlite3.OperationalError)
+    assert error.sqlite_errorcode == sqlite3.SQLITE_FULL
+    assert is_transient(error), error
+
+
+def test_a_statement_that_fails_every_time_is_not_transient(conn: sqlite3.Connection) -> None:
+    for sql in ("SELECT * FROM no_such_table", "SELECT no_such_column FROM t"):
+        error = raised(conn, sql)
         assert isinstance(error, sqlite3.OperationalError)
-        assert error.sqlite_errorcode == sqlite3.SQLITE_FULL
-        assert is_transient(error), error
-    finally:
-        conn.close()
-
-
-def test_a_statement_that_fails_every_time_is_not_transient(path: Path) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        for sql in ("SELECT * FROM no_such_table", "SELECT no_such_column FROM t"):
-            error = raised(conn, sql)
-            assert isinstance(error, sqlite3.OperationalError)
-            assert not is_transient(error), error
-    finally:
-        conn.close()
+        assert not is_transient(error), error
 
 
 def test_an_error_sqlite_did_not_raise_is_not_taken_for_a_fault() -> None:
@@ -90,31 +91,27 @@ def test_an_error_sqlite_did_not_raise_is_not_taken_for_a_fault() -> None:
     assert not is_transient(RuntimeError("database is locked"))
 
 
-def test_an_error_raised_while_undoing_a_fault_is_that_fault(path: Path) -> None:
+def test_an_error_raised_while_undoing_a_fault_is_that_fault(conn: sqlite3.Connection) -> None:
     """After an I/O error SQLite may roll the transaction back itself; undoing the savepoint
     then fails with SQLITE_ERROR ("no such savepoint"), which must not hide the fault."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        no_room(conn)
+
+    def undo_after(sql: str) -> sqlite3.Error:
+        """The error of undoing a savepoint that is gone, raised while ``sql``'s is handled."""
         conn.execute("BEGIN")
         try:
-            conn.execute("INSERT INTO t SELECT zeroblob(100000)")
+            conn.execute(sql)
         except sqlite3.OperationalError:
             undo = raised(conn, "ROLLBACK TO no_such_savepoint")
         conn.execute("ROLLBACK")
-        assert isinstance(undo, sqlite3.OperationalError)
-        assert undo.sqlite_errorcode == sqlite3.SQLITE_ERROR
-        assert is_transient(undo), undo.__context__
-        # The same failed undo after a statement that fails every time is no fault.
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT * FROM no_such_table")
-        except sqlite3.OperationalError:
-            undo = raised(conn, "ROLLBACK TO no_such_savepoint")
-        conn.execute("ROLLBACK")
-        assert not is_transient(undo)
-    finally:
-        conn.close()
+        return undo
+
+    no_room(conn)
+    undo = undo_after("INSERT INTO t SELECT zeroblob(100000)")
+    assert isinstance(undo, sqlite3.OperationalError)
+    assert undo.sqlite_errorcode == sqlite3.SQLITE_ERROR
+    assert is_transient(undo), undo.__context__
+    # The same failed undo after a statement that fails every time is no fault.
+    assert not is_transient(undo_after("SELECT * FROM no_such_table"))
 
 
 @pytest.mark.parametrize(
